@@ -1,0 +1,94 @@
+"""hylo's core contract: the Kernel and everything that crosses its boundaries."""
+
+from hylo.core.agent import Agent, AgentBase, AgentRequirements, check_compatible
+from hylo.core.bus import EventBus, JsonlRecorder, MemoryRecorder
+from hylo.core.chunk import ActionChunk, ChunkExecutor
+from hylo.core.context import EpisodeContext
+from hylo.core.environment import Environment
+from hylo.core.errors import (
+    AgentTimeout,
+    HyloError,
+    IncompatibleComponents,
+    InvalidAction,
+    SafetyAbort,
+    SimulationDiverged,
+)
+from hylo.core.events import EVENT_TYPES, BaseEvent, Event, parse_event
+from hylo.core.isolation import AgentCrashed, ProcessAgent
+from hylo.core.kernel import Kernel
+from hylo.core.shield import (
+    BoundsGuard,
+    FiniteGuard,
+    Guard,
+    GuardMode,
+    RotationGuard,
+    RotationRepr,
+    SafetyShield,
+    ShieldReview,
+)
+from hylo.core.signals import ContainerSet, ContainerSpec, Lifetime, Reducer, Signal, StateContainer
+from hylo.core.status import EpisodeOutcome, EpisodeStatus
+from hylo.core.timing import Clock, RealtimeTiming, SyncTiming, Timing
+from hylo.core.types import (
+    Action,
+    EnvCapabilities,
+    EnvSpec,
+    Observation,
+    StepResult,
+    TaskInstance,
+    derive_seed,
+)
+
+__all__ = [
+    "EVENT_TYPES",
+    "Action",
+    "ActionChunk",
+    "Agent",
+    "AgentBase",
+    "AgentCrashed",
+    "AgentRequirements",
+    "AgentTimeout",
+    "BaseEvent",
+    "BoundsGuard",
+    "ChunkExecutor",
+    "Clock",
+    "ContainerSet",
+    "ContainerSpec",
+    "EnvCapabilities",
+    "EnvSpec",
+    "Environment",
+    "EpisodeContext",
+    "EpisodeOutcome",
+    "EpisodeStatus",
+    "Event",
+    "EventBus",
+    "FiniteGuard",
+    "Guard",
+    "GuardMode",
+    "HyloError",
+    "IncompatibleComponents",
+    "InvalidAction",
+    "JsonlRecorder",
+    "Kernel",
+    "Lifetime",
+    "MemoryRecorder",
+    "Observation",
+    "ProcessAgent",
+    "RealtimeTiming",
+    "Reducer",
+    "RotationGuard",
+    "RotationRepr",
+    "SafetyAbort",
+    "SafetyShield",
+    "ShieldReview",
+    "Signal",
+    "SimulationDiverged",
+    "StateContainer",
+    "StepResult",
+    "SyncTiming",
+    "TaskInstance",
+    "Timing",
+    "check_compatible",
+    "derive_seed",
+    "parse_event",
+]

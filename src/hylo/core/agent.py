@@ -1,0 +1,114 @@
+"""The Agent interface (duck-typed) and the bind-time compatibility check."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import gymnasium.spaces as spaces
+
+from hylo.core.errors import IncompatibleComponents
+from hylo.core.signals import ContainerSpec
+from hylo.core.types import EnvSpec, StepResult
+
+if TYPE_CHECKING:
+    from hylo.core.chunk import ActionChunk
+    from hylo.core.context import EpisodeContext
+    from hylo.core.status import EpisodeOutcome
+    from hylo.core.types import Observation
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """Anything with `act` is an agent; `reset`, `on_step` and `on_episode_end` are optional.
+
+    An agent may also declare:
+    - `requirements: AgentRequirements` — what it needs from the env (checked at bind time)
+    - `containers: Sequence[ContainerSpec]` — its state containers (on `ctx.containers`)
+    - `on_signal(signal)` — to hear lifecycle signals (e.g. to forward them to another process)
+    """
+
+    def act(self, obs: Observation) -> ActionChunk: ...
+
+
+class AgentBase:
+    """Convenience base class: no-op hooks, so a subclass only writes `act`."""
+
+    name: str = ""
+    requirements: AgentRequirements | None = None
+    containers: Sequence[ContainerSpec] = ()
+
+    def reset(self, ctx: EpisodeContext) -> None:
+        self.ctx = ctx
+
+    def on_step(self, result: StepResult) -> None:
+        return None
+
+    def on_episode_end(self, outcome: EpisodeOutcome) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRequirements:
+    """What an agent needs from an environment.
+
+    `observation_keys` are paths into the observation space, `/`-separated for nested keys (`images/wrist`);
+    `action_space` is compared by type and shape (and `n` for discrete spaces).
+    """
+
+    observation_keys: tuple[str, ...] = ()
+    action_space: spaces.Space[Any] | None = None
+    needs_images: bool = False
+
+
+def agent_name(agent: object) -> str:
+    name = getattr(agent, "name", "")
+    return name if isinstance(name, str) and name else type(agent).__name__
+
+
+def _has_key(space: spaces.Space[Any], path: str) -> bool:
+    node: spaces.Space[Any] = space
+    for part in path.split("/"):
+        if not isinstance(node, spaces.Dict) or part not in node.spaces:
+            return False
+        node = node.spaces[part]
+    return True
+
+
+def _same_action_space(wanted: spaces.Space[Any], have: spaces.Space[Any]) -> bool:
+    if type(wanted) is not type(have):
+        return False
+    if isinstance(wanted, spaces.Discrete) and isinstance(have, spaces.Discrete):
+        return bool(wanted.n == have.n and wanted.start == have.start)
+    if isinstance(wanted, spaces.Box):
+        return wanted.shape == have.shape
+    return bool(wanted == have)
+
+
+def check_compatible(env_spec: EnvSpec, agent: object) -> None:
+    """Raise IncompatibleComponents naming everything the agent needs that the env does not provide."""
+    if not callable(getattr(agent, "act", None)):
+        raise IncompatibleComponents(f"{agent_name(agent)} is not an agent: it has no callable `act`")
+    requirements = getattr(agent, "requirements", None)
+    if requirements is None:
+        return
+    if not isinstance(requirements, AgentRequirements):
+        raise IncompatibleComponents(
+            f"{agent_name(agent)}.requirements must be AgentRequirements, got {type(requirements).__name__}"
+        )
+    problems: list[str] = []
+    obs_space = env_spec.observation_space
+    provided = sorted(obs_space.spaces) if isinstance(obs_space, spaces.Dict) else []
+    for key in requirements.observation_keys:
+        if not _has_key(obs_space, key):
+            problems.append(
+                f"{agent_name(agent)} needs observation key {key!r}; env {env_spec.name!r} provides {provided}"
+            )
+    if requirements.needs_images and not _has_key(obs_space, "images"):
+        problems.append(f"{agent_name(agent)} needs camera images; env {env_spec.name!r} provides {provided}")
+    wanted = requirements.action_space
+    if wanted is not None and not _same_action_space(wanted, env_spec.action_space):
+        problems.append(f"{agent_name(agent)} acts in {wanted} but env {env_spec.name!r} takes {env_spec.action_space}")
+    if problems:
+        raise IncompatibleComponents(problems)

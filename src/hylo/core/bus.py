@@ -1,0 +1,123 @@
+"""The EventBus: every trace event goes through it; subscribers (recorders, viewers, critics) listen.
+
+Events are built only when someone listens: with no subscriber, `emit` is a flag test. A subscriber that raises is
+detached and the episode goes on: a broken viewer must never change an evaluation's result.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from hylo.core.events import BaseEvent
+
+log = logging.getLogger(__name__)
+
+Subscriber = Callable[[BaseEvent], None]
+
+
+class EventBus:
+    """Fan-out of typed trace events to subscribers, stamping ids, sequence numbers and times."""
+
+    __slots__ = ("_subscribers", "active", "detached", "episode_id", "run_id", "seq", "sim_time")
+
+    def __init__(self, run_id: str = "") -> None:
+        self._subscribers: list[Subscriber] = []
+        self.detached: list[tuple[Subscriber, BaseException]] = []
+        self.active = False
+        self.run_id = run_id
+        self.episode_id = ""
+        self.seq = 0
+        self.sim_time = 0.0
+
+    def subscribe(self, subscriber: Subscriber) -> Subscriber:
+        self._subscribers.append(subscriber)
+        self.active = True
+        return subscriber
+
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        if subscriber in self._subscribers:
+            self._subscribers.remove(subscriber)
+        self.active = bool(self._subscribers)
+
+    @property
+    def subscribers(self) -> tuple[Subscriber, ...]:
+        return tuple(self._subscribers)
+
+    def begin_episode(self, episode_id: str) -> None:
+        self.episode_id = episode_id
+        self.seq = 0
+        self.sim_time = 0.0
+
+    def emit(self, cls: type[BaseEvent], /, **payload: Any) -> BaseEvent | None:
+        """Build and deliver one event; returns it, or None when nobody listens."""
+        if not self.active:
+            return None
+        event = cls(
+            run_id=self.run_id,
+            episode_id=self.episode_id,
+            seq=self.seq,
+            sim_time=self.sim_time,
+            wall_time=time.time(),
+            **payload,
+        )
+        self.seq += 1
+        self.publish(event)
+        return event
+
+    def publish(self, event: BaseEvent) -> None:
+        """Deliver an already-built event (e.g. one replayed from another process)."""
+        for subscriber in tuple(self._subscribers):
+            try:
+                subscriber(event)
+            except Exception as exc:
+                log.warning("trace subscriber %r raised %r; detached", subscriber, exc)
+                self.detached.append((subscriber, exc))
+                self.unsubscribe(subscriber)
+
+
+class MemoryRecorder:
+    """Keeps every event in a list."""
+
+    def __init__(self) -> None:
+        self.events: list[BaseEvent] = []
+
+    def __call__(self, event: BaseEvent) -> None:
+        self.events.append(event)
+
+    def kinds(self) -> list[str]:
+        return [e.event for e in self.events]
+
+    def of(self, kind: str) -> list[Any]:
+        return [e for e in self.events if e.event == kind]
+
+
+class JsonlRecorder:
+    """Writes one JSON line per event; flushes at each episode end so a crash loses at most one episode's tail."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+
+    def __call__(self, event: BaseEvent) -> None:
+        if self._file is None:
+            raise RuntimeError(f"JSONL recorder for {self.path} is closed")
+        self._file.write(event.model_dump_json())
+        self._file.write("\n")
+        if event.event == "episode.end":
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> JsonlRecorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,94 @@
+"""Action chunks and the executor that plays them out (004 §2.2)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from hylo.core.types import Action
+
+
+class ActionChunk:
+    """A plan of actions; after `execution_steps` of them are executed, the agent is asked again.
+
+    `actions` is any sequence of actions (ints, arrays, dicts) or a 2-D array whose rows are actions.
+    `execution_steps` defaults to the whole chunk.
+    """
+
+    __slots__ = ("actions", "execution_steps")
+
+    def __init__(self, actions: Sequence[Action] | np.ndarray[Any, Any], execution_steps: int | None = None) -> None:
+        if isinstance(actions, np.ndarray):
+            if actions.ndim == 0:
+                raise ValueError("ActionChunk needs a sequence of actions, got a 0-d array; wrap it in a list")
+            seq: tuple[Action, ...] = tuple(actions)
+        elif isinstance(actions, (str, bytes)) or not isinstance(actions, Sequence):
+            raise TypeError(f"ActionChunk needs a sequence of actions, got {type(actions).__name__}")
+        else:
+            seq = tuple(actions)
+        if not seq:
+            raise ValueError("ActionChunk needs at least one action, got an empty sequence")
+        steps = len(seq) if execution_steps is None else execution_steps
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 1 <= steps <= len(seq):
+            raise ValueError(f"execution_steps must be an int in [1, {len(seq)}], got {execution_steps!r}")
+        self.actions = seq
+        self.execution_steps = int(steps)
+
+    @classmethod
+    def single(cls, action: Action) -> ActionChunk:
+        """A chunk of one action."""
+        return cls((action,), 1)
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def __repr__(self) -> str:
+        return f"ActionChunk(<{len(self.actions)} actions>, execution_steps={self.execution_steps})"
+
+
+def as_chunk(value: object) -> ActionChunk:
+    """What an agent's `act` returned, as a chunk: an ActionChunk as is, anything else as one action."""
+    if isinstance(value, ActionChunk):
+        return value
+    if value is None:
+        raise TypeError("act returned None; return an ActionChunk or one action")
+    return ActionChunk((value,), 1)
+
+
+class ChunkExecutor:
+    """Queue of the actions still to execute from the current chunk."""
+
+    __slots__ = ("_queue", "loaded_at")
+
+    def __init__(self) -> None:
+        self._queue: deque[Action] = deque()
+        self.loaded_at = -1
+
+    def load(self, chunk: ActionChunk, *, skip: int = 0, step: int = -1) -> int:
+        """Queue the chunk's first `execution_steps` actions, less the first `skip` (stale ones). Returns the count
+        of actions dropped."""
+        self._queue.clear()
+        end = chunk.execution_steps
+        dropped = min(skip, end)
+        self._queue.extend(chunk.actions[dropped:end])
+        self.loaded_at = step
+        return dropped
+
+    def next(self) -> Action:
+        """The next action; raises IndexError when empty."""
+        return self._queue.popleft()
+
+    def clear(self) -> None:
+        """Drop the plan: the agent replans at the next step."""
+        self._queue.clear()
+
+    @property
+    def remaining(self) -> int:
+        return len(self._queue)
+
+    @property
+    def empty(self) -> bool:
+        return not self._queue

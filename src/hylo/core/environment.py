@@ -1,0 +1,59 @@
+"""The Environment interface: four abstract members, everything else has a default."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from hylo.core.errors import HyloError
+from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
+
+
+class Environment(abc.ABC):
+    """A simulator (or robot) the Kernel drives.
+
+    - `reset(task)` brings the env to the placed episode and returns its first observation (with the actual
+      instruction). It is an idempotent ensure-live: resetting to the same task again revives it, it never picks
+      another episode.
+    - `step(action)` advances by one control step and returns a `StepResult` with the new observation.
+    - `observe()` is a pure read of the current observation; after the episode ended it returns the terminal frame.
+    - `spec` describes the spaces and control rate.
+
+    Raise `SimulationDiverged` when the simulator's state became invalid, `InvalidAction` for an action the env
+    refuses as malformed (the agent's fault); any other exception is counted against the infrastructure.
+    """
+
+    @property
+    @abc.abstractmethod
+    def spec(self) -> EnvSpec: ...
+
+    @abc.abstractmethod
+    def reset(self, task: TaskInstance) -> Observation: ...
+
+    @abc.abstractmethod
+    def step(self, action: Action) -> StepResult: ...
+
+    @abc.abstractmethod
+    def observe(self) -> Observation: ...
+
+    @property
+    def capabilities(self) -> EnvCapabilities:
+        return EnvCapabilities()
+
+    def hold_action(self) -> Action:
+        """The action that keeps the system where it is (executed when the realtime queue runs dry)."""
+        raise HyloError(f"environment {self.spec.name!r} declares no hold action")
+
+    def privileged_state(self, name: str) -> Any:
+        """Simulator state that only a benchmark's own expert may read (each read is traced)."""
+        raise KeyError(f"environment {self.spec.name!r} exposes no privileged state {name!r}")
+
+    def close(self) -> None:
+        """Release the simulator. Called once per env, never per episode."""
+        return None
+
+    def __enter__(self) -> Environment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,61 @@
+"""Exceptions that carry meaning for an episode's status.
+
+The Kernel maps each of these onto an `EpisodeStatus`; anything else raised by the agent is `error` and anything else
+raised by the environment is `infra_invalid`.
+"""
+
+from __future__ import annotations
+
+
+class HyloError(Exception):
+    """Base class of hylo's own exceptions."""
+
+
+class IncompatibleComponents(HyloError):
+    """An environment and an agent (or a shield, or a timing mode) cannot work together.
+
+    Raised at bind time, before any episode starts: a run that cannot be valid never starts.
+    """
+
+    def __init__(self, problems: list[str] | str) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class SafetyAbort(HyloError):
+    """A guard rejected an action: the episode ends as `safety_abort`."""
+
+    def __init__(self, guard: str, reason: str) -> None:
+        self.guard = guard
+        self.reason = reason
+        super().__init__(f"{guard}: {reason}")
+
+
+class AgentTimeout(HyloError):
+    """The agent took longer than `act_timeout_s` to act: the episode ends as `error`, reason `timeout`."""
+
+    def __init__(self, latency_s: float | None, limit_s: float) -> None:
+        self.latency_s = latency_s
+        self.limit_s = limit_s
+        took = "did not return" if latency_s is None else f"took {latency_s:.3f} s"
+        super().__init__(f"act {took} (limit {limit_s:g} s)")
+
+
+class SimulationDiverged(HyloError):
+    """The simulator's state became invalid (e.g. MuJoCo BADQACC): the episode ends as `infra_invalid`.
+
+    Environment adapters raise it; `warning` names what the simulator reported.
+    """
+
+    def __init__(self, warning: str, detail: str = "") -> None:
+        self.warning = warning
+        self.detail = detail
+        super().__init__(f"simulation diverged: {warning}" + (f" ({detail})" if detail else ""))
+
+
+class InvalidAction(HyloError):
+    """The environment refused an action as malformed: the agent's fault, so the episode ends as `error`.
+
+    Environment adapters raise it for faults that come from the action (e.g. MuJoCo BADCTRL) rather than from the
+    simulator, so that they are not counted against the infrastructure.
+    """

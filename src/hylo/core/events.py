@@ -1,0 +1,155 @@
+"""Trace events: one typed class per kind, joined in a tagged union on `event`. The bus schema is the log schema.
+
+Every event carries the run id, the episode id, a per-episode sequence number, simulated time and wall time.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class BaseEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    event: str
+    run_id: str = ""
+    episode_id: str = ""
+    seq: int = 0
+    sim_time: float = 0.0
+    wall_time: float = 0.0
+
+
+class EpisodeStartEvent(BaseEvent):
+    event: Literal["episode.start"] = "episode.start"
+    task: dict[str, Any]
+    seed: int
+    agent: str
+    guards: list[str]
+    timing: str
+    mode: Literal["driven", "served"] = "driven"
+
+
+class ObservationEvent(BaseEvent):
+    event: Literal["observation"] = "observation"
+    obs: dict[str, Any]
+    terminal: bool = False
+
+
+class AgentDecisionEvent(BaseEvent):
+    event: Literal["agent.decision"] = "agent.decision"
+    content: dict[str, Any]
+
+
+class MemoryRetrievalEvent(BaseEvent):
+    event: Literal["memory.retrieval"] = "memory.retrieval"
+    content: dict[str, Any]
+
+
+class AgentChunkEvent(BaseEvent):
+    event: Literal["agent.chunk"] = "agent.chunk"
+    size: int
+    execution_steps: int
+    latency_s: float
+    dropped: int = 0
+    requested_at: int
+    actions: list[Any]
+
+
+class SafetyReviewEvent(BaseEvent):
+    event: Literal["safety.review"] = "safety.review"
+    approved: bool
+    modified: bool
+    reasons: list[str] = Field(default_factory=list)
+    guard: str | None = None
+
+
+class ActionEvent(BaseEvent):
+    event: Literal["action"] = "action"
+    step: int
+    action: Any
+    hold: bool = False
+
+
+class StepResultEvent(BaseEvent):
+    event: Literal["step.result"] = "step.result"
+    step: int
+    reward: float
+    terminated: bool
+    truncated: bool
+    success: bool
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+class PrivilegedStateEvent(BaseEvent):
+    event: Literal["privileged.state"] = "privileged.state"
+    name: str
+    value: Any
+
+
+class EpisodeEndEvent(BaseEvent):
+    event: Literal["episode.end"] = "episode.end"
+    status: str
+    success: bool
+    steps: int
+    reason: str
+    safety_interventions: int
+    detail: str | None = None
+
+
+class MemoryWriteEvent(BaseEvent):
+    event: Literal["memory.write"] = "memory.write"
+    content: dict[str, Any]
+
+
+class SignalEvent(BaseEvent):
+    event: Literal["signal"] = "signal"
+    signal: str
+    scope_id: str = ""
+
+
+Event = Annotated[
+    EpisodeStartEvent
+    | ObservationEvent
+    | AgentDecisionEvent
+    | MemoryRetrievalEvent
+    | AgentChunkEvent
+    | SafetyReviewEvent
+    | ActionEvent
+    | StepResultEvent
+    | PrivilegedStateEvent
+    | EpisodeEndEvent
+    | MemoryWriteEvent
+    | SignalEvent,
+    Field(discriminator="event"),
+]
+
+EVENT_TYPES: dict[str, type[BaseEvent]] = {
+    cls.model_fields["event"].default: cls
+    for cls in (
+        EpisodeStartEvent,
+        ObservationEvent,
+        AgentDecisionEvent,
+        MemoryRetrievalEvent,
+        AgentChunkEvent,
+        SafetyReviewEvent,
+        ActionEvent,
+        StepResultEvent,
+        PrivilegedStateEvent,
+        EpisodeEndEvent,
+        MemoryWriteEvent,
+        SignalEvent,
+    )
+}
+"""Event kind -> class."""
+
+AGENT_EVENT_KINDS = frozenset({"agent.decision", "memory.retrieval", "memory.write"})
+"""Kinds an agent may emit through `EpisodeContext.emit`; the rest belong to the Kernel."""
+
+event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(line: str | bytes) -> BaseEvent:
+    """Read one JSONL trace line back into its typed event."""
+    return event_adapter.validate_json(line)

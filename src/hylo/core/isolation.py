@@ -1,0 +1,218 @@
+"""Hard timeouts: the agent runs in a child process that is killed when a call overruns its deadline.
+
+A thread cannot be killed, so a hung `act` in a thread would hang the run forever; a process can. After a kill the
+next episode starts a fresh child (built again by the factory), so the run goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import multiprocessing as mp
+import multiprocessing.connection as mpc
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from hylo.core.agent import AgentRequirements, agent_name
+from hylo.core.bus import EventBus
+from hylo.core.context import EpisodeContext
+from hylo.core.errors import AgentTimeout, HyloError
+from hylo.core.events import EVENT_TYPES, BaseEvent
+from hylo.core.signals import ContainerSet, Signal
+from hylo.core.status import EpisodeOutcome
+from hylo.core.types import Observation, StepResult
+
+
+class AgentCrashed(HyloError):
+    """The agent's process died (segfault, out of memory, killed)."""
+
+
+class RemoteAgentError(HyloError):
+    """The agent raised inside its process; carries the remote type, message and traceback."""
+
+    def __init__(self, type_name: str, message: str, remote_traceback: str) -> None:
+        self.type_name = type_name
+        self.remote_traceback = remote_traceback
+        super().__init__(f"{type_name}: {message}" if message else type_name)
+
+
+def _identity(agent: Any) -> Any:
+    return agent
+
+
+def _child_main(conn: mpc.Connection, factory: Callable[[], Any]) -> None:
+    try:
+        agent = factory()
+        requirements = getattr(agent, "requirements", None)
+        containers = ContainerSet(getattr(agent, "containers", ()) or ())
+        conn.send(("ready", (agent_name(agent), requirements)))
+    except Exception as exc:
+        conn.send(("err", (type(exc).__name__, str(exc), traceback.format_exc())))
+        return
+    events: list[tuple[str, dict[str, Any]]] = []
+    bus = EventBus()
+
+    def collect(event: BaseEvent) -> None:
+        events.append((event.event, event.model_dump(include={"content", "name", "value"})))
+
+    while True:
+        try:
+            op, payload = conn.recv()
+        except EOFError:
+            return
+        if op == "signal":
+            containers.on_signal(payload)
+            continue
+        if op == "close":
+            return
+        events.clear()
+        try:
+            if op == "reset":
+                seed, env_spec, task, tracing = payload
+                if tracing and not bus.active:
+                    bus.subscribe(collect)
+                elif not tracing and bus.active:
+                    bus.unsubscribe(collect)
+                bus.begin_episode(task.episode_id)
+                value = getattr(agent, "reset", lambda ctx: None)(
+                    EpisodeContext(seed=seed, env_spec=env_spec, task=task, containers=containers, bus=bus)
+                )
+            elif op == "act":
+                value = agent.act(payload)
+            elif op == "on_step":
+                value = getattr(agent, "on_step", lambda r: None)(payload)
+            elif op == "on_episode_end":
+                value = getattr(agent, "on_episode_end", lambda o: None)(payload)
+            else:
+                raise ValueError(f"unknown operation {op!r}")
+            conn.send(("ok", (value, list(events))))
+        except Exception as exc:
+            conn.send(("err", (type(exc).__name__, str(exc), traceback.format_exc())))
+
+
+class ProcessAgent:
+    """Runs an agent in a child process with a deadline per call.
+
+    `factory` builds the agent in the child (it must be picklable: a class, a `functools.partial`, or use
+    `ProcessAgent.from_instance(agent, ...)` for a picklable instance). A call to `act` or `on_step` that overruns
+    `act_timeout_s` kills the child and raises `AgentTimeout`; the next episode starts a new child. The agent's
+    state containers live in the child; lifecycle signals are forwarded to it. Privileged state is not available
+    to an isolated agent.
+    """
+
+    def __init__(self, factory: Callable[[], Any], act_timeout_s: float, *, start_timeout_s: float = 120.0) -> None:
+        if not act_timeout_s > 0:
+            raise ValueError(f"act_timeout_s must be > 0, got {act_timeout_s!r}")
+        self.factory = factory
+        self.act_timeout_s = act_timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.restarts = 0
+        self._ctx = mp.get_context("spawn")
+        self._proc: Any = None
+        self._conn: mpc.Connection | None = None
+        self._episode_ctx: EpisodeContext | None = None
+        self.name = ""
+        self.requirements: AgentRequirements | None = None
+        self._start()
+
+    @classmethod
+    def from_instance(cls, agent: Any, act_timeout_s: float, **kwargs: Any) -> ProcessAgent:
+        """Isolate an existing (picklable) agent: the child gets a copy of it."""
+        return cls(functools.partial(_identity, agent), act_timeout_s, **kwargs)
+
+    # -- process management ---------------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(target=_child_main, args=(child, self.factory), daemon=True, name="hylo-agent")
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        status, payload = self._receive(self.start_timeout_s, "start")
+        if status == "err":
+            self._kill()
+            raise RemoteAgentError(*payload)
+        self.name, self.requirements = payload
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            if self._proc.is_alive():
+                self._proc.kill()
+            self._proc.join(5)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc = self._conn = None
+
+    def _receive(self, timeout: float, op: str) -> tuple[str, Any]:
+        conn = self._conn
+        assert conn is not None
+        try:
+            ready = conn.poll(timeout)
+            if not ready:
+                self._kill()
+                raise AgentTimeout(None, timeout)
+            message: tuple[str, Any] = conn.recv()
+            return message
+        except (EOFError, OSError, BrokenPipeError):
+            code = self._proc.exitcode if self._proc is not None else None
+            self._kill()
+            raise AgentCrashed(f"agent process died during {op} (exit code {code})") from None
+
+    def _call(self, op: str, payload: Any, timeout: float) -> Any:
+        if self._conn is None:
+            self.restarts += 1
+            self._start()
+        assert self._conn is not None
+        try:
+            self._conn.send((op, payload))
+        except (OSError, BrokenPipeError):
+            self._kill()
+            raise AgentCrashed(f"agent process died before {op}") from None
+        status, result = self._receive(timeout, op)
+        if status == "err":
+            raise RemoteAgentError(*result)
+        value, events = result
+        ctx = self._episode_ctx
+        if events and ctx is not None and ctx.bus.active:
+            for kind, fields in events:
+                ctx.bus.emit(EVENT_TYPES[kind], **fields)
+        return value
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(OSError, BrokenPipeError):
+                self._conn.send(("close", None))
+            if self._proc is not None:
+                self._proc.join(2)
+        self._kill()
+
+    def __del__(self) -> None:
+        try:
+            self._kill()
+        except Exception:
+            return
+
+    # -- the agent interface ---------------------------------------------------------------------------------------
+
+    def reset(self, ctx: EpisodeContext) -> None:
+        self._episode_ctx = ctx
+        payload = (ctx.seed, ctx.env_spec, ctx.task, ctx.bus.active)
+        self._call("reset", payload, self.start_timeout_s)
+
+    def act(self, obs: Observation) -> Any:
+        return self._call("act", obs, self.act_timeout_s)
+
+    def on_step(self, result: StepResult) -> None:
+        self._call("on_step", result, self.act_timeout_s)
+
+    def on_episode_end(self, outcome: EpisodeOutcome) -> None:
+        if self._conn is not None:
+            self._call("on_episode_end", outcome, self.start_timeout_s)
+
+    def on_signal(self, signal: Signal) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.send(("signal", signal.value))
+            except (OSError, BrokenPipeError):
+                self._kill()

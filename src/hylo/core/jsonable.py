@@ -1,0 +1,36 @@
+"""Turning trace payloads into JSON: small arrays become lists, images and large arrays become digests."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+MAX_INLINE_ARRAY = 64
+"""Arrays with more elements than this are recorded by digest, not by value (frames go to video, not the trace)."""
+
+
+def array_digest(array: np.ndarray[Any, Any]) -> str:
+    data = np.ascontiguousarray(array)
+    return hashlib.blake2b(data.data, digest_size=12).hexdigest()
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-friendly view of `value`: exact for scalars, strings and small arrays; a digest for the rest."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.ndarray):
+        if value.size <= MAX_INLINE_ARRAY and value.dtype.kind in "biuf":
+            return value.tolist()
+        return {"digest": array_digest(value), "shape": list(value.shape), "dtype": str(value.dtype)}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return {"digest": hashlib.blake2b(value, digest_size=12).hexdigest(), "bytes": len(value)}
+    return repr(value)

@@ -1,0 +1,53 @@
+"""Episode statuses and outcomes (004 §2.1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class EpisodeStatus(StrEnum):
+    """How an episode ended. Only `success`, `failure` and `safety_abort` are scored; the others abstain."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    ERROR = "error"
+    INFRA_INVALID = "infra_invalid"
+    SAFETY_ABORT = "safety_abort"
+
+    @property
+    def scored(self) -> bool:
+        """Whether the episode counts in the success rate's denominator."""
+        return self in _SCORED
+
+    @property
+    def score(self) -> int | None:
+        """1 for success, 0 for failure and safety_abort, None (abstain) for error and infra_invalid."""
+        if self is EpisodeStatus.SUCCESS:
+            return 1
+        return 0 if self in _SCORED else None
+
+
+_SCORED = frozenset({EpisodeStatus.SUCCESS, EpisodeStatus.FAILURE, EpisodeStatus.SAFETY_ABORT})
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeOutcome:
+    """The verdict of one episode.
+
+    `reason` is short and stable (`success`, `max_steps`, `truncated`, `terminated`, `watchdog`, `timeout`, or
+    what raised, e.g. `agent raised ValueError: ...`); `detail` holds the long form (a traceback) when there is one.
+    """
+
+    status: EpisodeStatus
+    success: bool
+    steps: int
+    reason: str
+    safety_interventions: int = 0
+    detail: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.success != (self.status is EpisodeStatus.SUCCESS):
+            raise ValueError(f"success={self.success} contradicts status {self.status.value!r}")

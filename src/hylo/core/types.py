@@ -1,0 +1,129 @@
+"""The records that cross the Kernel's boundaries: tasks, observations, step results, environment specs."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, NamedTuple
+
+import gymnasium.spaces as spaces
+
+Action = Any
+"""One action as the environment takes it: an int for a Discrete space, an array for a Box, a dict for a Dict."""
+
+EMPTY_INFO: Mapping[str, Any] = MappingProxyType({})
+
+
+class Observation(dict[str, Any]):
+    """What the agent sees. A mapping with canonical keys where the benchmark has them.
+
+    - `images`: camera name -> HWC uint8 array
+    - `state`: proprioceptive / state float vector
+    - `instruction`: the task's language instruction
+
+    plus benchmark-specific keys. Environments may return any mapping; this class only adds typed accessors.
+    """
+
+    __slots__ = ()
+
+    @property
+    def images(self) -> Mapping[str, Any]:
+        images: Mapping[str, Any] = self.get("images", EMPTY_INFO)
+        return images
+
+    @property
+    def state(self) -> Any:
+        return self.get("state")
+
+    @property
+    def instruction(self) -> str | None:
+        value = self.get("instruction")
+        return None if value is None else str(value)
+
+
+class StepResult(NamedTuple):
+    """What one environment step produced, the new observation included."""
+
+    obs: Mapping[str, Any]
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    success: bool = False
+    info: Mapping[str, Any] = EMPTY_INFO
+
+
+def derive_seed(*parts: object) -> int:
+    """A 31-bit seed that is a pure function of `parts` (stable across processes and Python versions)."""
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFF_FFFF
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInstance:
+    """One placed episode: which task of which benchmark, and the seed the simulator is reset with.
+
+    Its identity (`episode_id`) and `seed` are pure functions of (benchmark, split, task, index, base_seed), never of
+    worker count, batch size or how many resets happened before.
+    """
+
+    benchmark: str
+    task: str
+    index: int = 0
+    split: str = "default"
+    base_seed: int = 0
+    seed: int = -1
+    instruction: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.index < 0:
+            raise ValueError(f"episode index must be >= 0, got {self.index}")
+        if self.seed == -1:
+            object.__setattr__(
+                self, "seed", derive_seed(self.benchmark, self.split, self.task, self.index, self.base_seed)
+            )
+        elif self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
+
+    @property
+    def episode_id(self) -> str:
+        """Deterministic key of this episode, e.g. `babyai/test/GoToLocal/0003@s0`."""
+        return f"{self.benchmark}/{self.split}/{self.task}/{self.index:04d}@s{self.base_seed}"
+
+
+@dataclass(frozen=True, slots=True)
+class EnvCapabilities:
+    """What an environment can do beyond the core interface.
+
+    - `hold_action`: `hold_action()` returns a safe action to execute when the realtime queue is empty
+    - `self_paced`: the environment paces itself in wall-clock time (a real robot); the Kernel never sleeps for it
+    - `privileged_state`: `privileged_state(name)` exposes simulator state to a benchmark's own expert
+    """
+
+    hold_action: bool = False
+    self_paced: bool = False
+    privileged_state: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EnvSpec:
+    """Static description of an environment: spaces (gymnasium), control rate and default step budget."""
+
+    observation_space: spaces.Space[Any]
+    action_space: spaces.Space[Any]
+    control_rate_hz: float = 10.0
+    max_episode_steps: int | None = None
+    name: str = "env"
+
+    def __post_init__(self) -> None:
+        if not self.control_rate_hz > 0:
+            raise ValueError(f"control_rate_hz must be > 0, got {self.control_rate_hz}")
+        if self.max_episode_steps is not None and self.max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be >= 1, got {self.max_episode_steps}")
+
+    @property
+    def dt(self) -> float:
+        """Seconds of simulated time per step."""
+        return 1.0 / self.control_rate_hz
