@@ -281,9 +281,12 @@ class Kernel:
                         return self._agent_failed(AgentTimeout(latency, self.act_timeout_s))
                     self._merge(self._coerce(call.result), call.step, step, latency)
                     call = None
-                elif call is not None and self.act_timeout_s is not None:
-                    if time.perf_counter() - call.started > self.act_timeout_s:
-                        return self._agent_failed(AgentTimeout(None, self.act_timeout_s))
+                elif (
+                    call is not None
+                    and self.act_timeout_s is not None
+                    and time.perf_counter() - call.started > self.act_timeout_s
+                ):
+                    return self._agent_failed(AgentTimeout(None, self.act_timeout_s))
                 if call is None and executor.remaining <= timing.refill_steps:
                     call = _ThreadedCall(self._act, obs, step)
                 if executor.empty:

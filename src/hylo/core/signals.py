@@ -66,7 +66,8 @@ class ContainerSpec:
             object.__setattr__(self, "lifetime", Lifetime(self.lifetime))
         except ValueError:
             raise ValueError(
-                f"container {self.name!r}: unknown lifetime {self.lifetime!r}; choose one of {[x.value for x in Lifetime]}"
+                f"container {self.name!r}: unknown lifetime {self.lifetime!r}; "
+                f"choose one of {[x.value for x in Lifetime]}"
             ) from None
         try:
             object.__setattr__(self, "reducer", Reducer(self.reducer))
