@@ -24,7 +24,7 @@ FLOOR, WALL, GOAL, AGENT = 0, 1, 2, 3
 
 
 class GridGoal(Environment):
-    def __init__(self, size: int = 7, walls: int = 6, max_episode_steps: int = 40) -> None:
+    def __init__(self, size: int = 9, walls: int = 14, max_episode_steps: int = 50) -> None:
         if size < 4:
             raise ValueError(f"grid size must be >= 4, got {size}")
         self.size = size

@@ -1,0 +1,5 @@
+import sys
+
+from hylo.cli import main
+
+sys.exit(main())
