@@ -166,7 +166,7 @@ def table(result: dict[str, Any]) -> str:
         f"hylo kernel overhead: NullEnv, {result['steps']} steps per repeat "
         f"(episodes of {result['episode_steps']}), median of {result['repeats']} interleaved repeats",
         "",
-        f"{'variant':<16}{'steps/s':>12}{'µs/step':>10}{'spread':>8}{'added µs/step':>15}  {'goal':<10}",
+        f"{'variant':<16}{'steps/s':>12}{'µs/step':>10}{'spread':>8}{'added µs/step':>15}  goal",
     ]
     for (name, rate, added, goal), key in zip(rows, VARIANTS, strict=True):
         added_s = "" if added is None else f"{added:.2f}"

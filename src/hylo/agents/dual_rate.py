@@ -20,7 +20,7 @@ from hylo.core.agent import agent_name
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.status import EpisodeOutcome
-from hylo.core.timing import Clock
+from hylo.core.timing import Clock, parse_clock
 from hylo.core.types import Observation, StepResult
 
 TRIGGERS = ("episode_start", "subgoal_reached", "failure_signal", "periodic")
@@ -87,7 +87,7 @@ class DualRateAgent:
         self.policy = policy
         self.reasoner = reasoner
         self.period_steps = period_steps
-        self.clock = Clock(clock)
+        self.clock = parse_clock(clock)
         self.reasoner_latency_steps = reasoner_latency_steps
         self.initial_subgoal = initial_subgoal
         self.name = f"dual_rate({agent_name(policy)}+{agent_name(reasoner)})"

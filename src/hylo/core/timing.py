@@ -23,6 +23,13 @@ class Clock(StrEnum):
     WALL = "wall"
 
 
+def parse_clock(value: Clock | str) -> Clock:
+    try:
+        return Clock(value)
+    except ValueError:
+        raise ValueError(f"unknown clock {value!r}; choose one of {[c.value for c in Clock]}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class SyncTiming:
     @property
@@ -38,10 +45,7 @@ class RealtimeTiming:
     latency_s: float | None = None
 
     def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "clock", Clock(self.clock))
-        except ValueError:
-            raise ValueError(f"unknown clock {self.clock!r}; choose one of {[c.value for c in Clock]}") from None
+        object.__setattr__(self, "clock", parse_clock(self.clock))
         if self.refill_steps < 0:
             raise ValueError(f"refill_steps must be >= 0, got {self.refill_steps}")
         if self.max_hold_steps < 1:
