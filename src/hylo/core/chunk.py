@@ -55,6 +55,8 @@ def as_chunk(value: object) -> ActionChunk:
         return value
     if value is None:
         raise TypeError("act returned None; return an ActionChunk or one action")
+    if isinstance(value, (list, tuple, np.ndarray)) and len(value) == 0:
+        raise ValueError(f"act returned an empty {type(value).__name__}; return an ActionChunk or one action")
     return ActionChunk((value,), 1)
 
 

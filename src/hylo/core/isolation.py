@@ -204,7 +204,7 @@ class ProcessAgent:
         return self._call("act", obs, self.act_timeout_s)
 
     def on_step(self, result: StepResult) -> None:
-        self._call("on_step", result, self.act_timeout_s)
+        self._call("on_step", result._replace(info=dict(result.info)), self.act_timeout_s)
 
     def on_episode_end(self, outcome: EpisodeOutcome) -> None:
         if self._conn is not None:

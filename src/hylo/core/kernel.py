@@ -237,13 +237,13 @@ class Kernel:
     def _virtual_loop(self, obs: Observation, timing: RealtimeTiming) -> EpisodeOutcome:
         executor = self._executor
         dt = self.spec.dt
-        pending: tuple[int, int, ActionChunk] | None = None
+        pending: tuple[int, int, ActionChunk, float] | None = None
         holds = 0
         while self._steps < self.max_steps:
             step = self._steps
             self._signal(Signal.STEP_START)
             if pending is not None and pending[1] <= step:
-                self._merge(pending[2], pending[0], step, 0.0)
+                self._merge(pending[2], pending[0], step, pending[3])
                 pending = None
             if pending is None and executor.remaining <= timing.refill_steps:
                 chunk, latency = self._call_act(obs)
@@ -251,7 +251,7 @@ class Kernel:
                 if ready <= step:
                     self._merge(chunk, step, step, latency)
                 else:
-                    pending = (step, ready, chunk)
+                    pending = (step, ready, chunk, latency)
             if executor.empty:
                 if holds >= timing.max_hold_steps:
                     return self._end(EpisodeStatus.FAILURE, "watchdog", f"{holds} consecutive hold steps")
@@ -322,7 +322,10 @@ class Kernel:
 
     def _coerce(self, raw: object) -> ActionChunk:
         try:
-            return as_chunk(raw)
+            chunk = as_chunk(raw)
+            if not chunk.actions or not 1 <= chunk.execution_steps <= len(chunk.actions):
+                raise ValueError(f"{chunk!r} has no action to execute")
+            return chunk
         except (TypeError, ValueError) as exc:
             raise _EndEpisode(
                 self._end(EpisodeStatus.ERROR, f"agent returned an invalid chunk: {exc}", _detail(exc))

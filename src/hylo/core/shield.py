@@ -106,7 +106,7 @@ class BoundsGuard:
             low, high = space.low, space.high
             if ((array >= low) & (array <= high)).all():
                 return (action if isinstance(action, np.ndarray) else array.astype(space.dtype)), None
-            if self.mode is GuardMode.REJECT:
+            if self.mode is GuardMode.REJECT or np.isnan(array).any():
                 raise SafetyAbort(self.name, f"action {np.array2string(array, precision=3)} outside {space}")
             clipped = np.clip(array, low, high).astype(space.dtype)
             worst = float(np.max(np.maximum(array - high, low - array)))
