@@ -5,6 +5,7 @@ The agents are defined at module level: they are pickled to a spawned process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -92,13 +93,10 @@ def task(index: int) -> TaskInstance:
 
 
 def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            state = next((line for line in f if line.startswith("State:")), "")
+    with contextlib.suppress(FileNotFoundError), open(f"/proc/{pid}/status") as f:
+        state = next((line for line in f if line.startswith("State:")), "")
         if "zombie" in state or "\tZ" in state:
             return False
-    except FileNotFoundError:
-        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
