@@ -3,6 +3,13 @@
 from hylo.core.agent import Agent, AgentBase, AgentRequirements, check_compatible
 from hylo.core.bus import EventBus, JsonlRecorder, MemoryRecorder
 from hylo.core.chunk import ActionChunk, ChunkExecutor
+from hylo.core.conformance import (
+    AgentConformance,
+    ConformanceError,
+    EnvironmentConformance,
+    check_agent,
+    check_environment,
+)
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
 from hylo.core.errors import (
@@ -45,6 +52,7 @@ __all__ = [
     "ActionChunk",
     "Agent",
     "AgentBase",
+    "AgentConformance",
     "AgentCrashed",
     "AgentRequirements",
     "AgentTimeout",
@@ -52,11 +60,13 @@ __all__ = [
     "BoundsGuard",
     "ChunkExecutor",
     "Clock",
+    "ConformanceError",
     "ContainerSet",
     "ContainerSpec",
     "EnvCapabilities",
     "EnvSpec",
     "Environment",
+    "EnvironmentConformance",
     "EpisodeContext",
     "EpisodeOutcome",
     "EpisodeStatus",
@@ -88,7 +98,9 @@ __all__ = [
     "SyncTiming",
     "TaskInstance",
     "Timing",
+    "check_agent",
     "check_compatible",
+    "check_environment",
     "derive_seed",
     "parse_event",
 ]

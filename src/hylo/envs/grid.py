@@ -7,6 +7,7 @@ over privileged simulator state (each read traced).
 
 from __future__ import annotations
 
+import string
 from collections import deque
 from typing import Any
 
@@ -34,7 +35,7 @@ class GridGoal(Environment):
                 {
                     "grid": spaces.Box(0, 3, (size, size), np.int8),
                     "state": spaces.Box(0, size - 1, (2,), np.int64),
-                    "instruction": spaces.Text(64),
+                    "instruction": spaces.Text(64, charset=string.printable),
                 }
             ),
             action_space=spaces.Discrete(4),

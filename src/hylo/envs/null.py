@@ -12,7 +12,7 @@ from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, T
 
 
 class NullEnv(Environment):
-    """A 7-D action, a 7-D state that echoes it, no end but the step budget (or `success_at`)."""
+    """A 7-D action, a constant 7-D state, no end but the step budget (or success at step `success_at`)."""
 
     def __init__(self, dim: int = 7, max_episode_steps: int = 1000, success_at: int | None = None) -> None:
         self._spec = EnvSpec(

@@ -7,6 +7,7 @@ an agent has to read the instruction. `render=True` adds a top-down RGB camera.
 
 from __future__ import annotations
 
+import string
 from typing import Any
 
 import gymnasium.spaces as spaces
@@ -31,7 +32,7 @@ class PointReach(Environment):
     def __init__(self, max_episode_steps: int = 60, render: bool = False, image_size: int = 64) -> None:
         obs_spaces: dict[str, spaces.Space[Any]] = {
             "state": spaces.Box(0.0, 1.0, (8,), np.float32),
-            "instruction": spaces.Text(64),
+            "instruction": spaces.Text(64, charset=string.printable),
         }
         if render:
             obs_spaces["images"] = spaces.Dict({"top": spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)})
@@ -138,7 +139,6 @@ class PointReachExpert(AgentBase):
         words = str(obs["instruction"]).split()
         color = next(w for w in words if w in COLORS)
         target = state[2:].reshape(3, 2)[list(COLORS).index(color)]
-        delta = target - state[:2]
         actions = []
         pos = state[:2].copy()
         for _ in range(self.chunk):
