@@ -134,7 +134,7 @@ def test_events_carry_ids_sequence_and_times() -> None:
         start = next(e for e in events if e.event == "episode.start")
         assert start.sim_time == 0.0
         for result in (e for e in events if e.event == "step.result"):
-            assert result.sim_time == pytest.approx(result.step * dt)
+            assert result.sim_time == pytest.approx((result.step + 1) * dt)  # the time after step k
     # the episodes' events are not interleaved
     ids = [e.episode_id for e in rec.events]
     assert ids == sorted(ids, key=[t.episode_id for t in tasks].index)

@@ -570,5 +570,6 @@ def test_trace_episode_start_and_end_payloads() -> None:
     (end,) = recorder.of("episode.end")
     assert (end.status, end.reason, end.steps) == ("failure", "max_steps", 2)
     assert outcome.steps == 2
-    assert [e.step for e in recorder.of("step.result")] == [1, 2]
+    # action k and the result of executing it carry the same (0-based) step index
+    assert [e.step for e in recorder.of("step.result")] == [0, 1]
     assert [e.step for e in recorder.of("action")] == [0, 1]

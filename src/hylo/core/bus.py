@@ -10,24 +10,37 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol, runtime_checkable
 
-from hylo.core.events import BaseEvent
+from pydantic_core import to_json
+
+from hylo.core.events import BaseEvent, template
 
 log = logging.getLogger(__name__)
 
 Subscriber = Callable[[BaseEvent], None]
 
 
+@runtime_checkable
+class JsonSubscriber(Protocol):
+    """A subscriber that only needs each event's JSON line (a log writer). When every subscriber is one, the bus
+    serialises events straight from their fields and never builds the pydantic objects (the hot path of a trace)."""
+
+    def __call__(self, event: BaseEvent) -> None: ...
+
+    def write_json(self, line: bytes, kind: str) -> None: ...
+
+
 class EventBus:
     """Fan-out of typed trace events to subscribers, stamping ids, sequence numbers and times."""
 
-    __slots__ = ("_subscribers", "active", "detached", "episode_id", "run_id", "seq", "sim_time")
+    __slots__ = ("_json_only", "_subscribers", "active", "detached", "episode_id", "run_id", "seq", "sim_time")
 
     def __init__(self, run_id: str = "") -> None:
         self._subscribers: list[Subscriber] = []
         self.detached: list[tuple[Subscriber, BaseException]] = []
         self.active = False
+        self._json_only = False
         self.run_id = run_id
         self.episode_id = ""
         self.seq = 0
@@ -35,13 +48,17 @@ class EventBus:
 
     def subscribe(self, subscriber: Subscriber) -> Subscriber:
         self._subscribers.append(subscriber)
-        self.active = True
+        self._refresh()
         return subscriber
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         if subscriber in self._subscribers:
             self._subscribers.remove(subscriber)
+        self._refresh()
+
+    def _refresh(self) -> None:
         self.active = bool(self._subscribers)
+        self._json_only = self.active and all(isinstance(s, JsonSubscriber) for s in self._subscribers)
 
     @property
     def subscribers(self) -> tuple[Subscriber, ...]:
@@ -53,8 +70,26 @@ class EventBus:
         self.sim_time = 0.0
 
     def emit(self, cls: type[BaseEvent], /, **payload: Any) -> BaseEvent | None:
-        """Build and deliver one event; returns it, or None when nobody listens."""
+        """Deliver one event. Returns the typed event when one was built; None when nobody listens or every
+        subscriber only takes JSON lines."""
         if not self.active:
+            return None
+        if self._json_only:
+            fields = template(cls)
+            fields["run_id"] = self.run_id
+            fields["episode_id"] = self.episode_id
+            fields["seq"] = self.seq
+            fields["sim_time"] = self.sim_time
+            fields["wall_time"] = time.time()
+            fields.update(payload)
+            self.seq += 1
+            line = to_json(fields)
+            kind = fields["event"]
+            for subscriber in tuple(self._subscribers):
+                try:
+                    subscriber.write_json(line, kind)  # type: ignore[attr-defined]
+                except Exception as exc:
+                    self._detach(subscriber, exc)
             return None
         event = cls(
             run_id=self.run_id,
@@ -74,9 +109,12 @@ class EventBus:
             try:
                 subscriber(event)
             except Exception as exc:
-                log.warning("trace subscriber %r raised %r; detached", subscriber, exc)
-                self.detached.append((subscriber, exc))
-                self.unsubscribe(subscriber)
+                self._detach(subscriber, exc)
+
+    def _detach(self, subscriber: Subscriber, exc: BaseException) -> None:
+        log.warning("trace subscriber %r raised %r; detached", subscriber, exc)
+        self.detached.append((subscriber, exc))
+        self.unsubscribe(subscriber)
 
 
 class MemoryRecorder:
@@ -104,11 +142,13 @@ class JsonlRecorder:
         self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
 
     def __call__(self, event: BaseEvent) -> None:
+        self.write_json(event.__pydantic_serializer__.to_json(event), event.event)
+
+    def write_json(self, line: bytes, kind: str) -> None:
         if self._file is None:
             raise RuntimeError(f"JSONL recorder for {self.path} is closed")
-        self._file.write(event.model_dump_json())
-        self._file.write("\n")
-        if event.event == "episode.end":
+        self._file.write(line.decode() + "\n")
+        if kind == "episode.end":
             self._file.flush()
 
     def close(self) -> None:

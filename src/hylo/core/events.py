@@ -153,3 +153,17 @@ event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
 def parse_event(line: str | bytes) -> BaseEvent:
     """Read one JSONL trace line back into its typed event."""
     return event_adapter.validate_json(line)
+
+
+_TEMPLATES: dict[type[BaseEvent], dict[str, Any]] = {}
+
+
+def template(cls: type[BaseEvent]) -> dict[str, Any]:
+    """A fresh dict of `cls`'s fields in declaration order (the JSON's order), holding the defaults."""
+    tpl = _TEMPLATES.get(cls)
+    if tpl is None:
+        tpl = _TEMPLATES[cls] = {
+            name: (info.get_default(call_default_factory=True) if not info.is_required() else None)
+            for name, info in cls.model_fields.items()
+        }
+    return tpl.copy()

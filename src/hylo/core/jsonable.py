@@ -21,6 +21,8 @@ def jsonable(value: Any) -> Any:
     """A JSON-friendly view of `value`: exact for scalars, strings and small arrays; a digest for the rest."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, np.ndarray):
         if value.size <= MAX_INLINE_ARRAY and value.dtype.kind in "biuf":
             return value.tolist()

@@ -224,8 +224,10 @@ class Kernel:
         executor = self._executor
         bus = self.bus
         max_steps = self.max_steps
+        listens = self._listens
         while self._steps < max_steps:
-            self._signal(Signal.STEP_START)
+            if listens or bus.active:
+                self._signal(Signal.STEP_START)
             if executor.empty:
                 chunk, latency = self._call_act(obs)
                 executor.load(chunk, step=self._steps)
@@ -385,12 +387,12 @@ class Kernel:
             bus.sim_time = self._steps * self.spec.dt
             bus.emit(
                 StepResultEvent,
-                step=self._steps,
+                step=self._steps - 1,
                 reward=float(result.reward),
                 terminated=bool(result.terminated),
                 truncated=bool(result.truncated),
                 success=bool(result.success),
-                info=jsonable(dict(result.info)),
+                info=jsonable(result.info) if result.info else {},
             )
             bus.emit(ObservationEvent, obs=_obs_summary(result.obs), terminal=result.terminated or result.truncated)
         if self._on_step is not None:
@@ -398,7 +400,8 @@ class Kernel:
                 self._on_step(result)
             except Exception as exc:
                 raise _EndEpisode(self._agent_failed(exc, "agent on_step")) from None
-        self._signal(Signal.STEP_END)
+        if self._listens or bus.active:
+            self._signal(Signal.STEP_END)
         if result.success:
             raise _EndEpisode(self._end(EpisodeStatus.SUCCESS, "success"))
         if result.terminated:
