@@ -232,7 +232,8 @@ def test_fixed_latency_drops_first_actions_and_holds_while_pending() -> None:
     env = TickEnv(rate_hz=10.0, max_episode_steps=20)
     dt = env.spec.dt
     agent = Labelled(5)
-    outcome, rec = run(env, agent, timing=RealtimeTiming(refill_steps=0, latency_s=3 * dt, max_hold_steps=10))
+    timing = RealtimeTiming(refill_steps=0, latency_s=3 * dt, max_hold_steps=10, adaptive_refill=False)
+    outcome, rec = run(env, agent, timing=timing)
 
     # Each chunk is requested when the queue is empty, arrives 3 steps later (3 holds meanwhile), loses its first
     # 3 actions (they belong to the past) and executes the remaining 2.
@@ -400,3 +401,16 @@ def test_wall_clock_agent_raising_in_its_thread_is_an_error() -> None:
     outcome, _ = run(env, RaisingInThread(), timing=RealtimeTiming(clock="wall", max_hold_steps=1000))
     assert outcome.status is EpisodeStatus.ERROR
     assert "ValueError" in outcome.reason
+
+
+def test_adaptive_refill_requests_early_enough_that_a_steady_policy_never_starves() -> None:
+    env = TickEnv(rate_hz=10.0, max_episode_steps=30)
+    dt = env.spec.dt
+    # A latency of 3 steps and chunks of 6: after the first request (3 holds), each request goes out when 3 actions
+    # remain, so the next chunk lands exactly when the queue runs dry.
+    outcome, rec = run(env, Labelled(6), timing=RealtimeTiming(refill_steps=0, latency_s=3 * dt, max_hold_steps=5))
+    holds = [hold for _, hold in executed(rec)]
+    assert holds[:3] == [True, True, True]
+    assert not any(holds[3:])
+    assert outcome.reason == "max_steps"
+    assert all(e.dropped == 3 for e in rec.of("agent.chunk"))

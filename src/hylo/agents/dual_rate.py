@@ -2,16 +2,19 @@
 
 The Reasoner (an LLM/VLM planner, say) is slow; the Policy (a VLA) is fast. The Reasoner is triggered by
 `episode_start`, `subgoal_reached`, `failure_signal` and `periodic` events and runs in its own thread; its result is
-committed by an atomic swap of the subgoal, and the Policy always acts on the most recently committed subgoal. The
-control loop never waits for the Reasoner.
+committed by an atomic swap of the subgoal, and the Policy always acts on the most recently committed subgoal.
 
 Under the virtual clock the Reasoner's latency is a fixed number of control steps: a reasoning triggered at step s
 is committed at the first action request at or after step s + `reasoner_latency_steps`, whatever the machine's speed,
-so runs are deterministic. Under the wall clock it is committed as soon as it is done.
+so runs are deterministic (if the Reasoner is slower than that in wall time, the agent waits: simulated time does not
+pass meanwhile). Under the wall clock it is committed as soon as it is done and the control loop never waits for it.
+The clock follows the Kernel's (`ctx.clock`) unless one is given. The Reasoner gets its own seed, derived from the
+episode's.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -21,7 +24,7 @@ from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.status import EpisodeOutcome
 from hylo.core.timing import Clock, parse_clock
-from hylo.core.types import Observation, StepResult
+from hylo.core.types import Observation, StepResult, derive_seed
 
 TRIGGERS = ("episode_start", "subgoal_reached", "failure_signal", "periodic")
 
@@ -76,8 +79,9 @@ class DualRateAgent:
         reasoner: Reasoner,
         *,
         period_steps: int | None = None,
-        clock: Clock | str = Clock.VIRTUAL,
+        clock: Clock | str | None = None,
         reasoner_latency_steps: int = 0,
+        reasoner_timeout_s: float = 300.0,
         initial_subgoal: Any = None,
     ) -> None:
         if period_steps is not None and period_steps < 1:
@@ -87,7 +91,10 @@ class DualRateAgent:
         self.policy = policy
         self.reasoner = reasoner
         self.period_steps = period_steps
-        self.clock = parse_clock(clock)
+        self.clock: Clock | None = None if clock is None else parse_clock(clock)
+        if not reasoner_timeout_s > 0:
+            raise ValueError(f"reasoner_timeout_s must be > 0, got {reasoner_timeout_s}")
+        self.reasoner_timeout_s = reasoner_timeout_s
         self.reasoner_latency_steps = reasoner_latency_steps
         self.initial_subgoal = initial_subgoal
         self.name = f"dual_rate({agent_name(policy)}+{agent_name(reasoner)})"
@@ -101,6 +108,7 @@ class DualRateAgent:
         self._last_trigger_step = 0
         self._failure = False
         self._started = False
+        self._clock = self.clock or Clock.VIRTUAL
         self.ctx: EpisodeContext | None = None
 
     @property
@@ -123,10 +131,15 @@ class DualRateAgent:
         self._last_trigger_step = 0
         self._failure = False
         self._started = False
-        for part in (self.policy, self.reasoner):
-            reset = getattr(part, "reset", None)
-            if reset is not None:
-                reset(ctx)
+        self._clock = self.clock or ctx.clock
+        policy_reset = getattr(self.policy, "reset", None)
+        if policy_reset is not None:
+            policy_reset(ctx)
+        reasoner_reset = getattr(self.reasoner, "reset", None)
+        if reasoner_reset is not None:
+            # Its own seed and generator: the two run on different threads, and sharing one generator would make
+            # the draws depend on thread timing.
+            reasoner_reset(dataclasses.replace(ctx, seed=derive_seed(ctx.seed, "reasoner"), _rng=None))
 
     def act(self, obs: Observation) -> ActionChunk:
         self._collect()
@@ -183,10 +196,12 @@ class DualRateAgent:
         inflight = self._inflight
         if inflight is None:
             return
-        if self.clock is Clock.VIRTUAL:
+        if self._clock is Clock.VIRTUAL:
             if self._step < inflight.step + self.reasoner_latency_steps:
                 return
-            inflight.done.wait()  # virtual time says it is done; the loop's simulated time does not advance
+            # Simulated time says it is done: waiting here costs wall time only, never simulated time.
+            if not inflight.done.wait(self.reasoner_timeout_s):
+                raise TimeoutError(f"reasoner did not answer within {self.reasoner_timeout_s:g} s")
         elif not inflight.done.is_set():
             return
         self._inflight = None

@@ -10,7 +10,7 @@ import gymnasium.spaces as spaces
 
 from hylo.core.errors import IncompatibleComponents
 from hylo.core.signals import ContainerSpec
-from hylo.core.types import EnvSpec, StepResult
+from hylo.core.types import EnvCapabilities, EnvSpec, StepResult
 
 if TYPE_CHECKING:
     from hylo.core.chunk import ActionChunk
@@ -54,12 +54,14 @@ class AgentRequirements:
     """What an agent needs from an environment.
 
     `observation_keys` are paths into the observation space, `/`-separated for nested keys (`images/wrist`);
-    `action_space` is compared by type and shape (and `n` for discrete spaces).
+    `action_space` is compared by type and shape (and `n` for discrete spaces); `privileged_state` says the agent
+    reads simulator state through `ctx.privileged` (a benchmark's own expert).
     """
 
     observation_keys: tuple[str, ...] = ()
     action_space: spaces.Space[Any] | None = None
     needs_images: bool = False
+    privileged_state: bool = False
 
 
 def agent_name(agent: object) -> str:
@@ -86,7 +88,7 @@ def _same_action_space(wanted: spaces.Space[Any], have: spaces.Space[Any]) -> bo
     return bool(wanted == have)
 
 
-def check_compatible(env_spec: EnvSpec, agent: object) -> None:
+def check_compatible(env_spec: EnvSpec, agent: object, capabilities: EnvCapabilities | None = None) -> None:
     """Raise IncompatibleComponents naming everything the agent needs that the env does not provide."""
     if not callable(getattr(agent, "act", None)):
         raise IncompatibleComponents(f"{agent_name(agent)} is not an agent: it has no callable `act`")
@@ -110,5 +112,7 @@ def check_compatible(env_spec: EnvSpec, agent: object) -> None:
     wanted = requirements.action_space
     if wanted is not None and not _same_action_space(wanted, env_spec.action_space):
         problems.append(f"{agent_name(agent)} acts in {wanted} but env {env_spec.name!r} takes {env_spec.action_space}")
+    if requirements.privileged_state and capabilities is not None and not capabilities.privileged_state:
+        problems.append(f"{agent_name(agent)} reads privileged state; env {env_spec.name!r} exposes none")
     if problems:
         raise IncompatibleComponents(problems)

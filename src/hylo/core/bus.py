@@ -7,6 +7,7 @@ detached and the episode goes on: a broken viewer must never change an evaluatio
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,13 +33,36 @@ class JsonSubscriber(Protocol):
 
 
 class EventBus:
-    """Fan-out of typed trace events to subscribers, stamping ids, sequence numbers and times."""
+    """Fan-out of typed trace events to subscribers, stamping ids, sequence numbers and times.
 
-    __slots__ = ("_json_only", "_subscribers", "active", "detached", "episode_id", "run_id", "seq", "sim_time")
+    Thread-safe: agents may emit from a worker or reasoner thread. `emit` never raises: a subscriber that raises is
+    detached (a `critical` one is also listed in `critical_failures`, and the Kernel marks the episode
+    `infra_invalid`, since its record is incomplete); an event that cannot be built is logged and counted in
+    `dropped`.
+    """
+
+    __slots__ = (
+        "_critical",
+        "_json_only",
+        "_lock",
+        "_subscribers",
+        "active",
+        "critical_failures",
+        "detached",
+        "dropped",
+        "episode_id",
+        "run_id",
+        "seq",
+        "sim_time",
+    )
 
     def __init__(self, run_id: str = "") -> None:
         self._subscribers: list[Subscriber] = []
+        self._critical: set[int] = set()
+        self._lock = threading.RLock()
         self.detached: list[tuple[Subscriber, BaseException]] = []
+        self.critical_failures: list[tuple[Subscriber, BaseException]] = []
+        self.dropped = 0
         self.active = False
         self._json_only = False
         self.run_id = run_id
@@ -46,15 +70,21 @@ class EventBus:
         self.seq = 0
         self.sim_time = 0.0
 
-    def subscribe(self, subscriber: Subscriber) -> Subscriber:
-        self._subscribers.append(subscriber)
-        self._refresh()
+    def subscribe(self, subscriber: Subscriber, *, critical: bool = False) -> Subscriber:
+        """Add a subscriber. `critical=True` for a recorder whose failure makes the episode's record invalid."""
+        with self._lock:
+            self._subscribers.append(subscriber)
+            if critical:
+                self._critical.add(id(subscriber))
+            self._refresh()
         return subscriber
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
-        if subscriber in self._subscribers:
-            self._subscribers.remove(subscriber)
-        self._refresh()
+        with self._lock:
+            if subscriber in self._subscribers:
+                self._subscribers.remove(subscriber)
+            self._critical.discard(id(subscriber))
+            self._refresh()
 
     def _refresh(self) -> None:
         self.active = bool(self._subscribers)
@@ -65,56 +95,73 @@ class EventBus:
         return tuple(self._subscribers)
 
     def begin_episode(self, episode_id: str) -> None:
-        self.episode_id = episode_id
-        self.seq = 0
-        self.sim_time = 0.0
+        with self._lock:
+            self.episode_id = episode_id
+            self.seq = 0
+            self.sim_time = 0.0
 
     def emit(self, cls: type[BaseEvent], /, **payload: Any) -> BaseEvent | None:
         """Deliver one event. Returns the typed event when one was built; None when nobody listens or every
         subscriber only takes JSON lines."""
         if not self.active:
             return None
-        if self._json_only:
-            fields = template(cls)
-            fields["run_id"] = self.run_id
-            fields["episode_id"] = self.episode_id
-            fields["seq"] = self.seq
-            fields["sim_time"] = self.sim_time
-            fields["wall_time"] = time.time()
-            fields.update(payload)
-            self.seq += 1
-            line = to_json(fields)
-            kind = fields["event"]
-            for subscriber in tuple(self._subscribers):
+        with self._lock:
+            if self._json_only:
+                fields = template(cls)
+                fields["run_id"] = self.run_id
+                fields["episode_id"] = self.episode_id
+                fields["seq"] = self.seq
+                fields["sim_time"] = self.sim_time
+                fields["wall_time"] = time.time()
+                fields.update(payload)
                 try:
-                    subscriber.write_json(line, kind)  # type: ignore[attr-defined]
+                    line = to_json(fields)
                 except Exception as exc:
-                    self._detach(subscriber, exc)
-            return None
-        event = cls(
-            run_id=self.run_id,
-            episode_id=self.episode_id,
-            seq=self.seq,
-            sim_time=self.sim_time,
-            wall_time=time.time(),
-            **payload,
-        )
-        self.seq += 1
-        self.publish(event)
-        return event
+                    self._drop(cls, exc)
+                    return None
+                self.seq += 1
+                kind = fields["event"]
+                for subscriber in tuple(self._subscribers):
+                    try:
+                        subscriber.write_json(line, kind)  # type: ignore[attr-defined]
+                    except Exception as exc:
+                        self._detach(subscriber, exc)
+                return None
+            try:
+                event = cls(
+                    run_id=self.run_id,
+                    episode_id=self.episode_id,
+                    seq=self.seq,
+                    sim_time=self.sim_time,
+                    wall_time=time.time(),
+                    **payload,
+                )
+            except Exception as exc:
+                self._drop(cls, exc)
+                return None
+            self.seq += 1
+            self.publish(event)
+            return event
 
     def publish(self, event: BaseEvent) -> None:
         """Deliver an already-built event (e.g. one replayed from another process)."""
-        for subscriber in tuple(self._subscribers):
-            try:
-                subscriber(event)
-            except Exception as exc:
-                self._detach(subscriber, exc)
+        with self._lock:
+            for subscriber in tuple(self._subscribers):
+                try:
+                    subscriber(event)
+                except Exception as exc:
+                    self._detach(subscriber, exc)
 
     def _detach(self, subscriber: Subscriber, exc: BaseException) -> None:
         log.warning("trace subscriber %r raised %r; detached", subscriber, exc)
         self.detached.append((subscriber, exc))
+        if id(subscriber) in self._critical:
+            self.critical_failures.append((subscriber, exc))
         self.unsubscribe(subscriber)
+
+    def _drop(self, cls: type[BaseEvent], exc: BaseException) -> None:
+        log.warning("could not build a %s trace event: %r", cls.__name__, exc)
+        self.dropped += 1
 
 
 class MemoryRecorder:
@@ -139,7 +186,7 @@ class JsonlRecorder:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
+        self._file: IO[bytes] | None = self.path.open("ab")
 
     def __call__(self, event: BaseEvent) -> None:
         self.write_json(event.__pydantic_serializer__.to_json(event), event.event)
@@ -147,7 +194,7 @@ class JsonlRecorder:
     def write_json(self, line: bytes, kind: str) -> None:
         if self._file is None:
             raise RuntimeError(f"JSONL recorder for {self.path} is closed")
-        self._file.write(line.decode() + "\n")
+        self._file.write(line + b"\n")
         if kind == "episode.end":
             self._file.flush()
 

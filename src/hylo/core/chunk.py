@@ -55,7 +55,7 @@ def as_chunk(value: object) -> ActionChunk:
         return value
     if value is None:
         raise TypeError("act returned None; return an ActionChunk or one action")
-    if isinstance(value, (list, tuple, np.ndarray)) and len(value) == 0:
+    if (isinstance(value, (list, tuple)) and not value) or (isinstance(value, np.ndarray) and value.size == 0):
         raise ValueError(f"act returned an empty {type(value).__name__}; return an ActionChunk or one action")
     return ActionChunk((value,), 1)
 
@@ -63,20 +63,18 @@ def as_chunk(value: object) -> ActionChunk:
 class ChunkExecutor:
     """Queue of the actions still to execute from the current chunk."""
 
-    __slots__ = ("_queue", "loaded_at")
+    __slots__ = ("_queue",)
 
     def __init__(self) -> None:
         self._queue: deque[Action] = deque()
-        self.loaded_at = -1
 
-    def load(self, chunk: ActionChunk, *, skip: int = 0, step: int = -1) -> int:
+    def load(self, chunk: ActionChunk, *, skip: int = 0) -> int:
         """Queue the chunk's first `execution_steps` actions, less the first `skip` (stale ones). Returns the count
         of actions dropped."""
         self._queue.clear()
         end = chunk.execution_steps
         dropped = min(skip, end)
         self._queue.extend(chunk.actions[dropped:end])
-        self.loaded_at = step
         return dropped
 
     def next(self) -> Action:

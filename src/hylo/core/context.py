@@ -12,6 +12,7 @@ from hylo.core.bus import EventBus
 from hylo.core.events import AGENT_EVENT_KINDS, EVENT_TYPES, PrivilegedStateEvent
 from hylo.core.jsonable import jsonable
 from hylo.core.signals import ContainerSet
+from hylo.core.timing import Clock
 from hylo.core.types import EnvSpec, TaskInstance
 
 
@@ -24,6 +25,7 @@ class EpisodeContext:
     - `env_spec` describes the spaces and control rate
     - `containers` holds the agent's state containers, cleared by lifecycle signals only
     - `privileged(name)` reads simulator state (for a benchmark's own expert); every read is traced
+    - `clock` is the Kernel's clock: `virtual` (sync, or realtime on simulated time) or `wall`
     """
 
     seed: int
@@ -32,6 +34,7 @@ class EpisodeContext:
     containers: ContainerSet = field(default_factory=ContainerSet)
     bus: EventBus = field(default_factory=EventBus)
     read_privileged: Callable[[str], Any] | None = None
+    clock: Clock = Clock.VIRTUAL
     _rng: np.random.Generator | None = None
 
     @property
@@ -61,5 +64,6 @@ class EpisodeContext:
         if self.read_privileged is None:
             raise KeyError(f"no privileged state {name!r}: the environment exposes none")
         value = self.read_privileged(name)
-        self.bus.emit(PrivilegedStateEvent, name=name, value=jsonable(value))
+        if self.bus.active:
+            self.bus.emit(PrivilegedStateEvent, name=name, value=jsonable(value))
         return value

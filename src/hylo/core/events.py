@@ -5,7 +5,7 @@ Every event carries the run id, the episode id, a per-episode sequence number, s
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -24,6 +24,7 @@ class BaseEvent(BaseModel):
 class EpisodeStartEvent(BaseEvent):
     event: Literal["episode.start"] = "episode.start"
     task: dict[str, Any]
+    task_digest: str
     seed: int
     agent: str
     guards: list[str]
@@ -126,21 +127,7 @@ Event = Annotated[
 ]
 
 EVENT_TYPES: dict[str, type[BaseEvent]] = {
-    cls.model_fields["event"].default: cls
-    for cls in (
-        EpisodeStartEvent,
-        ObservationEvent,
-        AgentDecisionEvent,
-        MemoryRetrievalEvent,
-        AgentChunkEvent,
-        SafetyReviewEvent,
-        ActionEvent,
-        StepResultEvent,
-        PrivilegedStateEvent,
-        EpisodeEndEvent,
-        MemoryWriteEvent,
-        SignalEvent,
-    )
+    cls.model_fields["event"].default: cls for cls in get_args(get_args(Event)[0])
 }
 """Event kind -> class."""
 

@@ -10,11 +10,15 @@ import contextlib
 import functools
 import multiprocessing as mp
 import multiprocessing.connection as mpc
+import os
+import signal
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from hylo.core.agent import AgentRequirements, agent_name
+from hylo.core.agent import AgentBase, AgentRequirements, agent_name
 from hylo.core.bus import EventBus
 from hylo.core.context import EpisodeContext
 from hylo.core.errors import AgentTimeout, HyloError
@@ -41,12 +45,29 @@ def _identity(agent: Any) -> Any:
     return agent
 
 
-def _child_main(conn: mpc.Connection, factory: Callable[[], Any]) -> None:
+def _watch_parent(parent_pid: int) -> None:
+    """Exit when the parent dies: an orphaned agent must not keep a GPU or a CPU busy forever."""
+    while os.getppid() == parent_pid:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _overrides(agent: Any, method: str) -> bool:
+    """Whether the agent does something in `method` (AgentBase's no-op hooks need no round trip)."""
+    impl = getattr(type(agent), method, None)
+    return callable(getattr(agent, method, None)) and impl is not getattr(AgentBase, method, None)
+
+
+def _child_main(conn: mpc.Connection, factory: Callable[[], Any], parent_pid: int) -> None:
+    # Its own process group, so that a kill also ends whatever the agent started (a server, a shell).
+    os.setpgid(0, 0)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="hylo-parent-watch").start()
     try:
         agent = factory()
         requirements = getattr(agent, "requirements", None)
         containers = ContainerSet(getattr(agent, "containers", ()) or ())
-        conn.send(("ready", (agent_name(agent), requirements)))
+        hooks = {"on_step": _overrides(agent, "on_step"), "signals": bool(len(containers))}
+        conn.send(("ready", (agent_name(agent), requirements, hooks)))
     except Exception as exc:
         conn.send(("err", (type(exc).__name__, str(exc), traceback.format_exc())))
         return
@@ -114,6 +135,8 @@ class ProcessAgent:
         self._episode_ctx: EpisodeContext | None = None
         self.name = ""
         self.requirements: AgentRequirements | None = None
+        self._has_on_step = True
+        self._forwards_signals = True
         self._start()
 
     @classmethod
@@ -125,21 +148,34 @@ class ProcessAgent:
 
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=_child_main, args=(child, self.factory), daemon=True, name="hylo-agent")
-        proc.start()
-        child.close()
+        proc = self._ctx.Process(
+            target=_child_main, args=(child, self.factory, os.getpid()), daemon=True, name="hylo-agent"
+        )
+        try:
+            proc.start()
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
         self._proc, self._conn = proc, parent
         status, payload = self._receive(self.start_timeout_s, "start")
         if status == "err":
             self._kill()
             raise RemoteAgentError(*payload)
-        self.name, self.requirements = payload
+        self.name, self.requirements, hooks = payload
+        self._has_on_step = hooks["on_step"]
+        self._forwards_signals = hooks["signals"]
 
     def _kill(self) -> None:
-        if self._proc is not None:
-            if self._proc.is_alive():
-                self._proc.kill()
-            self._proc.join(5)
+        proc = self._proc
+        if proc is not None:
+            if proc.pid is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # the agent and everything it started
+            if proc.is_alive():
+                proc.kill()
+            proc.join(5)
         if self._conn is not None:
             self._conn.close()
         self._proc = self._conn = None
@@ -204,14 +240,15 @@ class ProcessAgent:
         return self._call("act", obs, self.act_timeout_s)
 
     def on_step(self, result: StepResult) -> None:
-        self._call("on_step", result._replace(info=dict(result.info)), self.act_timeout_s)
+        if self._has_on_step:
+            self._call("on_step", result._replace(info=dict(result.info)), self.act_timeout_s)
 
     def on_episode_end(self, outcome: EpisodeOutcome) -> None:
         if self._conn is not None:
             self._call("on_episode_end", outcome, self.start_timeout_s)
 
     def on_signal(self, signal: Signal) -> None:
-        if self._conn is not None:
+        if self._forwards_signals and self._conn is not None:
             try:
                 self._conn.send(("signal", signal.value))
             except (OSError, BrokenPipeError):

@@ -1,15 +1,17 @@
 """The Kernel owns the episode loop (004 §2): Agent → ActionChunk → ChunkExecutor → SafetyShield → Environment → Trace.
 
-`Kernel.run(task)` never raises for anything that happens inside an episode: every path ends in an `EpisodeOutcome`
-with an honest status. Only bind-time problems (`IncompatibleComponents`, bad arguments) raise, from the constructor.
+`Kernel.run(task)` returns an `EpisodeOutcome` with an honest status for anything that happens inside an episode —
+agent, environment, shield or trace failures included; only bind-time problems (`IncompatibleComponents`, bad
+arguments) raise, from the constructor.
 """
 
 from __future__ import annotations
 
-import threading
+import dataclasses
+import math
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hylo.core.agent import agent_name, check_compatible
@@ -17,13 +19,7 @@ from hylo.core.bus import EventBus
 from hylo.core.chunk import ActionChunk, ChunkExecutor, as_chunk
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
-from hylo.core.errors import (
-    AgentTimeout,
-    IncompatibleComponents,
-    InvalidAction,
-    SafetyAbort,
-    SimulationDiverged,
-)
+from hylo.core.errors import AgentTimeout, IncompatibleComponents, InvalidAction, SafetyAbort, SimulationDiverged
 from hylo.core.events import (
     ActionEvent,
     AgentChunkEvent,
@@ -39,7 +35,8 @@ from hylo.core.shield import SafetyShield
 from hylo.core.signals import ContainerSet, Signal
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.timing import Clock, RealtimeTiming, SyncTiming, Timing, parse_timing
-from hylo.core.types import Action, Observation, StepResult, TaskInstance
+from hylo.core.types import Action, Observation, TaskInstance
+from hylo.core.worker import AgentWorker, Call
 
 
 class _EndEpisode(Exception):
@@ -72,6 +69,11 @@ class Kernel:
     - `hard_timeout`: run the agent in a child process so that a hung `act` is killed at `act_timeout_s`
     - `max_steps`: the step budget; defaults to the env's `max_episode_steps`
     - `bus`: the EventBus that receives the trace (subscribe recorders to it)
+    - `auto_episode_reset`: emit `episode_reset` when `run` is given a different task than last time. The placement
+      owner (an env panel) turns it off and calls `signal(Signal.EPISODE_RESET)` itself on a committed change.
+
+    Under the wall clock the agent's calls all run on one worker thread, in order, so `act`, `on_step` and the
+    container signals never overlap.
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class Kernel:
         *,
         hard_timeout: bool = False,
         bus: EventBus | None = None,
+        auto_episode_reset: bool = True,
     ) -> None:
         spec = env.spec
         self.env = env
@@ -96,11 +99,11 @@ class Kernel:
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise ValueError(f"max_steps must be an int >= 1, got {budget!r}")
         self.max_steps = budget
-        if act_timeout_s is not None and not act_timeout_s > 0:
-            raise ValueError(f"act_timeout_s must be > 0, got {act_timeout_s!r}")
+        if act_timeout_s is not None and not (act_timeout_s > 0 and math.isfinite(act_timeout_s)):
+            raise ValueError(f"act_timeout_s must be a finite number > 0, got {act_timeout_s!r}")
         self.act_timeout_s = act_timeout_s
 
-        check_compatible(spec, agent)
+        check_compatible(spec, agent, env.capabilities)
         if isinstance(self.timing, RealtimeTiming) and not env.capabilities.hold_action:
             raise IncompatibleComponents(
                 f"realtime timing needs an environment with a hold action; {spec.name!r} declares none"
@@ -111,6 +114,12 @@ class Kernel:
         if hard_timeout:
             if act_timeout_s is None:
                 raise ValueError("hard_timeout needs act_timeout_s")
+            requirements = getattr(agent, "requirements", None)
+            if requirements is not None and requirements.privileged_state:
+                raise IncompatibleComponents(
+                    f"{agent_name(agent)} reads privileged simulator state, which an agent isolated in its own "
+                    "process (hard_timeout) cannot reach"
+                )
             from hylo.core.isolation import ProcessAgent
 
             if not isinstance(agent, ProcessAgent):
@@ -118,13 +127,17 @@ class Kernel:
         self.agent = agent
         self.agent_name = agent_name(agent)
         self.bus = bus if bus is not None else EventBus()
+        self.auto_episode_reset = auto_episode_reset
         self.containers = ContainerSet(getattr(agent, "containers", ()) or ())
         self._act: Callable[[Any], Any] = agent.act
-        self._on_step: Callable[[StepResult], Any] | None = getattr(agent, "on_step", None)
+        self._on_step: Callable[[Any], Any] | None = getattr(agent, "on_step", None)
         self._on_signal: Callable[[Signal], Any] | None = getattr(agent, "on_signal", None)
         self._listens = bool(len(self.containers)) or self._on_signal is not None
+        wall = isinstance(self.timing, RealtimeTiming) and self.timing.clock is Clock.WALL
+        self._worker: AgentWorker | None = AgentWorker() if wall else None
         self._executor = ChunkExecutor()
         self._last_task: TaskInstance | None = None
+        self._step_open = False
         self._steps = 0
         self._interventions = 0
         self._return = 0.0
@@ -132,38 +145,46 @@ class Kernel:
     # -- public -------------------------------------------------------------------------------------------------
 
     def run(self, task: TaskInstance) -> EpisodeOutcome:
-        """Run one episode of `task` and return its outcome. Never raises for what happens inside the episode."""
+        """Run one episode of `task` and return its outcome."""
         bus = self.bus
         bus.begin_episode(task.episode_id)
-        if self._last_task != task:
-            self._signal(Signal.EPISODE_RESET)
-            self._last_task = task
-        self._signal(Signal.RUN_START)
+        critical_failures = len(bus.critical_failures)
         self._steps = 0
         self._interventions = 0
         self._return = 0.0
         self._executor.clear()
-        if bus.active:
-            bus.emit(
-                EpisodeStartEvent,
-                task={
-                    "episode_id": task.episode_id,
-                    "benchmark": task.benchmark,
-                    "split": task.split,
-                    "task": task.task,
-                    "index": task.index,
-                    "base_seed": task.base_seed,
-                    "instruction": task.instruction,
-                },
-                seed=task.seed,
-                agent=self.agent_name,
-                guards=self.shield.guard_names,
-                timing=self.timing.mode,
-            )
         try:
+            if self.auto_episode_reset and self._last_task != task:
+                self._signal(Signal.EPISODE_RESET)
+            self._last_task = task
+            self._signal(Signal.RUN_START)
+            if bus.active:
+                bus.emit(
+                    EpisodeStartEvent,
+                    task={
+                        "episode_id": task.episode_id,
+                        "benchmark": task.benchmark,
+                        "split": task.split,
+                        "task": task.task,
+                        "index": task.index,
+                        "base_seed": task.base_seed,
+                        "instruction": task.instruction,
+                    },
+                    task_digest=task.digest,
+                    seed=task.seed,
+                    agent=self.agent_name,
+                    guards=self.shield.guard_names,
+                    timing=self.timing.mode,
+                )
             outcome = self._episode(task)
         except _EndEpisode as end:
             outcome = end.outcome
+        except Exception as exc:  # a fault in hylo itself, or in a trace subscriber's plumbing: not the agent's
+            outcome = self._end(EpisodeStatus.INFRA_INVALID, _raised("kernel", exc), _detail(exc))
+        if self._step_open:  # the episode ended mid-step: close the iteration so step containers clear
+            outcome = self._closing_signal(Signal.STEP_END, outcome)
+        if len(bus.critical_failures) > critical_failures:
+            outcome = self._recorder_failed(outcome, critical_failures)
         if bus.active:
             bus.emit(
                 EpisodeEndEvent,
@@ -174,18 +195,28 @@ class Kernel:
                 safety_interventions=outcome.safety_interventions,
                 detail=outcome.detail,
             )
-        on_end = getattr(self.agent, "on_episode_end", None)
-        if on_end is not None:
-            try:
-                on_end(outcome)
-            except Exception as exc:
-                # The verdict is already in; an agent that fails while tidying up cannot turn it into another.
-                outcome = self._note(outcome, f"on_episode_end: {_raised('agent', exc)}")
-        self._signal(Signal.RUN_END)
+        if self._worker is not None and not self._worker.wait_idle(self.act_timeout_s):
+            # The agent is still inside a call that overran: tell it the verdict in turn, after that call.
+            on_end = getattr(self.agent, "on_episode_end", None)
+            if on_end is not None:
+                self._worker.post(on_end, outcome, "agent on_episode_end")
+        else:
+            outcome = self._finish(outcome)
+        if len(bus.critical_failures) > critical_failures:
+            outcome = self._recorder_failed(outcome, critical_failures)
         return outcome
 
+    def signal(self, signal: Signal | str) -> None:
+        """Deliver a lifecycle signal from its owner (e.g. `episode_reset` from an env panel), between episodes."""
+        try:
+            self._signal(Signal(signal))
+        except _EndEpisode as end:
+            raise RuntimeError(end.outcome.reason) from None
+
     def close(self) -> None:
-        """Release what the Kernel started (an isolated agent's process); the env is the caller's to close."""
+        """Release what the Kernel started (a worker thread, an isolated agent's process); the env is the caller's."""
+        if self._worker is not None:
+            self._worker.stop()
         close = getattr(self.agent, "close", None)
         if callable(close):
             close()
@@ -193,6 +224,10 @@ class Kernel:
     # -- the episode ----------------------------------------------------------------------------------------------
 
     def _episode(self, task: TaskInstance) -> EpisodeOutcome:
+        if self._worker is not None and not self._worker.wait_idle(self.act_timeout_s):
+            return self._end(
+                EpisodeStatus.ERROR, "timeout", "the agent is still inside a call from the previous episode"
+            )
         try:
             obs = self.env.reset(task)
         except Exception as exc:
@@ -206,19 +241,23 @@ class Kernel:
             containers=self.containers,
             bus=self.bus,
             read_privileged=self.env.privileged_state if self.env.capabilities.privileged_state else None,
+            clock=Clock.WALL if self._worker is not None else Clock.VIRTUAL,
         )
         reset = getattr(self.agent, "reset", None)
         if reset is not None:
-            try:
-                reset(ctx)
-            except Exception as exc:
-                return self._end(EpisodeStatus.ERROR, _raised("agent reset", exc), _detail(exc))
-        timing = self.timing
-        if isinstance(timing, SyncTiming):
+            if self._worker is not None:  # after the signals queued before it, never beside them
+                call = self._worker.submit(reset, ctx, 0)
+                call.done.wait()
+                if call.error is not None:
+                    return self._agent_failed(call.error, "agent reset")
+            else:
+                try:
+                    reset(ctx)
+                except Exception as exc:
+                    return self._agent_failed(exc, "agent reset")
+        if isinstance(self.timing, SyncTiming):
             return self._sync_loop(obs)
-        if timing.clock is Clock.VIRTUAL:
-            return self._virtual_loop(obs, timing)
-        return self._wall_loop(obs, timing)
+        return self._realtime_loop(obs, self.timing)
 
     def _sync_loop(self, obs: Observation) -> EpisodeOutcome:
         executor = self._executor
@@ -229,125 +268,117 @@ class Kernel:
             if listens or bus.active:
                 self._signal(Signal.STEP_START)
             if executor.empty:
-                chunk, latency = self._call_act(obs)
-                executor.load(chunk, step=self._steps)
-                if bus.active:
-                    self._trace_chunk(chunk, latency, self._steps, 0)
+                t0 = time.perf_counter()
+                try:
+                    raw = self._act(obs)
+                except Exception as exc:
+                    return self._agent_failed(exc)
+                latency = time.perf_counter() - t0
+                self._load(self._accept(raw, latency), self._steps, latency)
             obs = self._advance(executor.next(), False)
         return self._end(EpisodeStatus.FAILURE, "max_steps")
 
-    def _virtual_loop(self, obs: Observation, timing: RealtimeTiming) -> EpisodeOutcome:
+    def _realtime_loop(self, obs: Observation, timing: RealtimeTiming) -> EpisodeOutcome:
+        """One loop for both realtime clocks: the world keeps stepping while a requested chunk is computed.
+
+        Virtual clock: `act` runs inline and its result is merged `latency_steps` later. Wall clock: `act` runs on the
+        agent's worker thread and is merged at the first step after it finished; the loop is paced at the control
+        rate unless the env paces itself.
+        """
         executor = self._executor
         dt = self.spec.dt
-        pending: tuple[int, int, ActionChunk, float] | None = None
+        worker = self._worker
+        paced = worker is not None and not self.env.capabilities.self_paced
+        pending: Call | None = None  # wall clock: the act in flight
+        scheduled: tuple[int, ActionChunk, int, float] | None = None  # virtual: (merge at, chunk, asked at, latency)
+        lead = timing.refill_steps  # request early enough to cover the latency seen lately
         holds = 0
+        start = time.perf_counter()
         while self._steps < self.max_steps:
             step = self._steps
             self._signal(Signal.STEP_START)
-            if pending is not None and pending[1] <= step:
-                self._merge(pending[2], pending[0], step, pending[3])
-                pending = None
-            if pending is None and executor.remaining <= timing.refill_steps:
-                chunk, latency = self._call_act(obs)
-                ready = step + timing.latency_steps(latency, dt)
-                if ready <= step:
-                    self._merge(chunk, step, step, latency)
-                else:
-                    pending = (step, ready, chunk, latency)
+            if worker is not None:
+                self._check_worker(worker)
+                if pending is not None:
+                    if pending.done.is_set():
+                        if pending.error is not None:
+                            return self._agent_failed(pending.error)
+                        self._load(self._accept(pending.result, pending.latency), pending.step, pending.latency)
+                        if timing.adaptive_refill:
+                            lead = max(timing.refill_steps, step - pending.step)
+                        pending = None
+                    elif (
+                        self.act_timeout_s is not None and time.perf_counter() - pending.submitted > self.act_timeout_s
+                    ):
+                        return self._agent_failed(AgentTimeout(None, self.act_timeout_s))
+                if pending is None and executor.remaining <= lead:
+                    pending = worker.submit(self._act, obs, step)
+            else:
+                if scheduled is not None and scheduled[0] <= step:
+                    self._load(scheduled[1], scheduled[2], scheduled[3])
+                    scheduled = None
+                if scheduled is None and executor.remaining <= lead:
+                    t0 = time.perf_counter()
+                    try:
+                        raw = self._act(obs)
+                    except Exception as exc:
+                        return self._agent_failed(exc)
+                    latency = time.perf_counter() - t0
+                    delay = timing.latency_steps(latency, dt)
+                    chunk = self._accept(raw, latency)
+                    if timing.adaptive_refill:
+                        lead = max(timing.refill_steps, delay)
+                    if delay == 0:
+                        self._load(chunk, step, latency)
+                    else:
+                        scheduled = (step + delay, chunk, step, latency)
             if executor.empty:
                 if holds >= timing.max_hold_steps:
                     return self._end(EpisodeStatus.FAILURE, "watchdog", f"{holds} consecutive hold steps")
                 holds += 1
-                obs = self._advance(self.env.hold_action(), True)
+                try:
+                    hold = self.env.hold_action()
+                except Exception as exc:
+                    return self._end(EpisodeStatus.INFRA_INVALID, _raised("env hold_action", exc), _detail(exc))
+                obs = self._advance(hold, True)
             else:
                 holds = 0
                 obs = self._advance(executor.next(), False)
+            if paced:
+                delay_s = start + self._steps * dt - time.perf_counter()
+                if delay_s > 0:
+                    time.sleep(delay_s)
         return self._end(EpisodeStatus.FAILURE, "max_steps")
-
-    def _wall_loop(self, obs: Observation, timing: RealtimeTiming) -> EpisodeOutcome:
-        executor = self._executor
-        dt = self.spec.dt
-        paced = not self.env.capabilities.self_paced
-        call: _ThreadedCall | None = None
-        holds = 0
-        start = time.perf_counter()
-        try:
-            while self._steps < self.max_steps:
-                step = self._steps
-                self._signal(Signal.STEP_START)
-                if call is not None and call.done.is_set():
-                    if call.error is not None:
-                        return self._agent_failed(call.error)
-                    latency = call.latency
-                    if self.act_timeout_s is not None and latency > self.act_timeout_s:
-                        return self._agent_failed(AgentTimeout(latency, self.act_timeout_s))
-                    self._merge(self._coerce(call.result), call.step, step, latency)
-                    call = None
-                elif (
-                    call is not None
-                    and self.act_timeout_s is not None
-                    and time.perf_counter() - call.started > self.act_timeout_s
-                ):
-                    return self._agent_failed(AgentTimeout(None, self.act_timeout_s))
-                if call is None and executor.remaining <= timing.refill_steps:
-                    call = _ThreadedCall(self._act, obs, step)
-                if executor.empty:
-                    if holds >= timing.max_hold_steps:
-                        return self._end(EpisodeStatus.FAILURE, "watchdog", f"{holds} consecutive hold steps")
-                    holds += 1
-                    obs = self._advance(self.env.hold_action(), True)
-                else:
-                    holds = 0
-                    obs = self._advance(executor.next(), False)
-                if paced:
-                    delay = start + self._steps * dt - time.perf_counter()
-                    if delay > 0:
-                        time.sleep(delay)
-            return self._end(EpisodeStatus.FAILURE, "max_steps")
-        finally:
-            if call is not None:
-                # Let an in-flight act finish before the agent is reset for another episode (bounded wait).
-                call.done.wait(self.act_timeout_s or 1.0)
 
     # -- one step -------------------------------------------------------------------------------------------------
 
-    def _call_act(self, obs: Observation) -> tuple[ActionChunk, float]:
-        t0 = time.perf_counter()
-        try:
-            raw = self._act(obs)
-        except Exception as exc:
-            raise _EndEpisode(self._agent_failed(exc)) from None
-        latency = time.perf_counter() - t0
+    def _accept(self, raw: object, latency: float) -> ActionChunk:
+        """Turn what `act` returned into a chunk and enforce the soft timeout."""
         if self.act_timeout_s is not None and latency > self.act_timeout_s:
             raise _EndEpisode(self._agent_failed(AgentTimeout(latency, self.act_timeout_s)))
-        return self._coerce(raw), latency
-
-    def _coerce(self, raw: object) -> ActionChunk:
         try:
             chunk = as_chunk(raw)
             if not chunk.actions or not 1 <= chunk.execution_steps <= len(chunk.actions):
                 raise ValueError(f"{chunk!r} has no action to execute")
-            return chunk
         except (TypeError, ValueError) as exc:
             raise _EndEpisode(
                 self._end(EpisodeStatus.ERROR, f"agent returned an invalid chunk: {exc}", _detail(exc))
             ) from None
+        return chunk
 
-    def _merge(self, chunk: ActionChunk, requested_at: int, step: int, latency: float) -> None:
-        dropped = self._executor.load(chunk, skip=step - requested_at, step=step)
+    def _load(self, chunk: ActionChunk, requested_at: int, latency: float) -> None:
+        """Load a chunk computed for step `requested_at`, dropping the actions whose time has passed; trace it."""
+        dropped = self._executor.load(chunk, skip=self._steps - requested_at)
         if self.bus.active:
-            self._trace_chunk(chunk, latency, requested_at, dropped)
-
-    def _trace_chunk(self, chunk: ActionChunk, latency: float, requested_at: int, dropped: int) -> None:
-        self.bus.emit(
-            AgentChunkEvent,
-            size=len(chunk.actions),
-            execution_steps=chunk.execution_steps,
-            latency_s=latency,
-            dropped=dropped,
-            requested_at=requested_at,
-            actions=[jsonable(a) for a in chunk.actions],
-        )
+            self.bus.emit(
+                AgentChunkEvent,
+                size=len(chunk.actions),
+                execution_steps=chunk.execution_steps,
+                latency_s=latency,
+                dropped=dropped,
+                requested_at=requested_at,
+                actions=[jsonable(a) for a in chunk.actions],
+            )
 
     def _advance(self, action: Action, hold: bool) -> Observation:
         """Review, execute and trace one action; return the new observation or end the episode."""
@@ -357,14 +388,12 @@ class Kernel:
         except SafetyAbort as abort:
             self._interventions += 1
             if bus.active:
-                bus.emit(
-                    SafetyReviewEvent,
-                    approved=False,
-                    modified=False,
-                    reasons=[abort.reason],
-                    guard=abort.guard,
-                )
+                bus.emit(SafetyReviewEvent, approved=False, modified=False, reasons=[abort.reason], guard=abort.guard)
             raise _EndEpisode(self._end(EpisodeStatus.SAFETY_ABORT, f"{abort.guard}: {abort.reason}")) from None
+        except Exception as exc:  # a guard choked on the action's form: the agent produced something unreviewable
+            raise _EndEpisode(
+                self._end(EpisodeStatus.ERROR, _raised("shield review of the agent's action", exc), _detail(exc))
+            ) from None
         if review.modified:
             self._interventions += 1
             self._executor.clear()
@@ -373,6 +402,11 @@ class Kernel:
             bus.emit(ActionEvent, step=self._steps, action=jsonable(review.action), hold=hold)
         try:
             result = self.env.step(review.action)
+            obs, info = result.obs, result.info
+            reward = float(result.reward)
+            terminated, truncated, success = bool(result.terminated), bool(result.truncated), bool(result.success)
+            if not isinstance(info, Mapping):
+                raise TypeError(f"StepResult.info must be a mapping, got {type(info).__name__}")
         except SimulationDiverged as exc:
             raise _EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, str(exc), _detail(exc))) from None
         except InvalidAction as exc:
@@ -382,41 +416,52 @@ class Kernel:
         except Exception as exc:
             raise _EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, _raised("env step", exc), _detail(exc))) from None
         self._steps += 1
-        self._return += result.reward
+        self._return += reward
         if bus.active:
             bus.sim_time = self._steps * self.spec.dt
             bus.emit(
                 StepResultEvent,
                 step=self._steps - 1,
-                reward=float(result.reward),
-                terminated=bool(result.terminated),
-                truncated=bool(result.truncated),
-                success=bool(result.success),
-                info=jsonable(result.info) if result.info else {},
+                reward=reward,
+                terminated=terminated,
+                truncated=truncated,
+                success=success,
+                info=jsonable(info) if info else {},
             )
-            bus.emit(ObservationEvent, obs=_obs_summary(result.obs), terminal=result.terminated or result.truncated)
+            bus.emit(ObservationEvent, obs=_obs_summary(obs), terminal=terminated or truncated)
         if self._on_step is not None:
-            try:
-                self._on_step(result)
-            except Exception as exc:
-                raise _EndEpisode(self._agent_failed(exc, "agent on_step")) from None
+            if self._worker is not None:
+                self._worker.post(self._on_step, result, "agent on_step")
+            else:
+                try:
+                    self._on_step(result)
+                except Exception as exc:
+                    raise _EndEpisode(self._agent_failed(exc, "agent on_step")) from None
         if self._listens or bus.active:
             self._signal(Signal.STEP_END)
-        if result.success:
+        if success:
             raise _EndEpisode(self._end(EpisodeStatus.SUCCESS, "success"))
-        if result.terminated:
+        if terminated:
             raise _EndEpisode(self._end(EpisodeStatus.FAILURE, "terminated"))
-        if result.truncated:
+        if truncated:
             raise _EndEpisode(self._end(EpisodeStatus.FAILURE, "truncated"))
-        return result.obs  # type: ignore[return-value]
+        return obs  # type: ignore[return-value]
 
-    # -- helpers --------------------------------------------------------------------------------------------------
+    # -- signals and endings ------------------------------------------------------------------------------------
 
     def _signal(self, signal: Signal) -> None:
+        if signal is Signal.STEP_START:
+            self._step_open = True
+        elif signal is Signal.STEP_END:
+            self._step_open = False
         if self._listens:
-            self.containers.on_signal(signal)
-            if self._on_signal is not None:
-                self._on_signal(signal)
+            if self._worker is not None:
+                self._worker.post(self._agent_signal, signal, "agent on_signal")
+            else:
+                try:
+                    self._agent_signal(signal)
+                except Exception as exc:
+                    raise _EndEpisode(self._agent_failed(exc, "agent on_signal")) from None
         if self.bus.active:
             if signal is Signal.STEP_START:
                 scope = f"step:{self._steps}"
@@ -425,6 +470,45 @@ class Kernel:
             else:
                 scope = self.bus.episode_id
             self.bus.emit(SignalEvent, signal=signal.value, scope_id=scope)
+
+    def _agent_signal(self, signal: Signal) -> None:
+        self.containers.on_signal(signal)
+        if self._on_signal is not None:
+            self._on_signal(signal)
+
+    def _closing_signal(self, signal: Signal, outcome: EpisodeOutcome) -> EpisodeOutcome:
+        """A signal after the verdict: an agent that fails here cannot change the verdict, only add to it."""
+        try:
+            self._signal(signal)
+        except _EndEpisode as end:
+            return self._note(outcome, end.outcome.reason)
+        return outcome
+
+    def _finish(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
+        if self._worker is not None:
+            failure = self._worker.take_failure()
+            if failure is not None and outcome.status is not EpisodeStatus.ERROR:
+                outcome = self._note(outcome, _raised(*failure))
+        on_end = getattr(self.agent, "on_episode_end", None)
+        if on_end is not None:
+            try:
+                on_end(outcome)
+            except Exception as exc:
+                outcome = self._note(outcome, _raised("agent on_episode_end", exc))
+        return self._closing_signal(Signal.RUN_END, outcome)
+
+    def _check_worker(self, worker: AgentWorker) -> None:
+        failure = worker.take_failure()
+        if failure is not None:
+            who, exc = failure
+            raise _EndEpisode(self._agent_failed(exc, who))
+
+    def _recorder_failed(self, outcome: EpisodeOutcome, seen: int) -> EpisodeOutcome:
+        subscriber, exc = self.bus.critical_failures[seen]
+        reason = f"trace recorder {subscriber!r} failed: {_raised('recorder', exc)}"
+        return dataclasses.replace(
+            outcome, status=EpisodeStatus.INFRA_INVALID, success=False, reason=reason, detail=_detail(exc)
+        )
 
     def _agent_failed(self, exc: BaseException, who: str = "agent") -> EpisodeOutcome:
         if isinstance(exc, AgentTimeout):
@@ -444,36 +528,4 @@ class Kernel:
 
     @staticmethod
     def _note(outcome: EpisodeOutcome, note: str) -> EpisodeOutcome:
-        detail = f"{outcome.detail}\n{note}" if outcome.detail else note
-        return EpisodeOutcome(
-            outcome.status,
-            outcome.success,
-            outcome.steps,
-            outcome.reason,
-            outcome.safety_interventions,
-            detail,
-            outcome.metrics,
-        )
-
-
-class _ThreadedCall:
-    """One `act` running in a daemon thread (wall-clock realtime): the loop never waits for it."""
-
-    __slots__ = ("done", "error", "latency", "result", "started", "step")
-
-    def __init__(self, act: Callable[[Any], Any], obs: Observation, step: int) -> None:
-        self.step = step
-        self.done = threading.Event()
-        self.result: object = None
-        self.error: BaseException | None = None
-        self.latency = 0.0
-        self.started = time.perf_counter()
-        threading.Thread(target=self._run, args=(act, obs), daemon=True, name="hylo-act").start()
-
-    def _run(self, act: Callable[[Any], Any], obs: Observation) -> None:
-        try:
-            self.result = act(obs)
-        except Exception as exc:
-            self.error = exc
-        self.latency = time.perf_counter() - self.started
-        self.done.set()
+        return dataclasses.replace(outcome, detail=f"{outcome.detail}\n{note}" if outcome.detail else note)

@@ -148,10 +148,6 @@ class ContainerSet:
     def __len__(self) -> int:
         return len(self._by_name)
 
-    def clears_on(self, signal: Signal) -> bool:
-        """Whether `signal` would clear anything (lets hot loops skip the call)."""
-        return bool(self._by_signal[signal])
-
     def on_signal(self, signal: Signal | str) -> None:
         for container in self._by_signal[signal if isinstance(signal, Signal) else Signal(signal)]:
             container._clear()

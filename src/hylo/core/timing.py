@@ -4,11 +4,13 @@
 - `RealtimeTiming`: the world moves on while the policy thinks. A chunk is requested when at most `refill_steps`
   actions remain; a chunk requested at step s and merged at step t has its first t − s actions dropped (they are
   already in the past); an empty queue executes the env's hold action; after `max_hold_steps` consecutive holds the
-  watchdog ends the episode as `failure`, reason `watchdog`.
+  watchdog ends the episode as `failure`, reason `watchdog`. With `adaptive_refill` (default) the request comes
+  earlier when the latency seen lately is longer than `refill_steps`, so a steady policy never starves the queue.
 
-Realtime clocks: `virtual` runs `act` inline and charges its latency (fixed by `latency_s`, or measured) in steps, so
-a fixed latency is fully deterministic; `wall` runs `act` in a worker thread while the loop is paced at the env's
-control rate (an env that is `self_paced` paces itself and is never slept for).
+Realtime clocks: `virtual` runs `act` inline and charges its latency (fixed by `latency_s`, or measured) in steps;
+`wall` runs `act` in a worker thread while the loop is paced at the env's
+control rate (an env that is `self_paced` paces itself and is never slept for). A measured latency varies from run
+to run, so only a fixed `latency_s` makes realtime runs repeatable.
 """
 
 from __future__ import annotations
@@ -43,9 +45,14 @@ class RealtimeTiming:
     max_hold_steps: int = 20
     clock: Clock | str = Clock.VIRTUAL
     latency_s: float | None = None
+    adaptive_refill: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "clock", parse_clock(self.clock))
+        for name in ("refill_steps", "max_hold_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{name} must be an int, got {value!r}")
         if self.refill_steps < 0:
             raise ValueError(f"refill_steps must be >= 0, got {self.refill_steps}")
         if self.max_hold_steps < 1:

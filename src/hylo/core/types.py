@@ -88,6 +88,13 @@ class TaskInstance:
             raise ValueError(f"seed must be >= 0, got {self.seed}")
 
     @property
+    def digest(self) -> str:
+        """A short hash of everything that defines the episode (for logs that must detect a changed task)."""
+        params = sorted((str(k), repr(v)) for k, v in self.params.items())
+        parts = (self.benchmark, self.split, self.task, self.index, self.base_seed, self.seed, self.instruction, params)
+        return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
+
+    @property
     def episode_id(self) -> str:
         """Deterministic key of this episode, e.g. `babyai/test/GoToLocal/0003@s0`."""
         return f"{self.benchmark}/{self.split}/{self.task}/{self.index:04d}@s{self.base_seed}"

@@ -134,7 +134,9 @@ class GridGoalExpert(AgentBase):
     """Plans the whole shortest path once per episode from privileged state and returns it as one chunk."""
 
     name = "grid_goal_expert"
-    requirements = AgentRequirements(observation_keys=("state",), action_space=spaces.Discrete(4))
+    requirements = AgentRequirements(
+        observation_keys=("state",), action_space=spaces.Discrete(4), privileged_state=True
+    )
 
     def reset(self, ctx: EpisodeContext) -> None:
         self.ctx = ctx
