@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from hylo.core.agent import agent_name
+from hylo.core.agent import agent_name, notify
 from hylo.core.chunk import ActionChunk, as_chunk
 from hylo.core.context import EpisodeContext
 from hylo.core.status import EpisodeOutcome
@@ -37,10 +37,7 @@ class CriticAgent:
     def reset(self, ctx: EpisodeContext) -> None:
         self.ctx = ctx
         self.recoveries = 0
-        for part in (self.inner, self.critic):
-            reset = getattr(part, "reset", None)
-            if reset is not None:
-                reset(ctx)
+        notify((self.inner, self.critic), "reset", ctx)
 
     def act(self, obs: Observation) -> ActionChunk:
         plan = as_chunk(self.inner.act(obs))
@@ -53,15 +50,10 @@ class CriticAgent:
         return recovery
 
     def on_step(self, result: StepResult) -> None:
-        for part in (self.inner, self.critic):
-            on_step = getattr(part, "on_step", None)
-            if on_step is not None:
-                on_step(result)
+        notify((self.inner, self.critic), "on_step", result)
 
     def on_episode_end(self, outcome: EpisodeOutcome) -> None:
-        on_end = getattr(self.inner, "on_episode_end", None)
-        if on_end is not None:
-            on_end(outcome)
+        notify((self.inner,), "on_episode_end", outcome)
 
 
 class ProgressCritic:

@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hylo.core.agent import agent_name
+from hylo.core.agent import agent_name, notify
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.status import EpisodeOutcome
@@ -132,14 +132,10 @@ class DualRateAgent:
         self._failure = False
         self._started = False
         self._clock = self.clock or ctx.clock
-        policy_reset = getattr(self.policy, "reset", None)
-        if policy_reset is not None:
-            policy_reset(ctx)
-        reasoner_reset = getattr(self.reasoner, "reset", None)
-        if reasoner_reset is not None:
-            # Its own seed and generator: the two run on different threads, and sharing one generator would make
-            # the draws depend on thread timing.
-            reasoner_reset(dataclasses.replace(ctx, seed=derive_seed(ctx.seed, "reasoner"), _rng=None))
+        notify((self.policy,), "reset", ctx)
+        # Its own seed and generator: the two run on different threads, and sharing one generator would make the
+        # draws depend on thread timing.
+        notify((self.reasoner,), "reset", dataclasses.replace(ctx, seed=derive_seed(ctx.seed, "reasoner"), _rng=None))
 
     def act(self, obs: Observation) -> ActionChunk:
         self._collect()
@@ -160,16 +156,11 @@ class DualRateAgent:
         self._step += 1
         if result.info.get("failure_signal"):
             self._failure = True
-        on_step = getattr(self.policy, "on_step", None)
-        if on_step is not None:
-            on_step(result)
+        notify((self.policy,), "on_step", result)
 
     def on_episode_end(self, outcome: EpisodeOutcome) -> None:
         self._wait_inflight()
-        for part in (self.policy, self.reasoner):
-            on_end = getattr(part, "on_episode_end", None)
-            if on_end is not None:
-                on_end(outcome)
+        notify((self.policy, self.reasoner), "on_episode_end", outcome)
 
     # -- internals ----------------------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hylo.core.agent import agent_name
+from hylo.core.agent import agent_name, notify
 from hylo.core.chunk import ActionChunk, as_chunk
 from hylo.core.context import EpisodeContext
 from hylo.core.status import EpisodeOutcome
@@ -36,9 +36,7 @@ class TemporalEnsemble:
 
     def reset(self, ctx: EpisodeContext) -> None:
         self._pending.clear()
-        reset = getattr(self.inner, "reset", None)
-        if reset is not None:
-            reset(ctx)
+        notify((self.inner,), "reset", ctx)
 
     def act(self, obs: Observation) -> ActionChunk:
         chunk = as_chunk(self.inner.act(obs))
@@ -54,11 +52,7 @@ class TemporalEnsemble:
         return ActionChunk.single(action.astype(dtype if dtype.kind == "f" else np.float32))
 
     def on_step(self, result: StepResult) -> None:
-        on_step = getattr(self.inner, "on_step", None)
-        if on_step is not None:
-            on_step(result)
+        notify((self.inner,), "on_step", result)
 
     def on_episode_end(self, outcome: EpisodeOutcome) -> None:
-        on_end = getattr(self.inner, "on_episode_end", None)
-        if on_end is not None:
-            on_end(outcome)
+        notify((self.inner,), "on_episode_end", outcome)

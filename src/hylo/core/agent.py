@@ -64,6 +64,14 @@ class AgentRequirements:
     privileged_state: bool = False
 
 
+def notify(parts: Sequence[object], hook: str, arg: Any) -> None:
+    """Call `hook(arg)` on each part that has it: how wrapper agents pass the lifecycle on to what they wrap."""
+    for part in parts:
+        method = getattr(part, hook, None)
+        if method is not None:
+            method(arg)
+
+
 def agent_name(agent: object) -> str:
     name = getattr(agent, "name", "")
     return name if isinstance(name, str) and name else type(agent).__name__

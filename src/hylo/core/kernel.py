@@ -430,13 +430,7 @@ class Kernel:
             )
             bus.emit(ObservationEvent, obs=_obs_summary(obs), terminal=terminated or truncated)
         if self._on_step is not None:
-            if self._worker is not None:
-                self._worker.post(self._on_step, result, "agent on_step")
-            else:
-                try:
-                    self._on_step(result)
-                except Exception as exc:
-                    raise _EndEpisode(self._agent_failed(exc, "agent on_step")) from None
+            self._agent_call(self._on_step, result, "agent on_step")
         if self._listens or bus.active:
             self._signal(Signal.STEP_END)
         if success:
@@ -455,13 +449,7 @@ class Kernel:
         elif signal is Signal.STEP_END:
             self._step_open = False
         if self._listens:
-            if self._worker is not None:
-                self._worker.post(self._agent_signal, signal, "agent on_signal")
-            else:
-                try:
-                    self._agent_signal(signal)
-                except Exception as exc:
-                    raise _EndEpisode(self._agent_failed(exc, "agent on_signal")) from None
+            self._agent_call(self._agent_signal, signal, "agent on_signal")
         if self.bus.active:
             if signal is Signal.STEP_START:
                 scope = f"step:{self._steps}"
@@ -470,6 +458,16 @@ class Kernel:
             else:
                 scope = self.bus.episode_id
             self.bus.emit(SignalEvent, signal=signal.value, scope_id=scope)
+
+    def _agent_call(self, fn: Callable[[Any], Any], arg: Any, who: str) -> None:
+        """A notification to the agent: in turn on its worker thread (wall clock), else right here."""
+        if self._worker is not None:
+            self._worker.post(fn, arg, who)
+            return
+        try:
+            fn(arg)
+        except Exception as exc:
+            raise _EndEpisode(self._agent_failed(exc, who)) from None
 
     def _agent_signal(self, signal: Signal) -> None:
         self.containers.on_signal(signal)
