@@ -209,5 +209,5 @@ class DualRateAgent:
 
     def _wait_inflight(self) -> None:
         if self._inflight is not None:
-            self._inflight.done.wait(5.0)
+            self._inflight.done.wait(min(5.0, self.reasoner_timeout_s))
             self._inflight = None

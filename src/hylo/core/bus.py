@@ -45,7 +45,7 @@ class EventBus:
         "_critical",
         "_json_only",
         "_lock",
-        "_subscribers",
+        "_routes",
         "active",
         "critical_failures",
         "detached",
@@ -57,7 +57,7 @@ class EventBus:
     )
 
     def __init__(self, run_id: str = "") -> None:
-        self._subscribers: list[Subscriber] = []
+        self._routes: list[tuple[Subscriber, bool]] = []  # (subscriber, takes JSON lines)
         self._critical: set[int] = set()
         self._lock = threading.RLock()
         self.detached: list[tuple[Subscriber, BaseException]] = []
@@ -73,7 +73,7 @@ class EventBus:
     def subscribe(self, subscriber: Subscriber, *, critical: bool = False) -> Subscriber:
         """Add a subscriber. `critical=True` for a recorder whose failure makes the episode's record invalid."""
         with self._lock:
-            self._subscribers.append(subscriber)
+            self._routes.append((subscriber, isinstance(subscriber, JsonSubscriber)))
             if critical:
                 self._critical.add(id(subscriber))
             self._refresh()
@@ -81,18 +81,17 @@ class EventBus:
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         with self._lock:
-            if subscriber in self._subscribers:
-                self._subscribers.remove(subscriber)
+            self._routes = [route for route in self._routes if route[0] is not subscriber]
             self._critical.discard(id(subscriber))
             self._refresh()
 
     def _refresh(self) -> None:
-        self.active = bool(self._subscribers)
-        self._json_only = self.active and all(isinstance(s, JsonSubscriber) for s in self._subscribers)
+        self.active = bool(self._routes)
+        self._json_only = self.active and all(takes_json for _, takes_json in self._routes)
 
     @property
     def subscribers(self) -> tuple[Subscriber, ...]:
-        return tuple(self._subscribers)
+        return tuple(subscriber for subscriber, _ in self._routes)
 
     def begin_episode(self, episode_id: str) -> None:
         with self._lock:
@@ -101,32 +100,10 @@ class EventBus:
             self.sim_time = 0.0
 
     def emit(self, cls: type[BaseEvent], /, **payload: Any) -> BaseEvent | None:
-        """Deliver one event. Returns the typed event when one was built; None when nobody listens or every
-        subscriber only takes JSON lines."""
+        """Validate and deliver one event; returns it, or None when nobody listens or it could not be built."""
         if not self.active:
             return None
         with self._lock:
-            if self._json_only:
-                fields = template(cls)
-                fields["run_id"] = self.run_id
-                fields["episode_id"] = self.episode_id
-                fields["seq"] = self.seq
-                fields["sim_time"] = self.sim_time
-                fields["wall_time"] = time.time()
-                fields.update(payload)
-                try:
-                    line = to_json(fields)
-                except Exception as exc:
-                    self._drop(cls, exc)
-                    return None
-                self.seq += 1
-                kind = fields["event"]
-                for subscriber in tuple(self._subscribers):
-                    try:
-                        subscriber.write_json(line, kind)  # type: ignore[attr-defined]
-                    except Exception as exc:
-                        self._detach(subscriber, exc)
-                return None
             try:
                 event = cls(
                     run_id=self.run_id,
@@ -136,21 +113,56 @@ class EventBus:
                     wall_time=time.time(),
                     **payload,
                 )
+                line = event.__pydantic_serializer__.to_json(event) if any(j for _, j in self._routes) else None
             except Exception as exc:
                 self._drop(cls, exc)
                 return None
             self.seq += 1
-            self.publish(event)
+            self._deliver(event, line)
             return event
+
+    def emit_trusted(self, cls: type[BaseEvent], /, **payload: Any) -> None:
+        """The Kernel's own events, whose payloads it builds to the schema: when every subscriber takes JSON lines,
+        they are serialised straight from the fields, without building the pydantic object (the trace's hot path)."""
+        if not self._json_only:
+            self.emit(cls, **payload)
+            return
+        with self._lock:
+            fields = template(cls)
+            fields["run_id"] = self.run_id
+            fields["episode_id"] = self.episode_id
+            fields["seq"] = self.seq
+            fields["sim_time"] = self.sim_time
+            fields["wall_time"] = time.time()
+            fields.update(payload)
+            try:
+                line = to_json(fields, inf_nan_mode="null")  # as the models serialise NaN
+            except Exception as exc:
+                self._drop(cls, exc)
+                return
+            self.seq += 1
+            self._deliver(None, line, fields["event"])
 
     def publish(self, event: BaseEvent) -> None:
         """Deliver an already-built event (e.g. one replayed from another process)."""
         with self._lock:
-            for subscriber in tuple(self._subscribers):
-                try:
+            try:
+                line = event.__pydantic_serializer__.to_json(event) if any(j for _, j in self._routes) else None
+            except Exception as exc:
+                self._drop(type(event), exc)
+                return
+            self._deliver(event, line)
+
+    def _deliver(self, event: BaseEvent | None, line: bytes | None, kind: str = "") -> None:
+        kind = kind or (event.event if event is not None else "")
+        for subscriber, takes_json in tuple(self._routes):
+            try:
+                if takes_json and line is not None:
+                    subscriber.write_json(line, kind)  # type: ignore[attr-defined]
+                elif event is not None:
                     subscriber(event)
-                except Exception as exc:
-                    self._detach(subscriber, exc)
+            except Exception as exc:
+                self._detach(subscriber, exc)
 
     def _detach(self, subscriber: Subscriber, exc: BaseException) -> None:
         log.warning("trace subscriber %r raised %r; detached", subscriber, exc)

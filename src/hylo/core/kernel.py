@@ -148,18 +148,27 @@ class Kernel:
         """Run one episode of `task` and return its outcome."""
         bus = self.bus
         bus.begin_episode(task.episode_id)
-        critical_failures = len(bus.critical_failures)
         self._steps = 0
         self._interventions = 0
         self._return = 0.0
         self._executor.clear()
+        recorded = not bus.critical_failures  # a critical recorder that failed before records nothing now
         try:
+            if not recorded:
+                subscriber, exc = bus.critical_failures[0]
+                raise _EndEpisode(
+                    self._end(
+                        EpisodeStatus.INFRA_INVALID,
+                        f"trace recorder {subscriber!r} failed in an earlier episode; nothing records this one",
+                        _raised("recorder", exc),
+                    )
+                )
             if self.auto_episode_reset and self._last_task != task:
                 self._signal(Signal.EPISODE_RESET)
             self._last_task = task
             self._signal(Signal.RUN_START)
             if bus.active:
-                bus.emit(
+                bus.emit_trusted(
                     EpisodeStartEvent,
                     task={
                         "episode_id": task.episode_id,
@@ -183,10 +192,10 @@ class Kernel:
             outcome = self._end(EpisodeStatus.INFRA_INVALID, _raised("kernel", exc), _detail(exc))
         if self._step_open:  # the episode ended mid-step: close the iteration so step containers clear
             outcome = self._closing_signal(Signal.STEP_END, outcome)
-        if len(bus.critical_failures) > critical_failures:
-            outcome = self._recorder_failed(outcome, critical_failures)
+        if recorded and bus.critical_failures:
+            outcome = self._recorder_failed(outcome)
         if bus.active:
-            bus.emit(
+            bus.emit_trusted(
                 EpisodeEndEvent,
                 status=outcome.status.value,
                 success=outcome.success,
@@ -195,16 +204,9 @@ class Kernel:
                 safety_interventions=outcome.safety_interventions,
                 detail=outcome.detail,
             )
-        if self._worker is not None and not self._worker.wait_idle(self.act_timeout_s):
-            # The agent is still inside a call that overran: tell it the verdict in turn, after that call.
-            on_end = getattr(self.agent, "on_episode_end", None)
-            if on_end is not None:
-                self._worker.post(on_end, outcome, "agent on_episode_end")
-        else:
-            outcome = self._finish(outcome)
-        if len(bus.critical_failures) > critical_failures:
-            outcome = self._recorder_failed(outcome, critical_failures)
-        return outcome
+            if recorded and bus.critical_failures and outcome.status is not EpisodeStatus.INFRA_INVALID:
+                outcome = self._recorder_failed(outcome)  # it failed on episode.end itself
+        return self._finish(outcome)
 
     def signal(self, signal: Signal | str) -> None:
         """Deliver a lifecycle signal from its owner (e.g. `episode_reset` from an env panel), between episodes."""
@@ -233,7 +235,7 @@ class Kernel:
         except Exception as exc:
             return self._end(EpisodeStatus.INFRA_INVALID, _raised("env reset", exc), _detail(exc))
         if self.bus.active:
-            self.bus.emit(ObservationEvent, obs=_obs_summary(obs))
+            self.bus.emit_trusted(ObservationEvent, obs=_obs_summary(obs))
         ctx = EpisodeContext(
             seed=task.seed,
             env_spec=self.spec,
@@ -370,7 +372,7 @@ class Kernel:
         """Load a chunk computed for step `requested_at`, dropping the actions whose time has passed; trace it."""
         dropped = self._executor.load(chunk, skip=self._steps - requested_at)
         if self.bus.active:
-            self.bus.emit(
+            self.bus.emit_trusted(
                 AgentChunkEvent,
                 size=len(chunk.actions),
                 execution_steps=chunk.execution_steps,
@@ -388,7 +390,9 @@ class Kernel:
         except SafetyAbort as abort:
             self._interventions += 1
             if bus.active:
-                bus.emit(SafetyReviewEvent, approved=False, modified=False, reasons=[abort.reason], guard=abort.guard)
+                bus.emit_trusted(
+                    SafetyReviewEvent, approved=False, modified=False, reasons=[abort.reason], guard=abort.guard
+                )
             raise _EndEpisode(self._end(EpisodeStatus.SAFETY_ABORT, f"{abort.guard}: {abort.reason}")) from None
         except Exception as exc:  # a guard choked on the action's form: the agent produced something unreviewable
             raise _EndEpisode(
@@ -398,8 +402,8 @@ class Kernel:
             self._interventions += 1
             self._executor.clear()
         if bus.active:
-            bus.emit(SafetyReviewEvent, approved=True, modified=review.modified, reasons=list(review.reasons))
-            bus.emit(ActionEvent, step=self._steps, action=jsonable(review.action), hold=hold)
+            bus.emit_trusted(SafetyReviewEvent, approved=True, modified=review.modified, reasons=list(review.reasons))
+            bus.emit_trusted(ActionEvent, step=self._steps, action=jsonable(review.action), hold=hold)
         try:
             result = self.env.step(review.action)
             obs, info = result.obs, result.info
@@ -419,7 +423,7 @@ class Kernel:
         self._return += reward
         if bus.active:
             bus.sim_time = self._steps * self.spec.dt
-            bus.emit(
+            bus.emit_trusted(
                 StepResultEvent,
                 step=self._steps - 1,
                 reward=reward,
@@ -428,7 +432,7 @@ class Kernel:
                 success=success,
                 info=jsonable(info) if info else {},
             )
-            bus.emit(ObservationEvent, obs=_obs_summary(obs), terminal=terminated or truncated)
+            bus.emit_trusted(ObservationEvent, obs=_obs_summary(obs), terminal=terminated or truncated)
         if self._on_step is not None:
             self._agent_call(self._on_step, result, "agent on_step")
         if self._listens or bus.active:
@@ -457,7 +461,7 @@ class Kernel:
                 scope = f"step:{self._steps - 1}"
             else:
                 scope = self.bus.episode_id
-            self.bus.emit(SignalEvent, signal=signal.value, scope_id=scope)
+            self.bus.emit_trusted(SignalEvent, signal=signal.value, scope_id=scope)
 
     def _agent_call(self, fn: Callable[[Any], Any], arg: Any, who: str) -> None:
         """A notification to the agent: in turn on its worker thread (wall clock), else right here."""
@@ -483,17 +487,26 @@ class Kernel:
         return outcome
 
     def _finish(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
-        if self._worker is not None:
-            failure = self._worker.take_failure()
-            if failure is not None and outcome.status is not EpisodeStatus.ERROR:
-                outcome = self._note(outcome, _raised(*failure))
+        """Tell the agent the verdict and close the run; what fails now is noted, it cannot change the verdict."""
         on_end = getattr(self.agent, "on_episode_end", None)
+        worker = self._worker
+        if worker is None:
+            if on_end is not None:
+                try:
+                    on_end(outcome)
+                except Exception as exc:
+                    outcome = self._note(outcome, _raised("agent on_episode_end", exc))
+            return self._closing_signal(Signal.RUN_END, outcome)
         if on_end is not None:
-            try:
-                on_end(outcome)
-            except Exception as exc:
-                outcome = self._note(outcome, _raised("agent on_episode_end", exc))
-        return self._closing_signal(Signal.RUN_END, outcome)
+            worker.post(on_end, outcome, "agent on_episode_end")
+        self._signal(Signal.RUN_END)
+        # In turn after anything still running; an agent stuck past act_timeout_s is left to finish in the
+        # background, and the next episode ends as `timeout` if it is still stuck then.
+        if worker.wait_idle(self.act_timeout_s):
+            failure = worker.take_failure()
+            if failure is not None:
+                outcome = self._note(outcome, _raised(*failure))
+        return outcome
 
     def _check_worker(self, worker: AgentWorker) -> None:
         failure = worker.take_failure()
@@ -501,8 +514,8 @@ class Kernel:
             who, exc = failure
             raise _EndEpisode(self._agent_failed(exc, who))
 
-    def _recorder_failed(self, outcome: EpisodeOutcome, seen: int) -> EpisodeOutcome:
-        subscriber, exc = self.bus.critical_failures[seen]
+    def _recorder_failed(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
+        subscriber, exc = self.bus.critical_failures[0]
         reason = f"trace recorder {subscriber!r} failed: {_raised('recorder', exc)}"
         return dataclasses.replace(
             outcome, status=EpisodeStatus.INFRA_INVALID, success=False, reason=reason, detail=_detail(exc)

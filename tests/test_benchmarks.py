@@ -1,0 +1,30 @@
+"""The benchmark scripts keep running and keep their output shape (their numbers are not asserted: noisy machines)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def test_kernel_overhead_prints_one_json_object_with_every_figure():
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "kernel_overhead.py"), "--json", "--repeats", "5", "--steps", "1000"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    for key in (
+        "bare_steps_per_s",
+        "kernel_steps_per_s",
+        "kernel_trace_steps_per_s",
+        "overhead_us_per_step",
+        "trace_overhead_us_per_step",
+    ):
+        assert isinstance(figures[key], float) and figures[key] == figures[key], key
+    assert figures["kernel_steps_per_s"] > 0 and figures["bare_steps_per_s"] > 0
+    expected_overhead = 1e6 / figures["kernel_steps_per_s"] - 1e6 / figures["bare_steps_per_s"]
+    assert abs(figures["overhead_us_per_step"] - expected_overhead) < 1e-6 * max(1.0, abs(expected_overhead))
