@@ -24,7 +24,7 @@ from hylo.core import (
     TaskInstance,
     parse_event,
 )
-from hylo.core.events import ActionEvent, AgentDecisionEvent
+from hylo.core.events import ActionEvent, AgentDecisionEvent, BaseEvent
 from hylo.core.jsonable import jsonable
 from hylo.envs import GridGoal, GridGoalExpert, NullEnv, PointReach, PointReachExpert
 
@@ -314,3 +314,12 @@ def test_privileged_reads_are_traced() -> None:
 def test_an_agent_that_reads_nothing_privileged_leaves_no_such_event() -> None:
     _, rec, _ = recorded_run(PointReach(), PointReachExpert(chunk=5), [reach_task(0)])
     assert rec.of("privileged.state") == []
+
+
+def test_every_event_kind_and_field_is_documented() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "trace.md").read_text()
+    for kind, cls in EVENT_TYPES.items():
+        row = next((line for line in doc.splitlines() if line.startswith(f"| `{kind}` |")), None)
+        assert row is not None, f"docs/trace.md does not document {kind!r}"
+        for name in set(cls.model_fields) - set(BaseEvent.model_fields):
+            assert f"`{name}`" in row, f"docs/trace.md does not document {kind}.{name}"
