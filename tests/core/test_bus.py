@@ -24,7 +24,7 @@ from hylo.core import (
     TaskInstance,
     parse_event,
 )
-from hylo.core.events import ActionEvent, AgentDecisionEvent, BaseEvent
+from hylo.core.events import ActionEvent, AgentDecisionEvent
 from hylo.core.jsonable import jsonable
 from hylo.envs import GridGoal, GridGoalExpert, NullEnv, PointReach, PointReachExpert
 
