@@ -19,6 +19,7 @@ from hylo.core import (
     EventBus,
     FiniteGuard,
     IncompatibleComponents,
+    InvalidAction,
     Kernel,
     MemoryRecorder,
     Observation,
@@ -173,8 +174,8 @@ def test_bounds_guard_clip_never_approves_a_nan_action() -> None:
         SafetyShield([BoundsGuard()]).review(np.array([NAN, 0.0, 0.0]), BOX3)
 
 
-def test_bounds_guard_rejects_a_wrong_shape() -> None:
-    with pytest.raises(SafetyAbort, match="shape"):
+def test_a_wrong_shape_is_malformed_not_unsafe() -> None:
+    with pytest.raises(InvalidAction, match="shape"):
         SafetyShield().review(np.zeros(4), BOX3)
 
 
@@ -183,11 +184,17 @@ def test_bounds_guard_unknown_mode() -> None:
         BoundsGuard("sideways")
 
 
-@pytest.mark.parametrize("action", [4, -1, 100, 1.5, True, "1"])
+@pytest.mark.parametrize("action", [4, -1, 100])
 def test_discrete_out_of_range_is_rejected_even_in_clip_mode(action: Any) -> None:
     with pytest.raises(SafetyAbort) as info:
         SafetyShield([BoundsGuard("clip")]).review(action, spaces.Discrete(4))
     assert info.value.guard == "bounds"
+
+
+@pytest.mark.parametrize("action", [1.5, True, "1"])
+def test_a_non_integer_discrete_action_is_malformed(action: Any) -> None:
+    with pytest.raises(InvalidAction, match="not an integer"):
+        SafetyShield([BoundsGuard("clip")]).review(action, spaces.Discrete(4))
 
 
 @pytest.mark.parametrize("action", [0, 3, np.int64(2), np.array(1)])
@@ -232,17 +239,21 @@ def test_dict_action_in_bounds_is_unmodified() -> None:
 
 @pytest.mark.parametrize(
     "action",
-    [
-        {"arm": np.zeros(3), "gripper": 2},
-        {"arm": np.zeros(3)},
-        {"arm": np.zeros(3), "gripper": 0, "base": 1},
-        {"arm": np.array([NAN, 0.0, 0.0]), "gripper": 0},
-        np.zeros(3),
-    ],
-    ids=["discrete-out-of-range", "missing-key", "extra-key", "nan", "not-a-dict"],
+    [{"arm": np.zeros(3), "gripper": 2}, {"arm": np.array([NAN, 0.0, 0.0]), "gripper": 0}],
+    ids=["discrete-out-of-range", "nan"],
 )
-def test_dict_action_rejected(action: Any) -> None:
+def test_unsafe_dict_action_rejected(action: Any) -> None:
     with pytest.raises(SafetyAbort):
+        SafetyShield().review(action, DICT)
+
+
+@pytest.mark.parametrize(
+    "action",
+    [{"arm": np.zeros(3)}, {"arm": np.zeros(3), "gripper": 0, "base": 1}, np.zeros(3)],
+    ids=["missing-key", "extra-key", "not-a-dict"],
+)
+def test_malformed_dict_action_rejected(action: Any) -> None:
+    with pytest.raises(InvalidAction, match="keys"):
         SafetyShield().review(action, DICT)
 
 

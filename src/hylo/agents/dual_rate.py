@@ -22,11 +22,10 @@ from typing import Any, Protocol
 from hylo.core.agent import agent_name, notify
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
+from hylo.core.jsonable import snapshot
 from hylo.core.status import EpisodeOutcome
 from hylo.core.timing import Clock, parse_clock
 from hylo.core.types import Observation, StepResult, derive_seed
-
-TRIGGERS = ("episode_start", "subgoal_reached", "failure_signal", "periodic")
 
 
 class Policy(Protocol):
@@ -148,7 +147,6 @@ class DualRateAgent:
                 self._queued = trigger  # the latest reason to replan wins; one call in flight at a time
         elif self._inflight is None and self._queued is not None:
             self._launch(obs, self._queued)
-            self._queued = None
             self._collect()
         return self.policy.act(obs, self._committed.subgoal)
 
@@ -180,7 +178,8 @@ class DualRateAgent:
 
     def _launch(self, obs: Observation, trigger: str) -> None:
         self._last_trigger_step = self._step
-        self._inflight = _Reasoning(self.reasoner, obs, trigger, self._committed.subgoal, self._step)
+        self._queued = None  # this reasoning sees the latest observation: an older queued reason is answered too
+        self._inflight = _Reasoning(self.reasoner, snapshot(obs), trigger, self._committed.subgoal, self._step)
 
     def _collect(self) -> None:
         """Commit the in-flight reasoning if its time has come (virtual) or it is done (wall)."""

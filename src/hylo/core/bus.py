@@ -16,6 +16,7 @@ from typing import IO, Any, Protocol, runtime_checkable
 from pydantic_core import to_json
 
 from hylo.core.events import BaseEvent, template
+from hylo.core.jsonable import jsonable
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,9 @@ class EventBus:
     """Fan-out of typed trace events to subscribers, stamping ids, sequence numbers and times.
 
     Thread-safe: agents may emit from a worker or reasoner thread. `emit` never raises: a subscriber that raises is
-    detached (a `critical` one is also listed in `critical_failures`, and the Kernel marks the episode
-    `infra_invalid`, since its record is incomplete); an event that cannot be built is logged and counted in
-    `dropped`.
+    detached (a `critical` one is also listed in `critical_failures`, and the Kernel marks that episode and every
+    later one `infra_invalid`, since nothing records them, until a new critical subscriber is added); an event that
+    cannot be built is logged and counted in `dropped`.
     """
 
     __slots__ = (
@@ -76,12 +77,13 @@ class EventBus:
             self._routes.append((subscriber, isinstance(subscriber, JsonSubscriber)))
             if critical:
                 self._critical.add(id(subscriber))
+                self.critical_failures.clear()  # a new record-keeper: episodes are recorded again
             self._refresh()
         return subscriber
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         with self._lock:
-            self._routes = [route for route in self._routes if route[0] is not subscriber]
+            self._routes = [route for route in self._routes if route[0] != subscriber]
             self._critical.discard(id(subscriber))
             self._refresh()
 
@@ -136,22 +138,12 @@ class EventBus:
             fields["wall_time"] = time.time()
             fields.update(payload)
             try:
-                line = to_json(fields, inf_nan_mode="null")  # as the models serialise NaN
+                line = to_json(fields, inf_nan_mode="null", fallback=jsonable)  # NaN as the models write it
             except Exception as exc:
                 self._drop(cls, exc)
                 return
             self.seq += 1
             self._deliver(None, line, fields["event"])
-
-    def publish(self, event: BaseEvent) -> None:
-        """Deliver an already-built event (e.g. one replayed from another process)."""
-        with self._lock:
-            try:
-                line = event.__pydantic_serializer__.to_json(event) if any(j for _, j in self._routes) else None
-            except Exception as exc:
-                self._drop(type(event), exc)
-                return
-            self._deliver(event, line)
 
     def _deliver(self, event: BaseEvent | None, line: bytes | None, kind: str = "") -> None:
         kind = kind or (event.event if event is not None else "")

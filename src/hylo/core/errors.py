@@ -34,11 +34,12 @@ class SafetyAbort(HyloError):
 class AgentTimeout(HyloError):
     """The agent took longer than `act_timeout_s` to act: the episode ends as `error`, reason `timeout`."""
 
-    def __init__(self, latency_s: float | None, limit_s: float) -> None:
+    def __init__(self, latency_s: float | None, limit_s: float, call: str = "act") -> None:
         self.latency_s = latency_s
         self.limit_s = limit_s
-        took = "did not return" if latency_s is None else f"took {latency_s:.3f} s"
-        super().__init__(f"act {took} (limit {limit_s:g} s)")
+        self.call = call
+        took = "did not return in time" if latency_s is None else f"took {latency_s:.3f} s"
+        super().__init__(f"{call} {took} (limit {limit_s:g} s)")
 
 
 class SimulationDiverged(HyloError):

@@ -66,13 +66,15 @@ def _child_main(conn: mpc.Connection, factory: Callable[[], Any], parent_pid: in
         agent = factory()
         requirements = getattr(agent, "requirements", None)
         containers = ContainerSet(getattr(agent, "containers", ()) or ())
-        hooks = {"on_step": _overrides(agent, "on_step"), "signals": bool(len(containers))}
+        on_signal = getattr(agent, "on_signal", None)
+        hooks = {"on_step": _overrides(agent, "on_step"), "signals": bool(len(containers)) or on_signal is not None}
         conn.send(("ready", (agent_name(agent), requirements, hooks)))
     except Exception as exc:
         conn.send(("err", (type(exc).__name__, str(exc), traceback.format_exc())))
         return
     events: list[tuple[str, dict[str, Any]]] = []
     bus = EventBus()
+    signal_error: tuple[str, str, str] | None = None
 
     def collect(event: BaseEvent) -> None:
         events.append((event.event, event.model_dump(include={"content", "name", "value"})))
@@ -84,20 +86,29 @@ def _child_main(conn: mpc.Connection, factory: Callable[[], Any], parent_pid: in
             return
         if op == "signal":
             containers.on_signal(payload)
+            if on_signal is not None:
+                try:
+                    on_signal(Signal(payload))
+                except Exception as exc:  # reported with the next reply: the parent sends signals without waiting
+                    signal_error = (type(exc).__name__, str(exc), traceback.format_exc())
             continue
         if op == "close":
             return
         events.clear()
+        if signal_error is not None:  # the agent failed on a signal since the last call: that call fails with it
+            conn.send(("err", signal_error))
+            signal_error = None
+            continue
         try:
             if op == "reset":
-                seed, env_spec, task, tracing = payload
+                seed, env_spec, task, tracing, clock = payload
                 if tracing and not bus.active:
                     bus.subscribe(collect)
                 elif not tracing and bus.active:
                     bus.unsubscribe(collect)
                 bus.begin_episode(task.episode_id)
                 value = getattr(agent, "reset", lambda ctx: None)(
-                    EpisodeContext(seed=seed, env_spec=env_spec, task=task, containers=containers, bus=bus)
+                    EpisodeContext(seed=seed, env_spec=env_spec, task=task, containers=containers, bus=bus, clock=clock)
                 )
             elif op == "act":
                 value = agent.act(payload)
@@ -187,7 +198,7 @@ class ProcessAgent:
             ready = conn.poll(timeout)
             if not ready:
                 self._kill()
-                raise AgentTimeout(None, timeout)
+                raise AgentTimeout(None, timeout, op)
             message: tuple[str, Any] = conn.recv()
             return message
         except (EOFError, OSError, BrokenPipeError):
@@ -233,7 +244,7 @@ class ProcessAgent:
 
     def reset(self, ctx: EpisodeContext) -> None:
         self._episode_ctx = ctx
-        payload = (ctx.seed, ctx.env_spec, ctx.task, ctx.bus.active)
+        payload = (ctx.seed, ctx.env_spec, ctx.task, ctx.bus.active, ctx.clock)
         self._call("reset", payload, self.start_timeout_s)
 
     def act(self, obs: Observation) -> Any:

@@ -36,3 +36,15 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
         return {"digest": hashlib.blake2b(value, digest_size=12).hexdigest(), "bytes": len(value)}
     return repr(value)
+
+
+def snapshot(obs: Any) -> Any:
+    """A copy of an observation that later env steps cannot change (an env may reuse its buffers), for handing to
+    another thread."""
+    if isinstance(obs, np.ndarray):
+        return obs.copy()
+    if isinstance(obs, dict):
+        return type(obs)((k, snapshot(v)) for k, v in obs.items())
+    if isinstance(obs, list):
+        return [snapshot(v) for v in obs]
+    return obs

@@ -7,10 +7,13 @@ arguments) raise, from the constructor.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 import math
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,13 +33,19 @@ from hylo.core.events import (
     SignalEvent,
     StepResultEvent,
 )
-from hylo.core.jsonable import jsonable
+from hylo.core.jsonable import jsonable, snapshot
 from hylo.core.shield import SafetyShield
 from hylo.core.signals import ContainerSet, Signal
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.timing import Clock, RealtimeTiming, SyncTiming, Timing, parse_timing
 from hylo.core.types import Action, Observation, TaskInstance
 from hylo.core.worker import AgentWorker, Call
+
+log = logging.getLogger(__name__)
+
+
+_FAULTS = (Exception, asyncio.CancelledError)
+"""What a component may raise that ends an episode (KeyboardInterrupt and SystemExit still stop the program)."""
 
 
 class _EndEpisode(Exception):
@@ -89,6 +98,8 @@ class Kernel:
         bus: EventBus | None = None,
         auto_episode_reset: bool = True,
     ) -> None:
+        self._owns_agent = False
+        self._closed = False
         spec = env.spec
         self.env = env
         self.spec = spec
@@ -124,6 +135,7 @@ class Kernel:
 
             if not isinstance(agent, ProcessAgent):
                 agent = ProcessAgent.from_instance(agent, act_timeout_s=act_timeout_s)
+                self._owns_agent = True
         self.agent = agent
         self.agent_name = agent_name(agent)
         self.bus = bus if bus is not None else EventBus()
@@ -134,9 +146,13 @@ class Kernel:
         self._on_signal: Callable[[Signal], Any] | None = getattr(agent, "on_signal", None)
         self._listens = bool(len(self.containers)) or self._on_signal is not None
         wall = isinstance(self.timing, RealtimeTiming) and self.timing.clock is Clock.WALL
-        self._worker: AgentWorker | None = AgentWorker() if wall else None
+        self._worker: AgentWorker | None = None
+        if wall:
+            self._worker = AgentWorker()
+            weakref.finalize(self, self._worker.stop)  # a Kernel dropped without close() leaves no thread behind
+        self._serial = 0  # episodes run so far: tags the agent calls posted to the worker
         self._executor = ChunkExecutor()
-        self._last_task: TaskInstance | None = None
+        self._last_task: tuple[str, str] | None = None
         self._step_open = False
         self._steps = 0
         self._interventions = 0
@@ -146,6 +162,9 @@ class Kernel:
 
     def run(self, task: TaskInstance) -> EpisodeOutcome:
         """Run one episode of `task` and return its outcome."""
+        if self._closed:
+            raise RuntimeError("this Kernel is closed")
+        self._serial += 1
         bus = self.bus
         bus.begin_episode(task.episode_id)
         self._steps = 0
@@ -163,9 +182,10 @@ class Kernel:
                         _raised("recorder", exc),
                     )
                 )
-            if self.auto_episode_reset and self._last_task != task:
+            placed = (task.episode_id, task.digest)
+            if self.auto_episode_reset and self._last_task != placed:
                 self._signal(Signal.EPISODE_RESET)
-            self._last_task = task
+            self._last_task = placed
             self._signal(Signal.RUN_START)
             if bus.active:
                 bus.emit_trusted(
@@ -188,7 +208,7 @@ class Kernel:
             outcome = self._episode(task)
         except _EndEpisode as end:
             outcome = end.outcome
-        except Exception as exc:  # a fault in hylo itself, or in a trace subscriber's plumbing: not the agent's
+        except _FAULTS as exc:  # a fault in hylo itself, or in a trace subscriber's plumbing: not the agent's
             outcome = self._end(EpisodeStatus.INFRA_INVALID, _raised("kernel", exc), _detail(exc))
         if self._step_open:  # the episode ended mid-step: close the iteration so step containers clear
             outcome = self._closing_signal(Signal.STEP_END, outcome)
@@ -209,19 +229,29 @@ class Kernel:
         return self._finish(outcome)
 
     def signal(self, signal: Signal | str) -> None:
-        """Deliver a lifecycle signal from its owner (e.g. `episode_reset` from an env panel), between episodes."""
+        """Deliver a lifecycle signal from its owner (e.g. `episode_reset` from an env panel), between episodes.
+        Raises RuntimeError if the agent fails on it."""
         try:
             self._signal(Signal(signal))
+            if self._worker is not None and self._worker.wait_idle(None):
+                self._check_worker(self._worker)
         except _EndEpisode as end:
             raise RuntimeError(end.outcome.reason) from None
 
     def close(self) -> None:
-        """Release what the Kernel started (a worker thread, an isolated agent's process); the env is the caller's."""
+        """Release what the Kernel started (its worker thread, the process of an agent it isolated). The env and an
+        agent passed in are the caller's to close."""
+        self._closed = True
         if self._worker is not None:
             self._worker.stop()
-        close = getattr(self.agent, "close", None)
-        if callable(close):
-            close()
+        if self._owns_agent:
+            self.agent.close()
+
+    def __enter__(self) -> Kernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- the episode ----------------------------------------------------------------------------------------------
 
@@ -232,7 +262,7 @@ class Kernel:
             )
         try:
             obs = self.env.reset(task)
-        except Exception as exc:
+        except _FAULTS as exc:
             return self._end(EpisodeStatus.INFRA_INVALID, _raised("env reset", exc), _detail(exc))
         if self.bus.active:
             self.bus.emit_trusted(ObservationEvent, obs=_obs_summary(obs))
@@ -248,14 +278,14 @@ class Kernel:
         reset = getattr(self.agent, "reset", None)
         if reset is not None:
             if self._worker is not None:  # after the signals queued before it, never beside them
-                call = self._worker.submit(reset, ctx, 0)
+                call = self._worker.submit(reset, ctx, 0, self._serial)
                 call.done.wait()
                 if call.error is not None:
                     return self._agent_failed(call.error, "agent reset")
             else:
                 try:
                     reset(ctx)
-                except Exception as exc:
+                except _FAULTS as exc:
                     return self._agent_failed(exc, "agent reset")
         if isinstance(self.timing, SyncTiming):
             return self._sync_loop(obs)
@@ -273,7 +303,7 @@ class Kernel:
                 t0 = time.perf_counter()
                 try:
                     raw = self._act(obs)
-                except Exception as exc:
+                except _FAULTS as exc:
                     return self._agent_failed(exc)
                 latency = time.perf_counter() - t0
                 self._load(self._accept(raw, latency), self._steps, latency)
@@ -314,7 +344,7 @@ class Kernel:
                     ):
                         return self._agent_failed(AgentTimeout(None, self.act_timeout_s))
                 if pending is None and executor.remaining <= lead:
-                    pending = worker.submit(self._act, obs, step)
+                    pending = worker.submit(self._act, snapshot(obs), step, self._serial)
             else:
                 if scheduled is not None and scheduled[0] <= step:
                     self._load(scheduled[1], scheduled[2], scheduled[3])
@@ -323,7 +353,7 @@ class Kernel:
                     t0 = time.perf_counter()
                     try:
                         raw = self._act(obs)
-                    except Exception as exc:
+                    except _FAULTS as exc:
                         return self._agent_failed(exc)
                     latency = time.perf_counter() - t0
                     delay = timing.latency_steps(latency, dt)
@@ -340,7 +370,7 @@ class Kernel:
                 holds += 1
                 try:
                     hold = self.env.hold_action()
-                except Exception as exc:
+                except _FAULTS as exc:
                     return self._end(EpisodeStatus.INFRA_INVALID, _raised("env hold_action", exc), _detail(exc))
                 obs = self._advance(hold, True)
             else:
@@ -393,8 +423,16 @@ class Kernel:
                 bus.emit_trusted(
                     SafetyReviewEvent, approved=False, modified=False, reasons=[abort.reason], guard=abort.guard
                 )
+            if hold:
+                raise _EndEpisode(self._hold_failed(f"shield rejected it: {abort}")) from None
             raise _EndEpisode(self._end(EpisodeStatus.SAFETY_ABORT, f"{abort.guard}: {abort.reason}")) from None
-        except Exception as exc:  # a guard choked on the action's form: the agent produced something unreviewable
+        except InvalidAction as exc:  # not unsafe but malformed: the agent's bug, not a safety event
+            if hold:
+                raise _EndEpisode(self._hold_failed(str(exc))) from None
+            raise _EndEpisode(self._end(EpisodeStatus.ERROR, f"agent returned a malformed action: {exc}")) from None
+        except _FAULTS as exc:  # a guard choked on the action's form
+            if hold:
+                raise _EndEpisode(self._hold_failed(_raised("shield review", exc))) from None
             raise _EndEpisode(
                 self._end(EpisodeStatus.ERROR, _raised("shield review of the agent's action", exc), _detail(exc))
             ) from None
@@ -414,10 +452,12 @@ class Kernel:
         except SimulationDiverged as exc:
             raise _EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, str(exc), _detail(exc))) from None
         except InvalidAction as exc:
+            if hold:
+                raise _EndEpisode(self._hold_failed(f"env rejected it: {exc}")) from None
             raise _EndEpisode(
                 self._end(EpisodeStatus.ERROR, f"env rejected the agent's action: {exc}", _detail(exc))
             ) from None
-        except Exception as exc:
+        except _FAULTS as exc:
             raise _EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, _raised("env step", exc), _detail(exc))) from None
         self._steps += 1
         self._return += reward
@@ -466,11 +506,11 @@ class Kernel:
     def _agent_call(self, fn: Callable[[Any], Any], arg: Any, who: str) -> None:
         """A notification to the agent: in turn on its worker thread (wall clock), else right here."""
         if self._worker is not None:
-            self._worker.post(fn, arg, who)
+            self._worker.post(fn, arg, who, self._serial)
             return
         try:
             fn(arg)
-        except Exception as exc:
+        except _FAULTS as exc:
             raise _EndEpisode(self._agent_failed(exc, who)) from None
 
     def _agent_signal(self, signal: Signal) -> None:
@@ -494,25 +534,36 @@ class Kernel:
             if on_end is not None:
                 try:
                     on_end(outcome)
-                except Exception as exc:
+                except _FAULTS as exc:
                     outcome = self._note(outcome, _raised("agent on_episode_end", exc))
             return self._closing_signal(Signal.RUN_END, outcome)
+        # Wall clock: in turn on the agent's thread, after whatever it is still doing. An act stuck past
+        # act_timeout_s is left behind; the next episode waits for it, and ends as `timeout` if it is still stuck.
         if on_end is not None:
-            worker.post(on_end, outcome, "agent on_episode_end")
-        self._signal(Signal.RUN_END)
-        # In turn after anything still running; an agent stuck past act_timeout_s is left to finish in the
-        # background, and the next episode ends as `timeout` if it is still stuck then.
+            worker.post(on_end, outcome, "agent on_episode_end", self._serial)
         if worker.wait_idle(self.act_timeout_s):
+            self._signal(Signal.RUN_END)
+            worker.wait_idle(self.act_timeout_s)
             failure = worker.take_failure()
-            if failure is not None:
-                outcome = self._note(outcome, _raised(*failure))
+            if failure is not None and failure.episode == self._serial:
+                outcome = self._note(outcome, _raised(failure.who, failure.error))
+            elif failure is not None:
+                log.warning("%s failed after its episode ended: %r", failure.who, failure.error)
+        else:
+            self._signal(Signal.RUN_END)
         return outcome
 
     def _check_worker(self, worker: AgentWorker) -> None:
         failure = worker.take_failure()
-        if failure is not None:
-            who, exc = failure
-            raise _EndEpisode(self._agent_failed(exc, who))
+        if failure is None:
+            return
+        if failure.episode != self._serial:  # from a call of an earlier episode that outlived it
+            log.warning("%s failed after its episode ended: %r", failure.who, failure.error)
+            return
+        raise _EndEpisode(self._agent_failed(failure.error, failure.who))
+
+    def _hold_failed(self, why: str) -> EpisodeOutcome:
+        return self._end(EpisodeStatus.INFRA_INVALID, f"env hold action failed: {why}")
 
     def _recorder_failed(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
         subscriber, exc = self.bus.critical_failures[0]

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import gymnasium.spaces as spaces
 import numpy as np
 
-from hylo.core.errors import IncompatibleComponents, SafetyAbort
+from hylo.core.errors import IncompatibleComponents, InvalidAction, SafetyAbort
 from hylo.core.types import Action
 
 
@@ -48,7 +48,7 @@ def _as_float_array(action: Action, guard: str) -> np.ndarray[Any, Any]:
     try:
         return np.asarray(action, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise SafetyAbort(guard, f"action is not numeric: {action!r}") from exc
+        raise InvalidAction(f"{guard}: action is not numeric: {action!r}") from exc
 
 
 class FiniteGuard:
@@ -85,7 +85,8 @@ class FiniteGuard:
 class BoundsGuard:
     """Keeps actions inside the action space: a Box action out of bounds is clipped (a traced modification) or,
     in `reject` mode, rejected; a discrete action outside its space is always rejected (there is no nearest
-    valid choice)."""
+    valid choice). An action of the wrong form (shape, type, keys) is not unsafe but malformed: `InvalidAction`,
+    which the Kernel counts as the agent's error."""
 
     name = "bounds"
 
@@ -102,7 +103,7 @@ class BoundsGuard:
         if isinstance(space, spaces.Box):
             array = _as_float_array(action, self.name)
             if array.shape != space.shape:
-                raise SafetyAbort(self.name, f"action shape {array.shape} does not match the space's {space.shape}")
+                raise InvalidAction(f"action shape {array.shape} does not match the space's {space.shape}")
             low, high = space.low, space.high
             if ((array >= low) & (array <= high)).all():
                 return (action if isinstance(action, np.ndarray) else array.astype(space.dtype)), None
@@ -116,17 +117,14 @@ class BoundsGuard:
                 if isinstance(action, np.ndarray) and action.shape == () and np.issubdtype(action.dtype, np.integer):
                     action = int(action)
                 else:
-                    raise SafetyAbort(self.name, f"action {action!r} is not an integer for {space}")
+                    raise InvalidAction(f"action {action!r} is not an integer for {space}")
             if not space.start <= action < space.start + space.n:
                 raise SafetyAbort(self.name, f"action {action} outside {space}")
             return action, None
         if isinstance(space, spaces.Dict):
             if not isinstance(action, dict) or set(action) != set(space.spaces):
-                raise SafetyAbort(
-                    self.name,
-                    f"action keys {sorted(action) if isinstance(action, dict) else action!r}"
-                    f" do not match {sorted(space.spaces)}",
-                )
+                keys = sorted(action) if isinstance(action, dict) else action
+                raise InvalidAction(f"action keys {keys!r} do not match {sorted(space.spaces)}")
             out: dict[str, Any] = {}
             reasons: list[str] = []
             for key, sub in space.spaces.items():
@@ -190,6 +188,8 @@ class RotationGuard:
     def check(self, action: Action, space: spaces.Space[Any]) -> tuple[Action, str | None]:
         array = _as_float_array(action, self.name)
         rot = array[self.start : self.start + self.size]
+        if not np.isfinite(rot).all():
+            raise SafetyAbort(self.name, f"non-finite rotation {np.array2string(rot, precision=3)}")
         if self.representation is RotationRepr.AXIS_ANGLE:
             angle = float(np.linalg.norm(rot))
             if angle <= self.max_angle:

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import gymnasium.spaces as spaces
+import numpy as np
 
 Action = Any
 """One action as the environment takes it: an int for a Discrete space, an array for a Box, a dict for a Dict."""
@@ -54,6 +55,13 @@ class StepResult(NamedTuple):
     info: Mapping[str, Any] = EMPTY_INFO
 
 
+def _stable_repr(value: Any) -> str:
+    if isinstance(value, np.ndarray):  # repr elides the middle of large arrays
+        data = np.ascontiguousarray(value).tobytes()
+        return f"ndarray({value.dtype},{value.shape},{hashlib.blake2b(data, digest_size=12).hexdigest()})"
+    return repr(value)
+
+
 def derive_seed(*parts: object) -> int:
     """A 31-bit seed that is a pure function of `parts` (stable across processes and Python versions)."""
     digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
@@ -78,6 +86,11 @@ class TaskInstance:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for name in ("index", "base_seed", "seed"):  # numpy integers in, plain ints out (they go to JSON logs)
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"TaskInstance.{name} must be an int, got {value!r}")
+            object.__setattr__(self, name, int(value))
         if self.index < 0:
             raise ValueError(f"episode index must be >= 0, got {self.index}")
         if self.seed == -1:
@@ -90,7 +103,7 @@ class TaskInstance:
     @property
     def digest(self) -> str:
         """A short hash of everything that defines the episode (for logs that must detect a changed task)."""
-        params = sorted((str(k), repr(v)) for k, v in self.params.items())
+        params = sorted((str(k), _stable_repr(v)) for k, v in self.params.items())
         parts = (self.benchmark, self.split, self.task, self.index, self.base_seed, self.seed, self.instruction, params)
         return hashlib.blake2b(repr(parts).encode(), digest_size=8).hexdigest()
 

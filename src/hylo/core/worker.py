@@ -29,38 +29,68 @@ class Call:
         self.latency = 0.0
 
 
+class Failure:
+    """A posted call that raised: who (e.g. `agent on_step`), what, and in which episode."""
+
+    __slots__ = ("episode", "error", "who")
+
+    def __init__(self, who: str, error: BaseException, episode: int) -> None:
+        self.who = who
+        self.error = error
+        self.episode = episode
+
+
+_Item = tuple[Callable[[Any], Any], Any, str, int, Call | None]
+
+
 class AgentWorker:
     def __init__(self, name: str = "hylo-agent") -> None:
-        self._queue: queue.SimpleQueue[tuple[Callable[[Any], Any], Any, str, Call | None] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._pending = 0
         self._idle = threading.Event()
         self._idle.set()
-        self.failure: tuple[str, BaseException] | None = None
+        self._failure: Failure | None = None
+        self._running: Call | None = None  # the `act` being computed right now, if any
+        self.stopped = False
         self._thread = threading.Thread(target=self._run, daemon=True, name=name)
         self._thread.start()
 
-    def post(self, fn: Callable[[Any], Any], arg: Any, who: str) -> None:
-        """Run `fn(arg)` in turn; its first failure is kept in `failure`."""
-        self._enqueue((fn, arg, who, None))
+    def post(self, fn: Callable[[Any], Any], arg: Any, who: str, episode: int) -> None:
+        """Run `fn(arg)` in turn; its first failure is kept for `take_failure`."""
+        self._enqueue((fn, arg, who, episode, None))
 
-    def submit(self, fn: Callable[[Any], Any], arg: Any, step: int) -> Call:
+    def submit(self, fn: Callable[[Any], Any], arg: Any, step: int, episode: int) -> Call:
+        """Run `act`-like `fn(arg)` in turn; poll the returned Call for its result."""
         call = Call(step)
-        self._enqueue((fn, arg, "agent", call))
+        self._enqueue((fn, arg, "agent", episode, call))
         return call
 
-    def wait_idle(self, timeout: float | None) -> bool:
-        """Wait until every queued call has run; False if that takes longer than `timeout`."""
-        return self._idle.wait(timeout)
+    def wait_idle(self, act_timeout_s: float | None) -> bool:
+        """Wait until every queued call has run. Lifecycle calls are waited for as long as they take (as in sync
+        mode); an `act` that has overrun `act_timeout_s` is abandoned: returns False, the worker stays busy."""
+        while not self._idle.wait(0.02):
+            running = self._running
+            if (
+                act_timeout_s is not None
+                and running is not None
+                and time.perf_counter() - running.submitted > act_timeout_s
+            ):
+                return False
+        return True
 
-    def take_failure(self) -> tuple[str, BaseException] | None:
-        failure, self.failure = self.failure, None
+    def take_failure(self) -> Failure | None:
+        with self._lock:
+            failure, self._failure = self._failure, None
         return failure
 
     def stop(self) -> None:
+        self.stopped = True
         self._queue.put(None)
 
-    def _enqueue(self, item: tuple[Callable[[Any], Any], Any, str, Call | None]) -> None:
+    def _enqueue(self, item: _Item) -> None:
+        if self.stopped:
+            raise RuntimeError("the agent worker is stopped (the Kernel was closed)")
         with self._lock:
             self._pending += 1
             self._idle.clear()
@@ -68,17 +98,21 @@ class AgentWorker:
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
-            fn, arg, who, call = item
+            fn, arg, who, episode, call = item
+            self._running = call
             try:
                 value = fn(arg)
                 if call is not None:
                     call.result = value
-            except Exception as exc:
+            except BaseException as exc:  # whatever the agent raises, the worker thread must live on
                 if call is not None:
                     call.error = exc
-                elif self.failure is None:
-                    self.failure = (who, exc)
+                else:
+                    with self._lock:
+                        if self._failure is None:
+                            self._failure = Failure(who, exc, episode)
             finally:
+                self._running = None
                 if call is not None:
                     call.latency = time.perf_counter() - call.submitted
                     call.done.set()

@@ -14,11 +14,17 @@ from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, T
 class NullEnv(Environment):
     """A 7-D action, a constant 7-D state, no end but the step budget (or success at step `success_at`)."""
 
-    def __init__(self, dim: int = 7, max_episode_steps: int = 1000, success_at: int | None = None) -> None:
+    def __init__(
+        self,
+        dim: int = 7,
+        max_episode_steps: int = 1000,
+        success_at: int | None = None,
+        control_rate_hz: float = 50.0,
+    ) -> None:
         self._spec = EnvSpec(
             observation_space=spaces.Dict({"state": spaces.Box(-1.0, 1.0, (dim,), np.float32)}),
             action_space=spaces.Box(-1.0, 1.0, (dim,), np.float32),
-            control_rate_hz=50.0,
+            control_rate_hz=control_rate_hz,
             max_episode_steps=max_episode_steps,
             name="null",
         )
