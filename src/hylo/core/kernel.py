@@ -300,13 +300,8 @@ class Kernel:
             if listens or bus.active:
                 self._signal(Signal.STEP_START)
             if executor.empty:
-                t0 = time.perf_counter()
-                try:
-                    raw = self._act(obs)
-                except _FAULTS as exc:
-                    return self._agent_failed(exc)
-                latency = time.perf_counter() - t0
-                self._load(self._accept(raw, latency), self._steps, latency)
+                chunk, latency = self._call_act(obs)
+                self._load(chunk, self._steps, latency)
             obs = self._advance(executor.next(), False)
         return self._end(EpisodeStatus.FAILURE, "max_steps")
 
@@ -350,14 +345,8 @@ class Kernel:
                     self._load(scheduled[1], scheduled[2], scheduled[3])
                     scheduled = None
                 if scheduled is None and executor.remaining <= lead:
-                    t0 = time.perf_counter()
-                    try:
-                        raw = self._act(obs)
-                    except _FAULTS as exc:
-                        return self._agent_failed(exc)
-                    latency = time.perf_counter() - t0
+                    chunk, latency = self._call_act(obs)
                     delay = timing.latency_steps(latency, dt)
-                    chunk = self._accept(raw, latency)
                     if timing.adaptive_refill:
                         lead = max(timing.refill_steps, delay)
                     if delay == 0:
@@ -383,6 +372,16 @@ class Kernel:
         return self._end(EpisodeStatus.FAILURE, "max_steps")
 
     # -- one step -------------------------------------------------------------------------------------------------
+
+    def _call_act(self, obs: Observation) -> tuple[ActionChunk, float]:
+        """Ask the agent for a chunk, inline, timing the call."""
+        t0 = time.perf_counter()
+        try:
+            raw = self._act(obs)
+        except _FAULTS as exc:
+            raise _EndEpisode(self._agent_failed(exc)) from None
+        latency = time.perf_counter() - t0
+        return self._accept(raw, latency), latency
 
     def _accept(self, raw: object, latency: float) -> ActionChunk:
         """Turn what `act` returned into a chunk and enforce the soft timeout."""
