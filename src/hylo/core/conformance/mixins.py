@@ -27,7 +27,7 @@ class EnvironmentConformance:
     steps: ClassVar[int] = DEFAULT_STEPS
 
     def make_env(self) -> Environment:
-        raise NotImplementedError(f"{type(self).__name__} must implement make_env()")
+        raise TypeError(f"{type(self).__name__} must define make_env() to use this conformance mixin")
 
     def make_tasks(self) -> Sequence[TaskInstance] | None:
         """The tasks to check on; None means two default tasks with different seeds."""
@@ -97,10 +97,10 @@ class AgentConformance:
     max_steps: ClassVar[int | None] = None
 
     def make_agent(self) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} must implement make_agent()")
+        raise TypeError(f"{type(self).__name__} must define make_agent() to use this conformance mixin")
 
     def make_env(self) -> Environment:
-        raise NotImplementedError(f"{type(self).__name__} must implement make_env()")
+        raise TypeError(f"{type(self).__name__} must define make_env() to use this conformance mixin")
 
     def make_tasks(self) -> Sequence[TaskInstance] | None:
         """The tasks to run; None means two default tasks with different seeds."""
