@@ -21,7 +21,7 @@ def test_version_and_help():
 
 def test_demo_shows_every_status_column_and_writes_a_readable_trace(tmp_path):
     trace = tmp_path / "trace.jsonl"
-    result = _hylo("demo", "--episodes", "3", "--trace", str(trace))
+    result = _hylo("demo", "--builtin", "--episodes", "3", "--trace", str(trace))
     assert result.returncode == 0, result.stderr
     for word in ("success", "failure", "error", "infra_invalid", "safety_abort", "point_reach", "grid_goal", "expert"):
         assert word in result.stdout
@@ -35,6 +35,6 @@ def test_demo_shows_every_status_column_and_writes_a_readable_trace(tmp_path):
 
 
 def test_demo_rejects_a_bad_episode_count():
-    result = _hylo("demo", "--episodes", "0")
+    result = _hylo("demo", "--builtin", "--episodes", "0")
     assert result.returncode != 0
     assert "'0'" in result.stderr

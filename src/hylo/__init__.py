@@ -1,10 +1,25 @@
 """hylo: truthful, fast, reproducible evaluation of embodied agents in simulation."""
 
+from __future__ import annotations
+
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = version("hylo")
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from hylo.eval import EvalResult, EvalSpec, evaluate
+
+__all__ = ["EvalResult", "EvalSpec", "__version__", "evaluate"]
+
+
+def __getattr__(name: str) -> Any:
+    # `hylo.evaluate` without importing the evaluation stack on `import hylo` (the CLI's --version stays instant)
+    if name in ("evaluate", "EvalSpec", "EvalResult"):
+        import hylo.eval
+
+        return getattr(hylo.eval, name)
+    raise AttributeError(f"module 'hylo' has no attribute {name!r}")

@@ -1,15 +1,35 @@
-"""The `hylo` command."""
+"""The `hylo` command: `eval`, `runs`, `compare`, `list`, `demo`.
+
+Exit status: 0 when a run completes (whatever its episodes' statuses); 3 with `--strict` when an episode is `error`
+or `infra_invalid`; 2 with one line naming the bad value for bad input; 1 for an aborted run; 130 when interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, NoReturn
 
+from pydantic import ValidationError
 from rich.console import Console
 
 from hylo import __version__
+from hylo.core.errors import HyloError
+
+EXIT_BAD_INPUT = 2
+EXIT_ABORTED = 1
+EXIT_STRICT = 3
+EXIT_INTERRUPTED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with errors on one line: `hylo eval: error: argument --episodes: ...`."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _positive_int(text: str) -> int:
@@ -22,27 +42,338 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="hylo",
-        description="Truthful, fast, reproducible evaluation of embodied agents in simulation.",
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    return value
+
+
+def _add_log_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-dir", type=Path, default=Path("hylo-runs"), help="where runs are kept (default ./hylo-runs)"
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="hylo", description="Truthful, fast, reproducible evaluation of embodied agents.")
     parser.add_argument("--version", action="version", version=f"hylo {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = commands.add_parser("demo", help="run the Kernel on the built-in environments and show the outcomes")
-    demo.add_argument("--episodes", type=_positive_int, default=50, help="episodes per env and agent (default 50)")
-    demo.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
-    demo.add_argument("--trace", type=Path, default=None, help="write the JSONL trace of every episode here")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    ev = commands.add_parser("eval", help="evaluate an agent on a benchmark (resumes the same run when re-run)")
+    ev.add_argument("benchmark", help="a registered benchmark (hylo list benchmarks) or gym:<id>")
+    ev.add_argument("--split", default=None, help="the split (default: the benchmark's)")
+    ev.add_argument("--task", dest="tasks", nargs="+", action="extend", default=[], metavar="T", help="tasks to run")
+    ev.add_argument("--agent", required=True, help="random, hold, expert, a registered agent or module:Class")
+    ev.add_argument(
+        "-A", dest="agent_args", action="append", default=[], metavar="K=V", help="agent argument (JSON literal)"
+    )
+    ev.add_argument("--episodes", type=_positive_int, default=10, help="episodes per task (default 10)")
+    ev.add_argument("--seed", type=_non_negative_int, default=0, help="base seed (default 0)")
+    ev.add_argument("--max-steps", type=_int, default=None, help="step budget per episode (default: the panel's)")
+    ev.add_argument("--act-timeout", type=_seconds, default=None, metavar="SECONDS", help="an act slower is an error")
+    ev.add_argument("--no-shield", action="store_true", help="run without the default safety shield")
+    ev.add_argument("--timing", choices=("sync", "realtime"), default="sync", help="loop timing (default sync)")
+    ev.add_argument("--refill-steps", type=_non_negative_int, default=None, help="realtime: refill threshold")
+    ev.add_argument("--max-hold-steps", type=_positive_int, default=None, help="realtime: watchdog holds")
+    ev.add_argument("--latency", type=float, default=None, metavar="SECONDS", help="realtime: fixed act latency")
+    ev.add_argument("--clock", choices=("virtual", "wall"), default=None, help="realtime: clock")
+    _add_log_dir(ev)
+    ev.add_argument("--run-id", default=None, help="name the run (default: derived from the configuration)")
+    ev.add_argument("--fresh", action="store_true", help="start a new run instead of resuming")
+    ev.add_argument("--video", type=_non_negative_int, default=0, metavar="N", help="mp4 of the first N per task")
+    ev.add_argument("--strict", action="store_true", help="exit 3 when any episode is error or infra_invalid")
+    ev.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
+
+    runs = commands.add_parser("runs", help="list, show, export or delete evaluation runs")
+    runs_commands = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True, parser_class=_Parser)
+    runs_list = runs_commands.add_parser("list", help="every run in the log dir")
+    _add_log_dir(runs_list)
+    runs_list.add_argument("--json", action="store_true")
+    for name, help_ in (("show", "a run's summary"), ("export", "a run's full record"), ("delete", "delete a run")):
+        sub = runs_commands.add_parser(name, help=help_)
+        sub.add_argument("run", help="run id (or a unique prefix)")
+        _add_log_dir(sub)
+        if name == "export":
+            sub.add_argument("--format", choices=("json",), default="json")
+            sub.add_argument("--traces", action="store_true", help="include every episode's trace events")
+        if name == "show":
+            sub.add_argument("--json", action="store_true")
+
+    compare = commands.add_parser("compare", help="pair two runs' episodes and test the difference (McNemar)")
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    _add_log_dir(compare)
+    compare.add_argument("--json", action="store_true")
+
+    listing = commands.add_parser("list", help="what is registered")
+    listing.add_argument("what", choices=("benchmarks", "agents"))
+    listing.add_argument("--json", action="store_true")
+
+    demo = commands.add_parser("demo", help="evaluate BabyAI's expert and a random agent, and show both tables")
+    demo.add_argument("--episodes", type=_positive_int, default=20, help="episodes per task (default 20)")
+    demo.add_argument("--seed", type=_non_negative_int, default=0, help="base seed (default 0)")
+    demo.add_argument("--log-dir", type=Path, default=None, help="where the demo's runs go (default: a temp dir)")
+    demo.add_argument("--builtin", action="store_true", help="the dependency-free Kernel demo on built-in envs")
+    demo.add_argument("--trace", type=Path, default=None, help="--builtin: write the JSONL trace here")
     return parser
+
+
+def _console(stderr: bool = False) -> Console:
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=160)
+
+
+def _fail(code: int, message: str) -> int:
+    line = " ".join(message.split())
+    print(f"hylo: error: {line}", file=sys.stderr)
+    return code
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=150)
-    if args.command == "demo":
+    try:
+        if args.command == "eval":
+            return _eval(args)
+        if args.command == "runs":
+            return _runs(args)
+        if args.command == "compare":
+            return _compare(args)
+        if args.command == "list":
+            return _list(args)
+        if args.command == "demo":
+            return _demo(args)
+    except ValidationError as exc:
+        return _fail(EXIT_BAD_INPUT, _validation_message(exc))
+    except (HyloError, ValueError, LookupError) as exc:
+        return _fail(EXIT_BAD_INPUT, str(exc))
+    except KeyboardInterrupt:
+        return _fail(EXIT_INTERRUPTED, "interrupted; re-run the same command to resume")
+    parser.print_help()
+    return 0
+
+
+# -- eval ---------------------------------------------------------------------------------------------------------------
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from hylo.agents.registry import parse_agent_args
+    from hylo.envs.quiet import stdout_to_stderr
+    from hylo.eval.progress import ProgressBar
+    from hylo.eval.report import print_summary
+    from hylo.eval.runner import Evaluation
+    from hylo.eval.spec import EvalSpec
+
+    timing_options = {
+        key: value
+        for key, value in (
+            ("refill_steps", args.refill_steps),
+            ("max_hold_steps", args.max_hold_steps),
+            ("latency_s", args.latency),
+            ("clock", args.clock),
+        )
+        if value is not None
+    }
+    spec = EvalSpec(
+        benchmark=args.benchmark,
+        split=args.split,
+        tasks=args.tasks,
+        agent=args.agent,
+        agent_args=parse_agent_args(args.agent_args),
+        episodes=args.episodes,
+        seed=args.seed,
+        max_steps=args.max_steps,
+        act_timeout=args.act_timeout,
+        shield=not args.no_shield,
+        timing=args.timing,
+        timing_options=timing_options,
+        log_dir=str(args.log_dir),
+        run_id=args.run_id,
+        fresh=args.fresh,
+        video=args.video,
+        strict=args.strict,
+    )
+    with stdout_to_stderr():  # simulators that print (minigrid, MuJoCo's C code) never reach stdout
+        evaluation = Evaluation(spec)
+        try:
+            with ProgressBar(_console(stderr=True), f"{spec.benchmark} · {spec.agent}") as bar:
+                evaluation.progress = bar.update
+                result = evaluation.run()
+        except (HyloError, ValueError, LookupError, ValidationError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            return _fail(
+                EXIT_ABORTED,
+                f"run {evaluation.run_id} aborted: {type(exc).__name__}: {exc}; fix the cause and re-run to resume",
+            )
+    if args.json:
+        sys.stdout.write(json.dumps(result.to_json()) + "\n")
+    else:
+        console = _console()
+        print_summary(console, f"{result.run_id}: {spec.agent} on {spec.benchmark}", result.per_task, result.summary)
+        console.print(
+            f"run {result.run_id}: {len(result.episodes)} episodes ({result.executed_now} run now), "
+            f"log {result.log_dir}"
+        )
+    if spec.strict and (result.statuses.get("error", 0) or result.statuses.get("infra_invalid", 0)):
+        return EXIT_STRICT
+    return 0
+
+
+# -- runs, compare, list ------------------------------------------------------------------------------------------------
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from hylo.eval.report import print_summary
+    from hylo.eval.stats import summarize, summarize_by_task
+    from hylo.eval.store import EvalLog, delete_run, find_run, list_runs, records
+
+    if args.runs_command == "list":
+        runs = list_runs(args.log_dir)
+        if args.json:
+            listed = [
+                {"run_id": r.run_id, "status": r.status, "n_done": r.n_done, "n_planned": r.n_planned}
+                | {"benchmark": r.benchmark, "agent": r.agent}
+                for r in runs
+            ]
+            sys.stdout.write(json.dumps(listed) + "\n")
+            return 0
+        console = _console()
+        if not runs:
+            console.print(f"no runs in {args.log_dir}")
+        for r in runs:
+            console.print(f"{r.run_id}  {r.status:<11} {r.n_done:>6}/{r.n_planned:<6} {r.benchmark}  {r.agent}")
+        return 0
+    if args.runs_command == "delete":
+        removed = delete_run(args.log_dir, args.run)
+        print(f"deleted {removed}")
+        return 0
+    with EvalLog.open(find_run(args.log_dir, args.run)) as log:
+        info = log.info()
+        final = log.final_episodes()
+        if args.runs_command == "show":
+            recs = records(final)
+            if args.json:
+                data: dict[str, Any] = {
+                    **info.to_json(),
+                    "summary": {**summarize(recs).to_json(), "per_task": _per_task_json(summarize_by_task(recs))},
+                }
+                sys.stdout.write(json.dumps(data) + "\n")
+                return 0
+            console = _console()
+            console.print(
+                f"run {info.run_id} · {info.status} · {info.n_done}/{info.n_planned} episodes · {info.agent} on "
+                f"{info.benchmark} ({info.split}) · digest {info.digest}"
+            )
+            print_summary(console, info.run_id, summarize_by_task(recs), summarize(recs))
+            for row in final:
+                if row.status.value in ("error", "infra_invalid", "safety_abort"):
+                    console.print(f"  {row.episode_id}  {row.status.value}: {row.reason}", highlight=False)
+            return 0
+        export: dict[str, Any] = {**info.to_json(), "episodes": [], "attempts": []}
+        export["episodes"] = [row.to_json() for row in final]
+        export["attempts"] = [row.to_json() for row in log.attempts()]
+        if args.traces:
+            for entry in export["attempts"]:
+                entry["trace"] = log.trace(entry["episode_id"], entry["attempt"])
+        sys.stdout.write(json.dumps(export) + "\n")
+        return 0
+
+
+def _per_task_json(per_task: Any) -> dict[str, Any]:
+    return {task: summary.to_json() for task, summary in per_task.items()}
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from hylo.eval.report import print_comparison
+    from hylo.eval.stats import compare_runs
+    from hylo.eval.store import EvalLog, find_run, records
+
+    loaded = []
+    for run in (args.run_a, args.run_b):
+        with EvalLog.open(find_run(args.log_dir, run)) as log:
+            loaded.append((log.info().run_id, records(log.final_episodes())))
+    (name_a, a), (name_b, b) = loaded
+    comparison = compare_runs(a, b)
+    if args.json:
+        sys.stdout.write(json.dumps({"run_a": name_a, "run_b": name_b, **comparison.to_json()}) + "\n")
+    else:
+        print_comparison(_console(), name_a, name_b, comparison)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    if args.what == "benchmarks":
+        from hylo.envs.benchmark import get_benchmark, registered_benchmarks
+
+        rows: list[dict[str, Any]] = []
+        for name, target in registered_benchmarks().items():
+            try:
+                bench = get_benchmark(name)
+                available, why = bench.available()
+                splits = {split: len(bench.tasks(split)) for split in bench.splits()}
+                rows.append({"name": name, "target": target, "available": available, "why": why, "splits": splits})
+            except Exception as exc:
+                rows.append({"name": name, "target": target, "available": False, "why": str(exc), "splits": {}})
+        rows.append({"name": "gym:<id>", "target": "hylo.envs.gym_adapter:GymBenchmark", "available": True})
+        if args.json:
+            sys.stdout.write(json.dumps(rows) + "\n")
+            return 0
+        console = _console()
+        for row in rows:
+            splits_text = ", ".join(f"{s} ({n} tasks)" for s, n in row.get("splits", {}).items())
+            state = "" if row["available"] else f"  unavailable: {row['why']}"
+            console.print(f"{row['name']:<12} {splits_text or 'any gymnasium id'}{state}", highlight=False)
+        return 0
+    from hylo.agents.registry import registered_agents
+
+    agents = registered_agents()
+    if args.json:
+        sys.stdout.write(json.dumps(agents) + "\n")
+        return 0
+    console = _console()
+    for name, target in agents.items():
+        console.print(f"{name:<12} {target}", highlight=False)
+    console.print(f"{'module:Class':<12} any class on the Python path, built as Class(**args) from -A key=value")
+    return 0
+
+
+# -- demo ---------------------------------------------------------------------------------------------------------------
+
+
+def _demo(args: argparse.Namespace) -> int:
+    console = _console()
+    if args.builtin:
         from hylo.demo import render, run_demo
 
         rows = run_demo(episodes=args.episodes, seed=args.seed, trace=args.trace)
@@ -50,8 +381,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.trace is not None:
             console.print(f"trace: {args.trace}")
         return 0
-    parser.print_help()
-    return 0
+    from hylo.demo import run_real_demo
+
+    return run_real_demo(console, episodes=args.episodes, seed=args.seed, log_dir=args.log_dir)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""`hylo demo`: the Kernel on the built-in environments, an expert against baselines."""
+"""`hylo demo`: a real evaluation of BabyAI's expert against a random agent (and, with `--builtin`, the Kernel on
+the dependency-free built-in environments)."""
 
 from __future__ import annotations
 
@@ -88,3 +89,41 @@ def render(rows: list[DemoRow], console: Console) -> None:
     console.print(
         "rate = successes / scored episodes (error and infra_invalid abstain); conservative = successes / all episodes."
     )
+
+
+DEMO_TASKS = ("GoToLocal", "PickupLoc", "OpenDoor")
+
+
+def run_real_demo(console: Console, episodes: int = 20, seed: int = 0, log_dir: Path | None = None) -> int:
+    """Evaluate the expert and the random agent on three BabyAI levels, show both tables and their comparison."""
+    import tempfile
+
+    from hylo.envs.quiet import stdout_to_stderr
+    from hylo.eval.progress import ProgressBar
+    from hylo.eval.report import print_comparison, print_summary
+    from hylo.eval.runner import Evaluation
+    from hylo.eval.spec import EvalSpec
+    from hylo.eval.stats import compare_runs
+    from hylo.eval.store import records
+
+    with tempfile.TemporaryDirectory(prefix="hylo-demo-") as tmp:
+        root = log_dir if log_dir is not None else Path(tmp)
+        results = []
+        for agent in ("expert", "random"):
+            spec = EvalSpec(
+                benchmark="babyai", tasks=list(DEMO_TASKS), agent=agent, episodes=episodes, seed=seed, log_dir=str(root)
+            )
+            with stdout_to_stderr():
+                evaluation = Evaluation(spec)
+                with ProgressBar(Console(stderr=True), f"babyai · {agent}") as bar:
+                    evaluation.progress = bar.update
+                    result = evaluation.run()
+            results.append(result)
+            title = f"{agent} on BabyAI ({episodes} episodes per level, seed {seed})"
+            print_summary(console, title, result.per_task, result.summary)
+        expert, random_ = results
+        comparison = compare_runs(records(expert.episodes), records(random_.episodes))
+        print_comparison(console, "expert", "random", comparison)
+        if log_dir is not None:
+            console.print(f"runs kept in {log_dir}: hylo runs list --log-dir {log_dir}")
+    return 0

@@ -46,6 +46,7 @@ class EventBus:
         "_critical",
         "_json_only",
         "_lock",
+        "_placed",
         "_routes",
         "active",
         "critical_failures",
@@ -70,6 +71,7 @@ class EventBus:
         self.episode_id = ""
         self.seq = 0
         self.sim_time = 0.0
+        self._placed = False
 
     def subscribe(self, subscriber: Subscriber, *, critical: bool = False) -> Subscriber:
         """Add a subscriber. `critical=True` for a recorder whose failure makes the episode's record invalid."""
@@ -95,8 +97,20 @@ class EventBus:
     def subscribers(self) -> tuple[Subscriber, ...]:
         return tuple(subscriber for subscriber, _ in self._routes)
 
+    def place(self, episode_id: str) -> None:
+        """The placement owner (an env panel) placed `episode_id`: events from now on (its `episode_reset`) belong to
+        that episode, and the episode's own events continue their sequence."""
+        with self._lock:
+            self.episode_id = episode_id
+            self.seq = 0
+            self.sim_time = 0.0
+            self._placed = True
+
     def begin_episode(self, episode_id: str) -> None:
         with self._lock:
+            placed, self._placed = self._placed and episode_id == self.episode_id, False
+            if placed:
+                return
             self.episode_id = episode_id
             self.seq = 0
             self.sim_time = 0.0

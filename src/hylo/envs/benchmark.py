@@ -1,0 +1,135 @@
+"""Benchmarks: suites of tasks and splits that yield `TaskInstance`s, and the registry that finds them.
+
+A benchmark is registered through the entry-point group `hylo.benchmarks` (a third-party package adds its own with
+`[project.entry-points."hylo.benchmarks"] mybench = "mypkg.bench:MyBenchmark"`). `gym:<id>` names any environment
+`gymnasium.make` accepts, through one generic adapter.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
+from typing import Any, ClassVar
+
+from hylo.core.environment import Environment
+from hylo.core.errors import HyloError
+from hylo.core.types import TaskInstance
+
+ENTRY_POINT_GROUP = "hylo.benchmarks"
+
+
+class UnknownChoice(HyloError, ValueError):
+    """A name that is not one of the valid choices; the message names both."""
+
+    def __init__(self, what: str, value: object, choices: Sequence[str]) -> None:
+        shown = ", ".join(choices[:60]) + (f", … ({len(choices)} in all)" if len(choices) > 60 else "")
+        super().__init__(f"unknown {what} {value!r}; choose from: {shown}")
+        self.what = what
+        self.value = value
+        self.choices = list(choices)
+
+
+class Benchmark(abc.ABC):
+    """A suite of tasks in splits.
+
+    - `splits()` / `tasks(split)` list what can be placed; `default_split` is used when none is given
+    - `make_env(render_images=...)` builds the benchmark's environment (once per worker process); its `reset(task)`
+      places any task of any split. Frames are rendered only when `render_images` is true.
+    - `task_instance(split, task, index, base_seed)` is a pure function: the episode's identity and seed depend on
+      nothing else
+    - `expert()` returns the benchmark's scripted expert agent, or None
+    - `default_step_budget(task)` is the per-episode step budget when neither the request nor the panel gives one;
+      `default_per_step_budget_sec` turns a budget into a per-episode wall-clock limit
+    - `observation_keys` documents what an observation carries
+    """
+
+    name: ClassVar[str] = ""
+    display_name: ClassVar[str] = ""
+    default_split: ClassVar[str] = "default"
+    default_per_step_budget_sec: ClassVar[float] = 0.5
+    observation_keys: ClassVar[dict[str, str]] = {}
+
+    @abc.abstractmethod
+    def splits(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    def tasks(self, split: str) -> list[str]: ...
+
+    @abc.abstractmethod
+    def make_env(self, *, render_images: bool = False) -> Environment: ...
+
+    @abc.abstractmethod
+    def default_step_budget(self, task: str) -> int: ...
+
+    def expert(self) -> Any | None:
+        return None
+
+    def instruction(self, task: str) -> str | None:
+        """The task's instruction when it is fixed per task (else the env reports it on reset)."""
+        return None
+
+    def available(self) -> tuple[bool, str]:
+        """Whether the benchmark can run here, and why not."""
+        return True, ""
+
+    def check_split(self, split: str | None) -> str:
+        split = self.default_split if split is None else split
+        choices = self.splits()
+        if split not in choices:
+            raise UnknownChoice(f"split of benchmark {self.name!r}:", split, choices)
+        return split
+
+    def check_tasks(self, split: str, tasks: Sequence[str] | None) -> list[str]:
+        """The tasks to run (all of the split's when none are named), each checked."""
+        choices = self.tasks(split)
+        if not tasks:
+            return list(choices)
+        for task in tasks:
+            if task not in choices:
+                raise UnknownChoice(f"task of {self.name!r} split {split!r}:", task, choices)
+        return list(dict.fromkeys(tasks))
+
+    def task_instance(self, split: str, task: str, index: int, base_seed: int = 0) -> TaskInstance:
+        return TaskInstance(
+            self.name, task, index, split=split, base_seed=base_seed, instruction=self.instruction(task)
+        )
+
+
+BenchmarkFactory = Callable[[], Benchmark]
+
+_BUILTIN: dict[str, str] = {
+    "babyai": "hylo.envs.babyai:BabyAIBenchmark",
+    "metaworld": "hylo.envs.metaworld:MetaWorldBenchmark",
+}
+
+
+def _load(target: str) -> BenchmarkFactory:
+    import importlib
+
+    module, _, attr = target.partition(":")
+    factory: BenchmarkFactory = getattr(importlib.import_module(module), attr)
+    return factory
+
+
+def registered_benchmarks() -> dict[str, str]:
+    """Benchmark name → `module:attr`, from the `hylo.benchmarks` entry points (built-ins included)."""
+    found = dict(_BUILTIN)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(ep.name, ep.value)
+    return dict(sorted(found.items()))
+
+
+def get_benchmark(name: str) -> Benchmark:
+    """The benchmark called `name`: a registered name, or `gym:<id>` for any Gymnasium environment."""
+    if name.startswith("gym:"):
+        from hylo.envs.gym_adapter import GymBenchmark
+
+        return GymBenchmark(name.removeprefix("gym:"))
+    registered = registered_benchmarks()
+    if name not in registered:
+        raise UnknownChoice("benchmark", name, [*registered, "gym:<id>"])
+    benchmark = _load(registered[name])()
+    if not isinstance(benchmark, Benchmark):
+        raise HyloError(f"benchmark {name!r} ({registered[name]}) is not a hylo Benchmark: {benchmark!r}")
+    return benchmark

@@ -1,0 +1,95 @@
+"""MuJoCo divergence detection, shared by every MuJoCo-based environment (Meta-World, `gym:` MuJoCo envs).
+
+MuJoCo silently resets the state after a divergence, so its warning counters are the only reliable signal: they
+are compared before and after each step. BADQPOS / BADQVEL / BADQACC → `SimulationDiverged` (infra_invalid);
+BADCTRL (a bad control from the agent) → `InvalidAction` (the agent's error). Warnings are looked up by name in
+`mujoco.mjtWarning`, never by index.
+
+MuJoCo's own warning printer writes to file descriptor 1 and appends to MUJOCO_LOG.TXT in the working directory;
+`route_mujoco_warnings()` sends them to Python logging instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from hylo.core.errors import InvalidAction, SimulationDiverged
+
+log = logging.getLogger("hylo.mujoco")
+
+DIVERGENCE_WARNINGS = ("mjWARN_BADQPOS", "mjWARN_BADQVEL", "mjWARN_BADQACC")
+AGENT_WARNINGS = ("mjWARN_BADCTRL",)
+
+_routed = False
+
+
+def route_mujoco_warnings() -> None:
+    """Send MuJoCo's warnings to the `hylo.mujoco` logger (not stdout, not MUJOCO_LOG.TXT). Idempotent."""
+    global _routed
+    if _routed:
+        return
+    import mujoco
+
+    mujoco.set_mju_user_warning(_log_warning)
+    _routed = True
+
+
+def _log_warning(message: str) -> None:
+    log.warning("MuJoCo: %s", message.strip())
+
+
+def find_mjdata(env: Any) -> Any | None:
+    """The `mujoco.MjData` behind a (possibly wrapped) gymnasium env, or None when it has none."""
+    try:
+        import mujoco
+    except ImportError:
+        return None
+    seen: set[int] = set()
+    current: Any = env
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        data = getattr(current, "data", None)
+        if isinstance(data, mujoco.MjData):
+            return data
+        current = getattr(current, "env", None)
+    unwrapped = getattr(env, "unwrapped", None)
+    data = getattr(unwrapped, "data", None)
+    return data if isinstance(data, mujoco.MjData) else None
+
+
+class DivergenceWatch:
+    """Compares MuJoCo's warning counters around a step.
+
+    ```
+    watch = DivergenceWatch(lambda: data)
+    before = watch.counts()
+    env.step(action)
+    watch.check(before)  # raises SimulationDiverged / InvalidAction naming the warning
+    ```
+
+    `data` is given as a callable because some envs rebuild their `MjData` (on a task switch).
+    """
+
+    def __init__(self, data: Any) -> None:
+        import mujoco
+
+        self._data = data if callable(data) else (lambda: data)
+        self._names = (*DIVERGENCE_WARNINGS, *AGENT_WARNINGS)
+        self._indices = tuple(int(getattr(mujoco.mjtWarning, name)) for name in self._names)
+        route_mujoco_warnings()
+
+    def counts(self) -> tuple[int, ...]:
+        warning = self._data().warning
+        return tuple(int(warning[i].number) for i in self._indices)
+
+    def check(self, before: tuple[int, ...]) -> None:
+        after = self.counts()
+        if after == before:
+            return
+        raised = [name for name, b, a in zip(self._names, before, after, strict=True) if a > b]
+        diverged = [name for name in raised if name in DIVERGENCE_WARNINGS]
+        if diverged:
+            raise SimulationDiverged(", ".join(name.removeprefix("mjWARN_") for name in diverged), "MuJoCo")
+        if raised:
+            raise InvalidAction("MuJoCo rejected the control (BADCTRL): non-finite or huge control value")

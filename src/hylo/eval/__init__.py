@@ -1,0 +1,38 @@
+"""Evaluation: the runner, the EvalLog, honest statistics, reports and comparisons."""
+
+from hylo.eval.runner import EvalError, EvalResult, Evaluation, Progress, evaluate
+from hylo.eval.spec import EvalSpec
+from hylo.eval.stats import (
+    Comparison,
+    EpisodeRecord,
+    Flip,
+    Summary,
+    compare_runs,
+    mcnemar_exact,
+    summarize,
+    summarize_by_task,
+    wilson_interval,
+)
+from hylo.eval.store import EpisodeRow, EvalLog, RunInfo, list_runs
+
+__all__ = [
+    "Comparison",
+    "EpisodeRecord",
+    "EpisodeRow",
+    "EvalError",
+    "EvalLog",
+    "EvalResult",
+    "EvalSpec",
+    "Evaluation",
+    "Flip",
+    "Progress",
+    "RunInfo",
+    "Summary",
+    "compare_runs",
+    "evaluate",
+    "list_runs",
+    "mcnemar_exact",
+    "summarize",
+    "summarize_by_task",
+    "wilson_interval",
+]

@@ -1,0 +1,59 @@
+"""The framework side of an env panel (001 §6): push field values, carry out the intents the hooks return.
+
+The batch runner places every episode through the panel, exactly as a user would: field changes in cascade order
+(split → task → seed → episode_index), then `on_action("play")`. A `signal` intent reaches the Kernel
+(`episode_reset` clears the agent's episode-lifetime containers); `play` must answer `run_start`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+from hylo.core.errors import HyloError
+from hylo.core.kernel import Kernel
+from hylo.core.types import TaskInstance
+from hylo.panels.benchmark import BenchmarkPanel
+
+
+class PlacementError(HyloError):
+    """A panel refused a placement (its message names the bad value)."""
+
+
+class PanelDriver:
+    def __init__(self, panel: BenchmarkPanel, kernel: Kernel | None = None) -> None:
+        self.panel = panel
+        self.kernel = kernel
+        self._loop = asyncio.new_event_loop()
+
+    def close(self) -> None:
+        self._loop.close()
+
+    def _call(self, hook: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+        result = self._loop.run_until_complete(hook)
+        if not result.get("ok", True):
+            raise PlacementError(str(result.get("error") or f"panel {self.panel.name!r} refused: {result}"))
+        return result
+
+    def load(self) -> dict[str, Any]:
+        return self._call(self.panel.on_load())
+
+    def set_field(self, name: str, value: Any) -> dict[str, Any]:
+        result = self._call(self.panel.on_field_change(name, value))
+        self._apply(result)
+        return result
+
+    def _apply(self, result: dict[str, Any]) -> None:
+        if result.get("side_effect") == "signal" and self.kernel is not None:
+            self.kernel.bus.place(self.panel.task_instance().episode_id)
+            self.kernel.signal(str(result["signal_name"]))
+
+    def place(self, split: str, task: str, index: int, seed: int) -> TaskInstance:
+        """Place one episode and press Play; returns the placed task."""
+        for name, value in (("split", split), ("task", task), ("seed", seed), ("episode_index", index)):
+            self.set_field(name, value)
+        play = self._call(self.panel.on_action("play"))
+        if play.get("side_effect") != "run_start":
+            raise PlacementError(f"panel {self.panel.name!r} answered play with {play.get('side_effect')!r}")
+        return self.panel.task_instance()

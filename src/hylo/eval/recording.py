@@ -1,0 +1,93 @@
+"""What the runner records around the Kernel: each episode's trace lines, and frames for video."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hylo.core.events import BaseEvent
+from hylo.core.environment import Environment
+from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
+from hylo.eval.video import VideoWriter
+
+
+class TraceBuffer:
+    """A JSON-line trace subscriber that keeps the current episode's events in memory; the runner commits them
+    with the episode's row in one transaction (a crash loses only unfinished episodes, which are re-run)."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+
+    def __call__(self, event: BaseEvent) -> None:
+        self.lines.append(event.__pydantic_serializer__.to_json(event))
+
+    def write_json(self, line: bytes, kind: str) -> None:
+        self.lines.append(line)
+
+    def take(self) -> list[bytes]:
+        lines, self.lines = self.lines, []
+        return lines
+
+
+class FrameTap(Environment):
+    """Wraps an environment to copy one camera's frames into a video while `writer` is set.
+
+    The wrapped env renders only when asked: the tap switches its `render_images` on for a recorded episode (when
+    the agent does not need images anyway) and off again after.
+    """
+
+    def __init__(self, env: Environment, *, agent_needs_images: bool) -> None:
+        self.env = env
+        self.agent_needs_images = agent_needs_images
+        self.writer: VideoWriter | None = None
+
+    @property
+    def spec(self) -> EnvSpec:
+        return self.env.spec
+
+    @property
+    def capabilities(self) -> EnvCapabilities:
+        return self.env.capabilities
+
+    def start(self, path: Path, fps: float) -> None:
+        self.writer = VideoWriter(path, fps=fps)
+        self._render(True)
+
+    def stop(self) -> Path | None:
+        writer, self.writer = self.writer, None
+        self._render(self.agent_needs_images)
+        return None if writer is None else writer.close()
+
+    def _render(self, on: bool) -> None:
+        if hasattr(self.env, "render_images"):
+            self.env.render_images = on
+
+    def _tap(self, obs: Any) -> None:
+        if self.writer is None or not isinstance(obs, dict):
+            return
+        images = obs.get("images")
+        if isinstance(images, dict) and images:
+            self.writer.add(next(iter(images.values())))
+
+    def reset(self, task: TaskInstance) -> Observation:
+        obs = self.env.reset(task)
+        self._tap(obs)
+        return obs
+
+    def step(self, action: Action) -> StepResult:
+        result = self.env.step(action)
+        self._tap(result.obs)
+        return result
+
+    def observe(self) -> Observation:
+        return self.env.observe()
+
+    def hold_action(self) -> Action:
+        return self.env.hold_action()
+
+    def privileged_state(self, name: str) -> Any:
+        return self.env.privileged_state(name)
+
+    def close(self) -> None:
+        self.stop()
+        self.env.close()

@@ -1,0 +1,87 @@
+"""Rich tables for a run's results and for a comparison of two runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.console import Console
+from rich.table import Table
+
+from hylo.core.status import EpisodeStatus
+from hylo.eval.stats import Comparison, Summary
+
+
+def _rate(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def _ci(ci: tuple[float, float] | None) -> str:
+    return "—" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def summary_table(title: str, per_task: Mapping[str, Summary], overall: Summary) -> Table:
+    """Per task and overall: n, the count of every status, the success rate over scored episodes with its 95%
+    Wilson interval, the conservative rate (abstentions count as failures) and mean steps."""
+    table = Table(title=title)
+    table.add_column("task", no_wrap=True)
+    for column in ("n", *[s.value for s in EpisodeStatus], "success rate", "95% CI", "conservative", "mean steps"):
+        table.add_column(column, justify="right", no_wrap=True)
+    rows = list(per_task.items())
+    if len(rows) != 1:
+        rows.append(("overall", overall))
+    for i, (task, s) in enumerate(rows):
+        table.add_row(
+            task,
+            str(s.n),
+            *[str(s.status_counts.get(status.value, 0)) for status in EpisodeStatus],
+            _rate(s.success_rate),
+            _ci(s.success_ci),
+            _rate(s.conservative_success_rate),
+            "—" if s.mean_steps is None else f"{s.mean_steps:.1f}",
+            end_section=i == len(rows) - 2 and len(per_task) != 1,
+        )
+    return table
+
+
+def print_summary(console: Console, title: str, per_task: Mapping[str, Summary], overall: Summary) -> None:
+    console.print(summary_table(title, per_task, overall))
+    console.print(
+        "success rate = successes / scored episodes (error and infra_invalid abstain, and are counted above); "
+        "conservative = successes / all episodes.",
+        style="dim",
+    )
+
+
+def print_comparison(console: Console, name_a: str, name_b: str, comparison: Comparison) -> None:
+    c = comparison
+    table = Table(title=f"{name_a} (A) vs {name_b} (B): paired by episode")
+    for column in ("pairs", "A rate", "B rate", "B − A", "both succeed", "only A", "only B", "neither", "p (McNemar)"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        str(c.n_pairs),
+        _rate(c.rate_a),
+        _rate(c.rate_b),
+        "—" if c.difference is None else f"{c.difference:+.3f}",
+        str(c.both_success),
+        str(c.a_only),
+        str(c.b_only),
+        str(c.neither),
+        f"{c.p_value:.4g}",
+    )
+    console.print(table)
+    notes = []
+    if c.abstained:
+        notes.append(f"{c.abstained} pairs left out because an episode abstained (error / infra_invalid)")
+    if c.only_in_a or c.only_in_b:
+        notes.append(f"unpaired: {c.only_in_a} only in A, {c.only_in_b} only in B")
+    for note in notes:
+        console.print(note, style="dim")
+    if c.flips:
+        flips = Table(title="episodes that flipped")
+        for column in ("episode", "task", "A", "B"):
+            flips.add_column(column)
+        for flip in c.flips:
+            flips.add_row(flip.episode_id, flip.task, flip.status_a, flip.status_b)
+        console.print(flips)
+    else:
+        console.print("no episode flipped.")

@@ -1,0 +1,370 @@
+"""The evaluation runner behind `hylo eval` and `hylo.evaluate()`.
+
+It resolves the spec (benchmark, split, tasks, agent, step budgets), opens or resumes the run's EvalLog, places
+every episode through the benchmark's env panel, runs it on the Kernel and commits its row and trace in one
+transaction. Episodes already in the log are not run again; the result lists every episode of the run, ordered by
+(task, index) whatever order they ran in.
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from hylo.core.agent import AgentRequirements
+from hylo.core.bus import EventBus
+from hylo.core.environment import Environment
+from hylo.core.errors import HyloError
+from hylo.core.kernel import Kernel
+from hylo.core.shield import SafetyShield
+from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
+from hylo.core.types import TaskInstance
+from hylo.envs.benchmark import Benchmark, get_benchmark
+from hylo.eval.placement import PanelDriver
+from hylo.eval.recording import FrameTap, TraceBuffer
+from hylo.eval.spec import EvalSpec
+from hylo.eval.stats import Summary, summarize, summarize_by_task
+from hylo.eval.store import EpisodeRow, EvalLog, records
+from hylo.eval.video import video_name
+from hylo.panels.benchmark import BenchmarkPanel
+from hylo.panels.budget import resolve_step_budget
+
+VERSIONED_PACKAGES = ("hylo", "numpy", "gymnasium", "mujoco", "minigrid", "metaworld", "pydantic")
+
+
+class EvalError(HyloError):
+    """A run that cannot start or go on (bad input, a changed configuration); the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a progress display is told after each episode."""
+
+    done: int
+    total: int
+    successes: int
+    executed: int
+    row: EpisodeRow | None = None
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+@dataclass
+class EvalResult:
+    """A run's outcome: every episode (final attempt), ordered by (task, index), and the summaries."""
+
+    run_id: str
+    log_dir: Path
+    spec: dict[str, Any]
+    executed_now: int
+    episodes: list[EpisodeRow]
+    summary: Summary
+    per_task: dict[str, Summary] = field(default_factory=dict)
+
+    @property
+    def statuses(self) -> dict[str, int]:
+        return self.summary.status_counts
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "log_dir": str(self.log_dir),
+            "spec": self.spec,
+            "executed_now": self.executed_now,
+            "episodes": [
+                {
+                    "episode_id": row.episode_id,
+                    "task": row.task,
+                    "seed": row.seed,
+                    "status": row.status.value,
+                    "reason": row.reason,
+                    "steps": row.steps,
+                    "success": row.success,
+                }
+                for row in self.episodes
+            ],
+            "summary": {
+                **self.summary.to_json(),
+                "per_task": {task: summary.to_json() for task, summary in self.per_task.items()},
+            },
+        }
+
+
+def evaluate(spec: EvalSpec | str | None = None, /, *, progress: ProgressCallback | None = None, **kwargs: Any) -> EvalResult:
+    """Run (or resume) an evaluation and return its result.
+
+    `hylo.evaluate("babyai", agent="expert", tasks=["GoToLocal"], episodes=20)` takes the arguments of `hylo eval`
+    (`tasks`, `agent_args`, `max_steps`, `act_timeout`, `shield`, `timing`, `log_dir`, `run_id`, `fresh`,
+    `video`, ...) or a ready `EvalSpec`.
+    """
+    if isinstance(spec, EvalSpec):
+        if kwargs:
+            spec = spec.model_copy(update=kwargs)
+    elif isinstance(spec, str):
+        spec = EvalSpec(benchmark=spec, **kwargs)
+    else:
+        spec = EvalSpec(**kwargs)
+    return Evaluation(spec, progress=progress).run()
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    benchmark: Benchmark
+    split: str
+    tasks: list[str]
+    budgets: dict[str, int]
+    spec: EvalSpec  # split and tasks filled in
+
+
+def resolve(spec: EvalSpec) -> _Resolved:
+    """Check everything a run needs before anything runs; raise a clear error naming the bad value."""
+    benchmark = get_benchmark(spec.benchmark)
+    available, why = benchmark.available()
+    if not available:
+        raise EvalError(f"benchmark {benchmark.name!r} is not available here: {why}")
+    split = benchmark.check_split(spec.split)
+    tasks = benchmark.check_tasks(split, spec.tasks)
+    panel = BenchmarkPanel(benchmark, split=split, task=tasks[0])
+    driver = PanelDriver(panel)
+    budgets: dict[str, int] = {}
+    try:
+        for task in tasks:
+            driver.set_field("task", task)
+            loaded = driver.load()
+            try:
+                budgets[task] = resolve_step_budget(spec.max_steps, loaded, benchmark.default_step_budget(task))
+            except ValueError as exc:
+                raise EvalError(str(exc)) from None
+    finally:
+        driver.close()
+    return _Resolved(benchmark, split, tasks, budgets, spec.model_copy(update={"split": split, "tasks": tasks}))
+
+
+def package_versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for name in VERSIONED_PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    """The commit of the working directory's git repository, when there is one."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and commit else None
+
+
+def make_timing(spec: EvalSpec) -> Timing:
+    if spec.timing == "sync":
+        if spec.timing_options:
+            raise EvalError(f"timing options {sorted(spec.timing_options)} need --timing realtime")
+        return SyncTiming()
+    try:
+        return RealtimeTiming(**spec.timing_options)
+    except (TypeError, ValueError) as exc:
+        raise EvalError(f"bad realtime timing options {spec.timing_options}: {exc}") from None
+
+
+class Evaluation:
+    """One invocation of a run: resolve, open or resume the EvalLog, run the missing episodes, summarise."""
+
+    def __init__(self, spec: EvalSpec, *, progress: ProgressCallback | None = None) -> None:
+        self.resolved = resolve(spec)
+        self.spec = self.resolved.spec
+        self.progress = progress
+        from hylo.agents.registry import make_agent
+
+        self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)
+        self.timing = make_timing(self.spec)
+        self.digest = self.spec.digest()
+        self.run_id = self._run_id()
+        self.run_dir = self.spec.log_path.resolve() / self.run_id
+
+    def _run_id(self) -> str:
+        spec = self.spec
+        run_id = spec.run_id or spec.default_run_id()
+        if spec.fresh:
+            if spec.run_id is not None and (spec.log_path / run_id).exists():
+                raise EvalError(f"--fresh: run {run_id!r} already exists in {spec.log_dir}; choose another --run-id")
+            if spec.run_id is None:
+                run_id = f"{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
+                base, n = run_id, 1
+                while (spec.log_path / run_id).exists():
+                    n += 1
+                    run_id = f"{base}-{n}"
+        return run_id
+
+    def spec_json(self) -> dict[str, Any]:
+        data = self.spec.model_dump(mode="json")
+        data["run_id"] = self.run_id
+        data["step_budget"] = self.resolved.budgets
+        data["digest"] = self.digest
+        return data
+
+    def _plan(self) -> list[TaskInstance]:
+        benchmark, split = self.resolved.benchmark, self.resolved.split
+        return [
+            benchmark.task_instance(split, task, index, self.spec.seed)
+            for task in self.resolved.tasks
+            for index in range(self.spec.episodes)
+        ]
+
+    def _open_log(self, planned: int) -> EvalLog:
+        spec_json = self.spec_json()
+        if (self.run_dir / "evallog.sqlite").exists():
+            log = EvalLog.open(self.run_dir)
+            info = log.info()
+            if info.digest != self.digest:
+                log.close()
+                raise EvalError(
+                    f"run {self.run_id!r} was made with a different configuration (digest {info.digest}, this one "
+                    f"{self.digest}); pass --fresh for a new run or another --run-id"
+                )
+            log.claim()
+            log.update_run(n_planned=max(planned, info.n_planned), spec=spec_json)
+            return log
+        return EvalLog.create(
+            self.run_dir,
+            run_id=self.run_id,
+            benchmark=self.resolved.benchmark.name,
+            split=self.resolved.split,
+            agent=self.spec.agent,
+            digest=self.digest,
+            spec=spec_json,
+            n_planned=planned,
+            versions=package_versions(),
+            git_commit=git_commit(),
+        )
+
+    def run(self) -> EvalResult:
+        plan = self._plan()
+        log = self._open_log(len(plan))
+        try:
+            done = log.done()
+            todo = [task for task in plan if task.episode_id not in done]
+            executed = 0
+            if todo:
+                try:
+                    executed = self._run_episodes(log, todo, done, len(plan))
+                except KeyboardInterrupt:
+                    log.update_run(status="interrupted", message="interrupted; re-run the command to resume")
+                    raise
+                except BaseException as exc:
+                    log.update_run(status="aborted", message=f"{type(exc).__name__}: {exc}")
+                    raise
+            done = log.done()
+            total = log.info().n_planned
+            log.update_run(status="complete" if len(done) >= total else "partial", message="")
+            return self._result(log, executed)
+        finally:
+            log.close()
+
+    def _result(self, log: EvalLog, executed: int) -> EvalResult:
+        order = {task: i for i, task in enumerate(self.resolved.tasks)}
+        rows = sorted(log.final_episodes(), key=lambda r: (order.get(r.task, len(order)), r.task, r.index, r.episode_id))
+        recs = records(rows)
+        return EvalResult(
+            run_id=self.run_id,
+            log_dir=self.run_dir,
+            spec=self.spec_json(),
+            executed_now=executed,
+            episodes=rows,
+            summary=summarize(recs),
+            per_task=summarize_by_task(recs),
+        )
+
+    def _needs_images(self) -> bool:
+        requirements = getattr(self.agent, "requirements", None)
+        return isinstance(requirements, AgentRequirements) and requirements.needs_images
+
+    def _run_episodes(self, log: EvalLog, todo: list[TaskInstance], done: dict[str, EpisodeRow], total: int) -> int:
+        spec, resolved = self.spec, self.resolved
+        needs_images = self._needs_images()
+        env: Environment = resolved.benchmark.make_env(render_images=needs_images)
+        tap = FrameTap(env, agent_needs_images=needs_images) if spec.video else None
+        bus = EventBus(run_id=self.run_id)
+        trace = TraceBuffer()
+        bus.subscribe(trace, critical=True)
+        shield = SafetyShield() if spec.shield else SafetyShield.permissive()
+        first = todo[0]
+        kernel = Kernel(
+            tap or env,
+            self.agent,
+            shield=shield,
+            timing=self.timing,
+            act_timeout_s=spec.act_timeout,
+            max_steps=resolved.budgets[first.task],
+            bus=bus,
+            auto_episode_reset=False,
+        )
+        panel = BenchmarkPanel(resolved.benchmark, split=resolved.split, task=first.task)
+        driver = PanelDriver(panel, kernel)
+        successes = sum(row.success for row in done.values())
+        n_done, executed = len(done), 0
+        video_dir = self.run_dir / "videos"
+        try:
+            for planned in todo:
+                task = driver.place(planned.split, planned.task, planned.index, planned.base_seed)
+                if task.episode_id != planned.episode_id:
+                    raise EvalError(f"panel placed {task.episode_id}, the runner planned {planned.episode_id}")
+                kernel.max_steps = resolved.budgets[task.task]
+                recording = tap is not None and task.index < spec.video
+                if recording and tap is not None:
+                    video_dir.mkdir(parents=True, exist_ok=True)
+                    tap.start(video_dir / f".{video_name(task.episode_id, 'recording')}", fps=env.spec.control_rate_hz)
+                started = time.time()
+                outcome = kernel.run(task)
+                ended = time.time()
+                video: str | None = None
+                if recording and tap is not None:
+                    written = tap.stop()
+                    if written is not None:
+                        final = video_dir / video_name(task.episode_id, outcome.status.value)
+                        written.replace(final)
+                        video = str(final.relative_to(self.run_dir))
+                metrics = {**outcome.metrics, "wall_s": round(ended - started, 6)}
+                row = EpisodeRow(
+                    episode_id=task.episode_id,
+                    task=task.task,
+                    split=task.split,
+                    index=task.index,
+                    base_seed=task.base_seed,
+                    seed=task.seed,
+                    status=outcome.status,
+                    reason=outcome.reason,
+                    success=outcome.success,
+                    steps=outcome.steps,
+                    safety_interventions=outcome.safety_interventions,
+                    metrics=metrics,
+                    started_at=started,
+                    ended_at=ended,
+                    detail=outcome.detail,
+                    worker="main",
+                    video=video,
+                )
+                log.record(row, trace.take())
+                n_done += 1
+                executed += 1
+                successes += outcome.success
+                if self.progress is not None:
+                    self.progress(Progress(n_done, total, successes, executed, row))
+        finally:
+            driver.close()
+            kernel.close()
+            (tap or env).close()
+        return executed

@@ -1,0 +1,133 @@
+"""The evaluation spec: one validated model shared by `hylo eval`, `hylo.evaluate()` and the HTTP API.
+
+Fields split in two: those that define the results (benchmark, split, tasks, agent and its args, seed, step budget,
+timing, shield, act timeout), which enter the config digest, and display / parallelism knobs (episodes, log dir,
+run id, video, strict, workers), which do not — so a run can be resumed or extended with more episodes or workers
+and stay the same run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DIGEST_FIELDS = (
+    "benchmark",
+    "split",
+    "tasks",
+    "agent",
+    "agent_args",
+    "seed",
+    "max_steps",
+    "act_timeout",
+    "shield",
+    "timing",
+    "timing_options",
+)
+"""The fields that define an evaluation's results; everything else is a display or parallelism knob."""
+
+TIMING_OPTIONS = ("refill_steps", "max_hold_steps", "latency_s", "clock", "adaptive_refill")
+
+
+class EvalSpec(BaseModel):
+    """What to evaluate and how. `tasks` empty means every task of the split; `split` None means the default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    benchmark: str = Field(min_length=1)
+    agent: str = Field(min_length=1)
+    split: str | None = None
+    tasks: list[str] = Field(default_factory=list)
+    agent_args: dict[str, Any] = Field(default_factory=dict)
+    episodes: int = 10
+    seed: int = 0
+    max_steps: int | None = None
+    act_timeout: float | None = None
+    shield: bool = True
+    timing: Literal["sync", "realtime"] = "sync"
+    timing_options: dict[str, Any] = Field(default_factory=dict)
+    # display and parallelism knobs: not in the digest
+    log_dir: str = "hylo-runs"
+    run_id: str | None = None
+    fresh: bool = False
+    video: int = 0
+    strict: bool = False
+    workers: int = 1
+
+    @field_validator("episodes")
+    @classmethod
+    def _episodes(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(f"episodes must be >= 1, got {value}")
+        return value
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"seed must be >= 0, got {value}")
+        return value
+
+    @field_validator("max_steps")
+    @classmethod
+    def _max_steps(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"step budget must be >= 1, got {value}")
+        return value
+
+    @field_validator("act_timeout")
+    @classmethod
+    def _act_timeout(cls, value: float | None) -> float | None:
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"act timeout must be a finite number of seconds > 0, got {value}")
+        return value
+
+    @field_validator("video")
+    @classmethod
+    def _video(cls, value: int) -> int:
+        if value < 0:
+            raise ValueError(f"video must be >= 0, got {value}")
+        return value
+
+    @field_validator("workers")
+    @classmethod
+    def _workers(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(f"workers must be >= 1, got {value}")
+        return value
+
+    @field_validator("timing_options")
+    @classmethod
+    def _timing_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(value) - set(TIMING_OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown timing options {unknown}; choose from {list(TIMING_OPTIONS)}")
+        return value
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, value: str | None) -> str | None:
+        if value is not None and (not value or not all(c.isalnum() or c in "-_." for c in value) or value[0] == "."):
+            raise ValueError(f"run id may hold letters, digits, '-', '_' and '.', got {value!r}")
+        return value
+
+    def digest(self) -> str:
+        """A hash of the fields that define the results (resolve split and tasks first for a stable digest)."""
+        data = self.model_dump(mode="json", include=set(DIGEST_FIELDS))
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+    def default_run_id(self) -> str:
+        """The run a command resumes when it names none: benchmark, agent and digest."""
+        bench = "".join(c if c.isalnum() else "-" for c in self.benchmark).strip("-")
+        agent = "".join(c if c.isalnum() else "-" for c in self.agent.rsplit(":", 1)[-1].rsplit(".", 1)[-1])
+        return f"{bench}-{agent.strip('-').lower()}-{self.digest()}"
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.log_dir)

@@ -1,0 +1,267 @@
+"""Honest statistics over episode records: success rates with Wilson intervals, abstentions kept in view, and paired
+run comparisons with an exact McNemar test.
+
+Nothing here drops an episode silently. `error` and `infra_invalid` abstain from the success rate (they say nothing
+about the agent), but they are counted in `status_counts` and they count as failures in the conservative rate, so a
+run that "succeeds" by crashing on its hard episodes cannot look better than it is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+from hylo.core.status import EpisodeStatus
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion.
+
+    Unlike the normal (Wald) interval it stays inside [0, 1] and does not collapse to a point at 0/n or n/n, which is
+    exactly where small evaluation runs tend to land.
+    """
+    if n <= 0:
+        raise ValueError(f"n must be positive, got {n}")
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must be in [0, {n}], got {successes}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    z2 = z * z
+    p = successes / n
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2.0 * n)) / denom
+    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denom
+    # The bounds are exactly 0 and 1 at the extremes; say so rather than leave rounding noise.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One finished episode as the statistics see it.
+
+    `status` is the truth; `success` must agree with it (as in `EpisodeOutcome`). A plain string status (e.g. read
+    back from JSON) is converted to `EpisodeStatus`.
+    """
+
+    episode_id: str
+    task: str
+    index: int
+    seed: int
+    status: EpisodeStatus
+    reason: str
+    steps: int
+    success: bool
+
+    def __post_init__(self) -> None:
+        status = EpisodeStatus(self.status)
+        object.__setattr__(self, "status", status)
+        if self.success != (status is EpisodeStatus.SUCCESS):
+            raise ValueError(f"{self.episode_id}: success={self.success} contradicts status {status.value!r}")
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Aggregate of a set of episodes.
+
+    `success_rate` and `success_ci` are over scored episodes only (success, failure, safety_abort); the abstentions
+    (error, infra_invalid) are visible in `status_counts` and pull `conservative_success_rate` down, which treats every
+    episode that was run as a trial.
+    """
+
+    n: int
+    status_counts: dict[str, int]
+    scored: int
+    successes: int
+    success_rate: float | None
+    success_ci: tuple[float, float] | None
+    conservative_success_rate: float | None
+    mean_steps: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "status_counts": dict(self.status_counts),
+            "success_rate": self.success_rate,
+            "success_ci": list(self.success_ci) if self.success_ci is not None else None,
+            "conservative_success_rate": self.conservative_success_rate,
+            "mean_steps": self.mean_steps,
+        }
+
+
+def summarize(records: Iterable[EpisodeRecord]) -> Summary:
+    """Summarise episodes. Every status appears in `status_counts` (zeros included, in `EpisodeStatus` order) so a
+    reader sees that abstentions were looked for, not just that none were reported. `mean_steps` is over all
+    episodes."""
+    counts = {status.value: 0 for status in EpisodeStatus}
+    n = scored = successes = steps = 0
+    for record in records:
+        n += 1
+        counts[record.status.value] += 1
+        steps += record.steps
+        if record.status.scored:
+            scored += 1
+            if record.status is EpisodeStatus.SUCCESS:
+                successes += 1
+    return Summary(
+        n=n,
+        status_counts=counts,
+        scored=scored,
+        successes=successes,
+        success_rate=successes / scored if scored else None,
+        success_ci=wilson_interval(successes, scored) if scored else None,
+        conservative_success_rate=successes / n if n else None,
+        mean_steps=steps / n if n else None,
+    )
+
+
+def summarize_by_task(records: Iterable[EpisodeRecord]) -> dict[str, Summary]:
+    """One `Summary` per task, tasks in first-seen order."""
+    by_task: dict[str, list[EpisodeRecord]] = {}
+    for record in records:
+        by_task.setdefault(record.task, []).append(record)
+    return {task: summarize(group) for task, group in by_task.items()}
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value: a binomial test of the discordant pairs `b` vs `c` against p = 0.5.
+
+    Exact because evaluation runs are small and the chi-squared approximation is poor with few discordant pairs.
+    Computed with integers, so it is exact up to the final division.
+    """
+    if b < 0 or c < 0:
+        raise ValueError(f"counts must be non-negative, got b={b}, c={c}")
+    n = b + c
+    if n == 0:
+        return 1.0
+    term = tail = 1  # C(n, 0)
+    for i in range(min(b, c)):
+        term = term * (n - i) // (i + 1)  # C(n, i + 1), exact
+        tail += term
+    return min(1.0, 2 * tail / (1 << n))
+
+
+@dataclass(frozen=True)
+class Flip:
+    """A paired episode that succeeded in one run and not in the other."""
+
+    episode_id: str
+    task: str
+    status_a: EpisodeStatus
+    status_b: EpisodeStatus
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "episode_id": self.episode_id,
+            "task": self.task,
+            "status_a": self.status_a.value,
+            "status_b": self.status_b.value,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired comparison of run `a` against run `b` (same episode ids, e.g. same tasks and seeds).
+
+    Only episodes present in both runs and scored in both enter the test; unpaired episodes and pairs where either side
+    abstained are counted, not hidden. `difference` is `rate_b - rate_a` (positive: `b` is better).
+    """
+
+    n_pairs: int
+    only_in_a: int
+    only_in_b: int
+    abstained: int
+    both_success: int
+    a_only: int
+    b_only: int
+    neither: int
+    rate_a: float | None
+    rate_b: float | None
+    difference: float | None
+    p_value: float
+    flips: list[Flip] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "n_pairs": self.n_pairs,
+            "only_in_a": self.only_in_a,
+            "only_in_b": self.only_in_b,
+            "abstained": self.abstained,
+            "both_success": self.both_success,
+            "a_only": self.a_only,
+            "b_only": self.b_only,
+            "neither": self.neither,
+            "rate_a": self.rate_a,
+            "rate_b": self.rate_b,
+            "difference": self.difference,
+            "p_value": self.p_value,
+            "flips": [flip.to_json() for flip in self.flips],
+        }
+
+
+def _by_id(records: Sequence[EpisodeRecord], run: str) -> dict[str, EpisodeRecord]:
+    out: dict[str, EpisodeRecord] = {}
+    for record in records:
+        if record.episode_id in out:
+            raise ValueError(f"episode id {record.episode_id!r} appears more than once in run {run}")
+        out[record.episode_id] = record
+    return out
+
+
+def compare_runs(a: Sequence[EpisodeRecord], b: Sequence[EpisodeRecord]) -> Comparison:
+    """Pair two runs by `episode_id` and test whether their success rates differ.
+
+    Pairing removes the per-episode difficulty from the comparison: only the discordant pairs (`a_only`, `b_only`)
+    carry information, which is what McNemar's test uses. A duplicate id within a run, or an id whose task differs
+    between the runs, raises `ValueError` since the pairing would be meaningless.
+    """
+    by_a = _by_id(a, "a")
+    by_b = _by_id(b, "b")
+    n_pairs = abstained = both_success = a_only = b_only = neither = 0
+    flips: list[Flip] = []
+    for episode_id, ra in by_a.items():
+        rb = by_b.get(episode_id)
+        if rb is None:
+            continue
+        if ra.task != rb.task:
+            raise ValueError(f"episode id {episode_id!r} is task {ra.task!r} in run a but {rb.task!r} in run b")
+        if not (ra.status.scored and rb.status.scored):
+            abstained += 1
+            continue
+        n_pairs += 1
+        sa = ra.status is EpisodeStatus.SUCCESS
+        sb = rb.status is EpisodeStatus.SUCCESS
+        if sa and sb:
+            both_success += 1
+        elif sa:
+            a_only += 1
+        elif sb:
+            b_only += 1
+        else:
+            neither += 1
+        if sa != sb:
+            flips.append(Flip(episode_id, ra.task, ra.status, rb.status))
+    flips.sort(key=lambda flip: (flip.task, flip.episode_id))
+    common = sum(1 for episode_id in by_a if episode_id in by_b)
+    rate_a = (both_success + a_only) / n_pairs if n_pairs else None
+    rate_b = (both_success + b_only) / n_pairs if n_pairs else None
+    return Comparison(
+        n_pairs=n_pairs,
+        only_in_a=len(by_a) - common,
+        only_in_b=len(by_b) - common,
+        abstained=abstained,
+        both_success=both_success,
+        a_only=a_only,
+        b_only=b_only,
+        neither=neither,
+        rate_a=rate_a,
+        rate_b=rate_b,
+        difference=rate_b - rate_a if rate_a is not None and rate_b is not None else None,
+        p_value=mcnemar_exact(a_only, b_only),
+        flips=flips,
+    )

@@ -1,0 +1,461 @@
+"""The EvalLog: one SQLite database per evaluation run, written incrementally and crash-safe (WAL mode).
+
+Each finished episode is committed in one transaction with its trace, so a run killed at any moment keeps every
+episode it finished and none it did not; re-running resumes exactly the missing ones. The schema is in
+docs/evallog.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import time
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hylo.core.errors import HyloError
+from hylo.core.status import EpisodeStatus
+from hylo.eval.stats import EpisodeRecord
+
+SCHEMA_VERSION = 1
+FILENAME = "evallog.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS run (
+    run_id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    status TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    benchmark TEXT NOT NULL,
+    split TEXT,
+    agent TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    n_planned INTEGER NOT NULL,
+    versions TEXT NOT NULL,
+    git_commit TEXT,
+    message TEXT,
+    pid INTEGER,
+    host TEXT
+);
+CREATE TABLE IF NOT EXISTS episodes (
+    episode_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    task TEXT NOT NULL,
+    split TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    base_seed INTEGER NOT NULL,
+    seed INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    detail TEXT,
+    success INTEGER NOT NULL,
+    steps INTEGER NOT NULL,
+    safety_interventions INTEGER NOT NULL,
+    metrics TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    ended_at REAL NOT NULL,
+    worker TEXT,
+    video TEXT,
+    PRIMARY KEY (episode_id, attempt)
+);
+CREATE TABLE IF NOT EXISTS traces (
+    episode_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    n_events INTEGER NOT NULL,
+    encoding TEXT NOT NULL,
+    events BLOB NOT NULL,
+    PRIMARY KEY (episode_id, attempt)
+);
+"""
+
+TRACE_ENCODING = "jsonl+zlib"
+
+
+class RunNotFound(HyloError, LookupError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRow:
+    """One attempt of one episode, as the EvalLog stores it."""
+
+    episode_id: str
+    task: str
+    split: str
+    index: int
+    base_seed: int
+    seed: int
+    status: EpisodeStatus
+    reason: str
+    success: bool
+    steps: int
+    safety_interventions: int = 0
+    metrics: dict[str, Any] = field(default_factory=dict)
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    attempt: int = 1
+    detail: str | None = None
+    worker: str | None = None
+    video: str | None = None
+
+    def record(self) -> EpisodeRecord:
+        return EpisodeRecord(
+            self.episode_id, self.task, self.index, self.seed, self.status, self.reason, self.steps, self.success
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """The run row plus progress."""
+
+    run_id: str
+    status: str
+    mode: str
+    benchmark: str
+    split: str | None
+    agent: str
+    digest: str
+    spec: dict[str, Any]
+    n_planned: int
+    n_done: int
+    created_at: float
+    updated_at: float
+    versions: dict[str, Any]
+    git_commit: str | None
+    message: str | None
+    path: Path
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["path"] = str(self.path)
+        return data
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")  # in WAL mode, every commit survives a crash of the process
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+class EvalLog:
+    """One run's log. `EvalLog.create(dir, ...)` starts a run; `EvalLog.open(dir)` reopens one (to resume or read)."""
+
+    def __init__(self, run_dir: Path, conn: sqlite3.Connection) -> None:
+        self.run_dir = run_dir
+        self._conn = conn
+
+    # -- lifecycle --------------------------------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        run_dir: Path,
+        *,
+        run_id: str,
+        benchmark: str,
+        split: str | None,
+        agent: str,
+        digest: str,
+        spec: dict[str, Any],
+        n_planned: int,
+        versions: dict[str, Any],
+        git_commit: str | None = None,
+        mode: str = "driven",
+    ) -> EvalLog:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path = run_dir / FILENAME
+        if path.exists():
+            raise HyloError(f"an EvalLog already exists at {path}")
+        conn = _connect(path)
+        conn.executescript(_SCHEMA)
+        now = time.time()
+        with _transaction(conn):
+            conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute(
+                "INSERT INTO run VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+                (
+                    run_id,
+                    now,
+                    now,
+                    mode,
+                    benchmark,
+                    split,
+                    agent,
+                    digest,
+                    json.dumps(spec, sort_keys=True),
+                    n_planned,
+                    json.dumps(versions, sort_keys=True),
+                    git_commit,
+                    os.getpid(),
+                    socket.gethostname(),
+                ),
+            )
+        return cls(run_dir, conn)
+
+    @classmethod
+    def open(cls, run_dir: Path) -> EvalLog:
+        path = run_dir / FILENAME
+        if not path.is_file():
+            raise RunNotFound(f"no run at {run_dir} (no {FILENAME})")
+        conn = _connect(path)
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None or int(row[0]) != SCHEMA_VERSION:
+            conn.close()
+            raise HyloError(f"{path} has EvalLog schema {row and row[0]}, this hylo reads {SCHEMA_VERSION}")
+        return cls(run_dir, conn)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> EvalLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the run ----------------------------------------------------------------------------------------------------
+
+    def info(self) -> RunInfo:
+        row = self._conn.execute(
+            "SELECT run_id, status, mode, benchmark, split, agent, digest, spec, n_planned, created_at, updated_at, "
+            "versions, git_commit, message, pid, host FROM run"
+        ).fetchone()
+        (run_id, status, mode, benchmark, split, agent, digest, spec, n_planned, created, updated) = row[:11]
+        versions, git_commit, message, pid, host = row[11:]
+        if status == "running" and not _alive(pid, host):
+            status = "stopped"  # its process is gone (killed): re-running the command resumes it
+        return RunInfo(
+            run_id=run_id,
+            status=status,
+            mode=mode,
+            benchmark=benchmark,
+            split=split,
+            agent=agent,
+            digest=digest,
+            spec=json.loads(spec),
+            n_planned=n_planned,
+            n_done=self.n_done(),
+            created_at=created,
+            updated_at=updated,
+            versions=json.loads(versions),
+            git_commit=git_commit,
+            message=message,
+            path=self.run_dir,
+        )
+
+    def claim(self) -> None:
+        """Mark the run as running in this process (on resume)."""
+        with _transaction(self._conn):
+            self._conn.execute(
+                "UPDATE run SET status = 'running', pid = ?, host = ?, updated_at = ?",
+                (os.getpid(), socket.gethostname(), time.time()),
+            )
+
+    def update_run(
+        self,
+        *,
+        status: str | None = None,
+        n_planned: int | None = None,
+        spec: dict[str, Any] | None = None,
+        message: str | None = None,
+    ) -> None:
+        sets: list[str] = ["updated_at = ?"]
+        values: list[Any] = [time.time()]
+        for column, value in (("status", status), ("n_planned", n_planned), ("message", message)):
+            if value is not None:
+                sets.append(f"{column} = ?")
+                values.append(value)
+        if spec is not None:
+            sets.append("spec = ?")
+            values.append(json.dumps(spec, sort_keys=True))
+        with _transaction(self._conn):
+            self._conn.execute(f"UPDATE run SET {', '.join(sets)}", values)
+
+    # -- episodes ---------------------------------------------------------------------------------------------------
+
+    def record(self, row: EpisodeRow, trace: Sequence[bytes] = ()) -> None:
+        """Commit one finished episode attempt with its trace lines, atomically."""
+        blob = zlib.compress(b"\n".join(trace), 1) if trace else b""
+        with _transaction(self._conn):
+            self._conn.execute(
+                "INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    row.episode_id,
+                    row.attempt,
+                    row.task,
+                    row.split,
+                    row.index,
+                    row.base_seed,
+                    row.seed,
+                    row.status.value,
+                    row.reason,
+                    row.detail,
+                    int(row.success),
+                    row.steps,
+                    row.safety_interventions,
+                    json.dumps(row.metrics, sort_keys=True, default=str),
+                    row.started_at,
+                    row.ended_at,
+                    row.worker,
+                    row.video,
+                ),
+            )
+            if trace:
+                self._conn.execute(
+                    "INSERT INTO traces VALUES (?, ?, ?, ?, ?)",
+                    (row.episode_id, row.attempt, len(trace), TRACE_ENCODING, blob),
+                )
+            self._conn.execute("UPDATE run SET updated_at = ?", (time.time(),))
+
+    def attempts(self, episode_id: str | None = None) -> list[EpisodeRow]:
+        """Every recorded attempt (of one episode, or of all), in recording order."""
+        where, args = ("WHERE episode_id = ?", (episode_id,)) if episode_id is not None else ("", ())
+        return [_row(r) for r in self._conn.execute(f"{_SELECT} {where} ORDER BY rowid", args)]
+
+    def final_episodes(self) -> list[EpisodeRow]:
+        """The last attempt of each episode."""
+        query = (
+            f"{_SELECT} WHERE (episode_id, attempt) IN "
+            "(SELECT episode_id, MAX(attempt) FROM episodes GROUP BY episode_id) ORDER BY task, idx, episode_id"
+        )
+        return [_row(r) for r in self._conn.execute(query)]
+
+    def done(self) -> dict[str, EpisodeRow]:
+        """Episode id → its final attempt."""
+        return {row.episode_id: row for row in self.final_episodes()}
+
+    def n_done(self) -> int:
+        count: int = self._conn.execute("SELECT COUNT(DISTINCT episode_id) FROM episodes").fetchone()[0]
+        return count
+
+    def trace(self, episode_id: str, attempt: int | None = None) -> list[dict[str, Any]]:
+        """The trace events of one attempt (the last when none is given)."""
+        if attempt is None:
+            found = self._conn.execute(
+                "SELECT MAX(attempt) FROM traces WHERE episode_id = ?", (episode_id,)
+            ).fetchone()
+            attempt = found[0] if found else None
+        row = self._conn.execute(
+            "SELECT encoding, events FROM traces WHERE episode_id = ? AND attempt = ?", (episode_id, attempt)
+        ).fetchone()
+        if row is None:
+            return []
+        encoding, blob = row
+        if encoding != TRACE_ENCODING:
+            raise HyloError(f"unknown trace encoding {encoding!r}")
+        return [json.loads(line) for line in zlib.decompress(blob).split(b"\n") if line]
+
+
+_SELECT = (
+    "SELECT episode_id, task, split, idx, base_seed, seed, status, reason, success, steps, safety_interventions, "
+    "metrics, started_at, ended_at, attempt, detail, worker, video FROM episodes"
+)
+
+
+def _row(r: Sequence[Any]) -> EpisodeRow:
+    return EpisodeRow(
+        episode_id=r[0],
+        task=r[1],
+        split=r[2],
+        index=r[3],
+        base_seed=r[4],
+        seed=r[5],
+        status=EpisodeStatus(r[6]),
+        reason=r[7],
+        success=bool(r[8]),
+        steps=r[9],
+        safety_interventions=r[10],
+        metrics=json.loads(r[11]),
+        started_at=r[12],
+        ended_at=r[13],
+        attempt=r[14],
+        detail=r[15],
+        worker=r[16],
+        video=r[17],
+    )
+
+
+def _alive(pid: int | None, host: str | None) -> bool:
+    if pid is None or host != socket.gethostname():
+        return True  # cannot tell from here
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _transaction:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+# -- the log directory ------------------------------------------------------------------------------------------------
+
+
+def run_dirs(log_dir: Path) -> Iterator[Path]:
+    if not log_dir.is_dir():
+        return
+    for child in sorted(log_dir.iterdir()):
+        if (child / FILENAME).is_file():
+            yield child
+
+
+def list_runs(log_dir: Path) -> list[RunInfo]:
+    """Every run in `log_dir`, oldest first (readable while a run is in progress)."""
+    runs = []
+    for run_dir in run_dirs(log_dir):
+        try:
+            with EvalLog.open(run_dir) as log:
+                runs.append(log.info())
+        except (HyloError, sqlite3.Error):
+            continue
+    return sorted(runs, key=lambda r: r.created_at)
+
+
+def find_run(log_dir: Path, run: str) -> Path:
+    """The directory of run `run` (its id, or a unique prefix of it)."""
+    exact = log_dir / run
+    if (exact / FILENAME).is_file():
+        return exact
+    matches = [d for d in run_dirs(log_dir) if d.name.startswith(run)]
+    if len(matches) == 1:
+        return matches[0]
+    known = [d.name for d in run_dirs(log_dir)]
+    if matches:
+        raise RunNotFound(f"run {run!r} is ambiguous in {log_dir}: {', '.join(d.name for d in matches)}")
+    raise RunNotFound(f"no run {run!r} in {log_dir}; runs there: {', '.join(known) or 'none'}")
+
+
+def delete_run(log_dir: Path, run: str) -> Path:
+    run_dir = find_run(log_dir, run)
+    shutil.rmtree(run_dir)
+    return run_dir
+
+
+def records(rows: Iterable[EpisodeRow]) -> list[EpisodeRecord]:
+    return [row.record() for row in rows]

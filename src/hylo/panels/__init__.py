@@ -1,0 +1,29 @@
+"""Env panels (001): the declarative control plane for episode placement and Play / Stop."""
+
+from hylo.panels.base import (
+    PLAYBACK_ACTIONS,
+    SIDE_EFFECTS,
+    BaseEnvPanel,
+    EnvPanelAction,
+    EnvPanelField,
+    PanelContext,
+    Placement,
+    SideEffect,
+    intent,
+)
+from hylo.panels.benchmark import BenchmarkPanel
+from hylo.panels.budget import resolve_step_budget
+
+__all__ = [
+    "PLAYBACK_ACTIONS",
+    "SIDE_EFFECTS",
+    "BaseEnvPanel",
+    "BenchmarkPanel",
+    "EnvPanelAction",
+    "EnvPanelField",
+    "PanelContext",
+    "Placement",
+    "SideEffect",
+    "intent",
+    "resolve_step_budget",
+]

@@ -1,0 +1,25 @@
+"""The step-budget cascade (001 §5): explicit request > panel `on_load` step_budget > benchmark default."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def resolve_step_budget(requested: int | None, loaded: Mapping[str, Any], default: int | None) -> int:
+    """The per-episode step budget. `loaded` is the panel's `on_load()` answer (`step_budget`, or the legacy
+    `max_steps_default`). A budget below 1 is refused: there are no zero-step episodes."""
+    for source, value in (
+        ("the request", requested),
+        ("the panel's step_budget", loaded.get("step_budget")),
+        ("the panel's max_steps_default", loaded.get("max_steps_default")),
+        ("the benchmark default", default),
+    ):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"step budget from {source} must be an integer, got {value!r}")
+        if value < 1:
+            raise ValueError(f"step budget must be >= 1, got {value} (from {source})")
+        return value
+    raise ValueError("no step budget: pass one explicitly (--max-steps)")

@@ -1,0 +1,219 @@
+"""`hylo eval` end to end, as a user runs it: real simulators, real processes, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+    return env
+
+
+def hylo(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hylo", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=_env()
+    )
+
+
+def eval_json(*args: str, cwd: Path) -> dict:
+    result = hylo("eval", *args, "--json", cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, f"stdout must hold exactly one JSON object, got: {result.stdout[:500]!r}"
+    return json.loads(lines[0])
+
+
+def test_babyai_expert_json_is_one_object_and_resumes(tmp_path):
+    first = eval_json("babyai", "--task", "GoToLocal", "--agent", "expert", "--episodes", "4", cwd=tmp_path)
+    assert set(first) == {"run_id", "log_dir", "spec", "executed_now", "episodes", "summary"}
+    assert first["executed_now"] == 4
+    assert [e["episode_id"] for e in first["episodes"]] == [f"babyai/default/GoToLocal/{i:04d}@s0" for i in range(4)]
+    assert all(e["status"] == "success" for e in first["episodes"])
+    assert first["summary"]["n"] == 4 and first["summary"]["success_rate"] == 1.0
+    assert first["summary"]["per_task"]["GoToLocal"]["status_counts"]["success"] == 4
+    lo, hi = first["summary"]["success_ci"]
+    assert 0.3 < lo < 1.0 and hi == 1.0
+    assert Path(first["log_dir"]).is_relative_to(tmp_path / "hylo-runs")
+    assert not list(tmp_path.glob("MUJOCO_LOG.TXT"))
+
+    again = eval_json("babyai", "--task", "GoToLocal", "--agent", "expert", "--episodes", "4", cwd=tmp_path)
+    assert again["run_id"] == first["run_id"] and again["executed_now"] == 0
+    assert again["episodes"] == first["episodes"]
+
+    more = eval_json("babyai", "--task", "GoToLocal", "--agent", "expert", "--episodes", "6", cwd=tmp_path)
+    assert more["run_id"] == first["run_id"] and more["executed_now"] == 2
+    assert more["episodes"][:4] == first["episodes"] and len(more["episodes"]) == 6
+
+    fresh = eval_json("babyai", "--task", "GoToLocal", "--agent", "expert", "--episodes", "4", "--fresh", cwd=tmp_path)
+    assert fresh["run_id"] != first["run_id"] and fresh["executed_now"] == 4
+    # Same command, fresh run: identical per-episode results.
+    assert fresh["episodes"] == first["episodes"]
+
+
+def test_random_on_babyai_stays_low_and_runs_show_and_compare(tmp_path):
+    common = ("babyai", "--task", "GoToLocal", "--episodes", "8", "--seed", "3")
+    expert = eval_json(*common, "--agent", "expert", "--run-id", "exp", cwd=tmp_path)
+    rand = eval_json(*common, "--agent", "random", "--run-id", "rnd", cwd=tmp_path)
+    assert expert["summary"]["success_rate"] == 1.0
+    assert rand["summary"]["success_rate"] < 0.5
+    assert [e["seed"] for e in rand["episodes"]] == [e["seed"] for e in expert["episodes"]]
+
+    listed = hylo("runs", "list", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    runs = {r["run_id"]: r for r in json.loads(listed.stdout)}
+    assert runs["exp"] == {
+        "run_id": "exp",
+        "status": "complete",
+        "n_done": 8,
+        "n_planned": 8,
+        "benchmark": "babyai",
+        "agent": "expert",
+    }
+
+    shown = hylo("runs", "show", "rnd", cwd=tmp_path)
+    assert shown.returncode == 0 and "GoToLocal" in shown.stdout and "conservative" in shown.stdout
+
+    compared = hylo("compare", "exp", "rnd", "--json", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    comparison = json.loads(compared.stdout)
+    n_rand_success = sum(e["success"] for e in rand["episodes"])
+    assert comparison["n_pairs"] == 8
+    assert comparison["a_only"] == 8 - n_rand_success and comparison["b_only"] == 0
+    assert len(comparison["flips"]) == 8 - n_rand_success
+    assert comparison["p_value"] < 0.05 or n_rand_success > 2
+
+    exported = hylo("runs", "export", "exp", "--format", "json", "--traces", cwd=tmp_path)
+    data = json.loads(exported.stdout)
+    assert data["digest"] == expert["spec"]["digest"] and len(data["episodes"]) == 8
+    second = data["attempts"][1]["trace"]
+    assert {e["episode_id"] for e in second} == {"babyai/default/GoToLocal/0001@s3"}
+    assert [e["seq"] for e in second] == list(range(len(second)))
+    kinds = [e["event"] for e in second]
+    assert kinds[0] == "signal" and second[0]["signal"] == "episode_reset"  # the panel's placement, traced
+    assert "episode.start" in kinds and kinds[-2] == "episode.end" and "step.result" in kinds
+
+    deleted = hylo("runs", "delete", "rnd", cwd=tmp_path)
+    assert deleted.returncode == 0 and not (tmp_path / "hylo-runs" / "rnd").exists()
+
+
+def test_failures_get_honest_statuses(tmp_path):
+    raising = eval_json("babyai", "--task", "GoToLocal", "--agent", "eval_agents:RaisingAgent", "-A", "fail_at=2",
+                        "--episodes", "2", cwd=tmp_path)  # fmt: skip
+    assert [e["status"] for e in raising["episodes"]] == ["error", "error"]
+    assert "policy exploded" in raising["episodes"][0]["reason"]
+    assert raising["summary"]["success_rate"] is None and raising["summary"]["conservative_success_rate"] == 0.0
+
+    slow = eval_json("babyai", "--task", "GoToLocal", "--agent", "eval_agents:SlowAgent", "-A", "seconds=0.3",
+                     "--act-timeout", "0.05", "--episodes", "1", cwd=tmp_path)  # fmt: skip
+    assert slow["episodes"][0]["status"] == "error" and slow["episodes"][0]["reason"] == "timeout"
+
+    nan = eval_json("gym:MountainCarContinuous-v0", "--agent", "eval_agents:NaNAgent", "--episodes", "2", cwd=tmp_path)
+    assert [e["status"] for e in nan["episodes"]] == ["safety_abort", "safety_abort"]
+    assert nan["summary"]["success_rate"] == 0.0  # a safety abort is scored, as a failure
+
+    strict = hylo("eval", "babyai", "--task", "GoToLocal", "--agent", "eval_agents:RaisingAgent", "--episodes", "1",
+                  "--strict", cwd=tmp_path)  # fmt: skip
+    assert strict.returncode == 3
+
+
+def test_cartpole_runs_through_the_generic_adapter(tmp_path):
+    out = eval_json("gym:CartPole-v1", "--agent", "random", "--episodes", "3", cwd=tmp_path)
+    assert [e["task"] for e in out["episodes"]] == ["CartPole-v1"] * 3
+    assert all(e["status"] in ("failure", "success") and e["steps"] > 0 for e in out["episodes"])
+    assert out["spec"]["step_budget"] == {"CartPole-v1": 500}
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["nosuchbench", "--agent", "random"], ["'nosuchbench'", "babyai", "metaworld"]),
+        (["babyai", "--task", "GoToMars", "--agent", "random"], ["'GoToMars'", "GoToLocal"]),
+        (["babyai", "--split", "nope", "--agent", "random"], ["'nope'", "default"]),
+        (["babyai", "--agent", "wizard"], ["'wizard'", "expert", "module:Class"]),
+        (["babyai", "--agent", "random", "-A", "chunk"], ["'chunk'", "key=value"]),
+        (["babyai", "--agent", "random", "-A", "chunks=3"], ["chunks"]),
+        (["babyai", "--agent", "random", "--max-steps", "0"], ["0", "step budget"]),
+        (["babyai", "--agent", "random", "--episodes", "0"], ["'0'"]),
+        (["babyai", "--agent", "nomodule_xyz:Agent"], ["nomodule_xyz"]),
+    ],
+)
+def test_bad_input_is_one_clear_line(tmp_path, args, named):
+    result = hylo("eval", *args, "--log-dir", str(tmp_path), cwd=tmp_path, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    for word in named:
+        assert word in lines[0]
+    assert result.stdout == ""
+    assert not list(tmp_path.glob("*/evallog.sqlite"))  # nothing started
+
+
+def test_sigkill_midway_then_rerun_finishes_every_episode_once(tmp_path):
+    args = ["eval", "babyai", "--task", "GoToLocal", "--agent", "eval_agents:SleepyKillable", "-A", "seconds=0.01",
+            "--episodes", "12", "--run-id", "killed", "--json"]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hylo", *args], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    db = tmp_path / "hylo-runs" / "killed" / "evallog.sqlite"
+    deadline = time.monotonic() + 120
+    done = 0
+    while time.monotonic() < deadline and done < 3:
+        time.sleep(0.1)
+        if db.exists():
+            try:
+                with sqlite3.connect(db) as conn:
+                    done = conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+            except sqlite3.Error:
+                pass
+    assert proc.poll() is None, "the run finished before it could be killed; make episodes slower"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    with sqlite3.connect(db) as conn:
+        before = conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
+    assert 3 <= before < 12
+
+    listed = json.loads(hylo("runs", "list", "--json", cwd=tmp_path).stdout)
+    assert listed[0]["status"] == "stopped" and listed[0]["n_done"] == before
+
+    resumed = hylo(*args, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    out = json.loads(resumed.stdout)
+    assert out["executed_now"] == 12 - before
+    ids = [e["episode_id"] for e in out["episodes"]]
+    assert ids == [f"babyai/default/GoToLocal/{i:04d}@s0" for i in range(12)]
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT episode_id, COUNT(*) FROM episodes GROUP BY episode_id").fetchall()
+    assert len(rows) == 12 and all(count == 1 for _, count in rows)
+
+
+def test_changed_configuration_under_the_same_run_id_is_refused(tmp_path):
+    eval_json("babyai", "--task", "GoToLocal", "--agent", "random", "--episodes", "1", "--run-id", "r1", cwd=tmp_path)
+    other = hylo("eval", "babyai", "--task", "GoToLocal", "--agent", "random", "--seed", "9", "--episodes", "1",
+                 "--run-id", "r1", cwd=tmp_path)  # fmt: skip
+    assert other.returncode == 2
+    assert "different configuration" in other.stderr and "--fresh" in other.stderr
+
+
+def test_video_is_written_for_the_first_episodes_named_by_id_and_status(tmp_path):
+    out = eval_json("babyai", "--task", "GoToLocal", "--agent", "expert", "--episodes", "3", "--video", "1",
+                    cwd=tmp_path)  # fmt: skip
+    videos = sorted((Path(out["log_dir"]) / "videos").glob("*.mp4"))
+    assert [v.name for v in videos] == ["babyai_default_GoToLocal_0000@s0.success.mp4"]
+    import av
+
+    with av.open(str(videos[0])) as container:
+        frames = sum(1 for _ in container.decode(video=0))
+    assert frames == out["episodes"][0]["steps"] + 1  # the reset frame and one per step
