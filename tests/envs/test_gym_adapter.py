@@ -262,6 +262,7 @@ def test_unknown_ids_are_refused_with_the_id_named(plugin: str) -> None:
     with pytest.raises(UnknownChoice, match=r"unknown gymnasium environment 'CartPol-v1'.*CartPole-v1") as refused:
         get_benchmark("gym:CartPol-v1")
     assert "CartPole-v1" in refused.value.choices
+    assert refused.value.choices[-1] == "<module>:<id>"  # how to name an env another package registers
     with pytest.raises(UnknownChoice, match="NoSuchEnv-v3"):
         GymEnvironment("NoSuchEnv-v3")
     with pytest.raises(UnknownChoice, match="gym_plugin_env:Missing-v0"):

@@ -105,11 +105,13 @@ def test_a_seed_places_the_same_episode_and_another_index_another(env: MetaWorld
     other = env.reset(task("pick-place-v3", 4))["state"].copy()
     assert np.abs(first[-3:] - other[-3:]).max() > 0.01  # another goal
     assert np.abs(first[4:7] - other[4:7]).max() > 0.01  # the puck elsewhere
-    fresh = MetaWorldEnvironment()
+    global_rng = np.random.get_state()[1].copy()
+    fresh = MetaWorldEnvironment()  # builds its own simulator
     try:
         np.testing.assert_array_equal(fresh.reset(task("pick-place-v3", 3))["state"], first)
     finally:
         fresh.close()
+    np.testing.assert_array_equal(np.random.get_state()[1], global_rng)  # numpy's global generator was not used
     runs = []
     for _ in range(2):  # the same env, after another episode: the same start, the same actions, the same outcome
         np.testing.assert_array_equal(env.reset(task("pick-place-v3", 3))["state"], first)
@@ -228,6 +230,9 @@ def test_frames_are_rendered_only_when_asked(env: MetaWorldEnvironment) -> None:
         assert first.dtype == np.uint8 and first.shape == (64, 96, 3)
         assert rendering.spec.observation_space["images"]["corner"].shape == (64, 96, 3)
         assert len(np.unique(first.reshape(-1, 3), axis=0)) > 50  # a scene, not a blank frame
+        assert first[:8].std() < 30  # upright: the top of the frame is the plain back wall, not the tiled floor
+        red = (first[..., 0] > 120) & (first[..., 1] < 60) & (first[..., 2] < 60)
+        assert np.nonzero(red)[1].mean() > 48  # not mirrored: seen from this corner, the (red) robot stands right
         for _ in range(25):
             later = rendering.step(np.array([1.0, 0.0, -1.0, 0.0], np.float32)).obs["images"]["corner"]
         assert np.abs(later.astype(int) - first.astype(int)).mean() > 0.5  # the arm moved in the picture

@@ -37,9 +37,7 @@ _NOT_TEXT = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBina
 
 def registered_spec(env_id: str) -> GymSpec:
     """Gymnasium's registration of `env_id`, importing the `module:` part first; UnknownChoice when there is none."""
-    module, colon, name = env_id.partition(":")
-    if not colon:
-        module, name = "", env_id
+    module, _, name = env_id.rpartition(":")
     if module:
         try:
             importlib.import_module(module)
@@ -49,9 +47,9 @@ def registered_spec(env_id: str) -> GymSpec:
         return gymnasium.spec(name)
     except gymnasium.error.Error:
         known = sorted(gymnasium.registry)
-        raise UnknownChoice(
-            "gymnasium environment", env_id, difflib.get_close_matches(name, known, n=8, cutoff=0.5) or known
-        ) from None
+        close = difflib.get_close_matches(name, known, n=8, cutoff=0.5) or known
+        # another package's env is registered when its module is imported: `minigrid:MiniGrid-Empty-5x5-v0`
+        raise UnknownChoice("gymnasium environment", env_id, [*close, "<module>:<id>"]) from None
 
 
 class GymEnvironment(Environment):

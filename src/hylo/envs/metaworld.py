@@ -8,12 +8,16 @@ camera frames are rendered (offscreen, EGL) only when asked for.
 from __future__ import annotations
 
 import os
+import sys
 
-os.environ.setdefault("MUJOCO_GL", "egl")  # read when mujoco is imported: headless rendering without a display
-os.environ.setdefault("LP_NUM_THREADS", "1")  # Mesa's llvmpipe: one render thread beside the simulation
+if sys.platform.startswith("linux"):
+    os.environ.setdefault("MUJOCO_GL", "egl")  # read when mujoco is imported: headless rendering, no display needed
+    os.environ.setdefault("LP_NUM_THREADS", "1")  # Mesa's llvmpipe: one render thread beside the simulation
 
+import contextlib
 import string
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium.spaces as spaces
@@ -238,7 +242,8 @@ class MetaWorldEnvironment(Environment):
             model = self._sim.model
             model.vis.global_.offwidth = max(model.vis.global_.offwidth, self.width)
             model.vis.global_.offheight = max(model.vis.global_.offheight, self.height)
-            renderer = self._renderers[self._task.task] = mujoco.Renderer(model, self.height, self.width)
+            with _gl_context_as_configured():
+                renderer = self._renderers[self._task.task] = mujoco.Renderer(model, self.height, self.width)
             renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
             renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
         data = self._sim.data
@@ -247,6 +252,25 @@ class MetaWorldEnvironment(Environment):
         if data.camera(self.camera).xmat[7] < 0:  # the camera's up axis points down (Meta-World's corner cameras)
             frame = np.ascontiguousarray(frame[::-1, ::-1])  # rotate, not mirror: left stays left
         return frame
+
+
+@contextlib.contextmanager
+def _gl_context_as_configured() -> Iterator[None]:
+    """Make `mujoco.Renderer` use EGL when MUJOCO_GL says so, even if mujoco was imported before it was set (and so
+    chose GLFW, which needs a display). Only the renderer made inside is affected: it keeps its context."""
+    from mujoco import gl_context
+
+    chosen = getattr(gl_context, "GLContext", None)
+    if os.environ.get("MUJOCO_GL") != "egl" or getattr(chosen, "__module__", "") == "mujoco.egl":
+        yield
+        return
+    from mujoco.egl import GLContext
+
+    gl_context.GLContext = GLContext
+    try:
+        yield
+    finally:
+        gl_context.GLContext = chosen
 
 
 def _checked_action(action: Any) -> np.ndarray[Any, Any]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
+
 from hylo.core.errors import InvalidAction, SimulationDiverged
 
 log = logging.getLogger("hylo.mujoco")
@@ -76,20 +78,30 @@ class DivergenceWatch:
 
         self._data = data if callable(data) else (lambda: data)
         self._names = (*DIVERGENCE_WARNINGS, *AGENT_WARNINGS)
-        self._indices = tuple(int(getattr(mujoco.mjtWarning, name)) for name in self._names)
+        self._index_array = np.array([int(getattr(mujoco.mjtWarning, name)) for name in self._names])
         route_mujoco_warnings()
 
-    def counts(self) -> tuple[int, ...]:
-        warning = self._data().warning
-        return tuple(int(warning[i].number) for i in self._indices)
+    def counts(self) -> tuple[Any, float]:
+        """The watched warning counters and the simulation time, before a step."""
+        data = self._data()
+        return data.warning.number[self._index_array].copy(), float(data.time)
 
-    def check(self, before: tuple[int, ...]) -> None:
-        after = self.counts()
-        if after == before:
+    def check(self, before: tuple[Any, float]) -> None:
+        """Raise if the step that followed `before = counts()` diverged or was refused."""
+        data = self._data()
+        numbers, time_before = before
+        after = data.warning.number[self._index_array]
+        went_back = data.time < time_before
+        if not went_back and (after == numbers).all():
             return
-        raised = [name for name, b, a in zip(self._names, before, after, strict=True) if a > b]
-        diverged = [name for name in raised if name in DIVERGENCE_WARNINGS]
+        increased = [name for name, b, a in zip(self._names, numbers, after, strict=True) if a > b]
+        diverged = [name for name in increased if name in DIVERGENCE_WARNINGS]
+        if not diverged and (went_back or (after < numbers).any()):
+            # MuJoCo's automatic reset after a divergence clears the counters before counting the new warning, so a
+            # second divergence in one episode can leave them unchanged; the reset also sends time back.
+            diverged = [n for n, a in zip(self._names, after, strict=True) if a > 0 and n in DIVERGENCE_WARNINGS]
+            raise SimulationDiverged(", ".join(n.removeprefix("mjWARN_") for n in diverged) or "state reset", "MuJoCo")
         if diverged:
             raise SimulationDiverged(", ".join(name.removeprefix("mjWARN_") for name in diverged), "MuJoCo")
-        if raised:
+        if increased:
             raise InvalidAction("MuJoCo rejected the control (BADCTRL): non-finite or huge control value")

@@ -31,7 +31,10 @@ class PanelDriver:
         self._loop.close()
 
     def _call(self, hook: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
-        result = self._loop.run_until_complete(hook)
+        return self._loop.run_until_complete(self._checked(hook))
+
+    async def _checked(self, hook: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+        result = await hook
         if not result.get("ok", True):
             raise PlacementError(str(result.get("error") or f"panel {self.panel.name!r} refused: {result}"))
         return result
@@ -40,7 +43,10 @@ class PanelDriver:
         return self._call(self.panel.on_load())
 
     def set_field(self, name: str, value: Any) -> dict[str, Any]:
-        result = self._call(self.panel.on_field_change(name, value))
+        return self._loop.run_until_complete(self._set_field(name, value))
+
+    async def _set_field(self, name: str, value: Any) -> dict[str, Any]:
+        result = await self._checked(self.panel.on_field_change(name, value))
         self._apply(result)
         return result
 
@@ -51,9 +57,12 @@ class PanelDriver:
 
     def place(self, split: str, task: str, index: int, seed: int) -> TaskInstance:
         """Place one episode and press Play; returns the placed task."""
+        return self._loop.run_until_complete(self._place(split, task, index, seed))
+
+    async def _place(self, split: str, task: str, index: int, seed: int) -> TaskInstance:
         for name, value in (("split", split), ("task", task), ("seed", seed), ("episode_index", index)):
-            self.set_field(name, value)
-        play = self._call(self.panel.on_action("play"))
+            await self._set_field(name, value)
+        play = await self._checked(self.panel.on_action("play"))
         if play.get("side_effect") != "run_start":
             raise PlacementError(f"panel {self.panel.name!r} answered play with {play.get('side_effect')!r}")
         return self.panel.task_instance()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hylo.core.events import BaseEvent
 from hylo.core.environment import Environment
+from hylo.core.events import BaseEvent
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.eval.video import VideoWriter
 

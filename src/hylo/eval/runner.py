@@ -9,7 +9,9 @@ transaction. Episodes already in the log are not run again; the result lists eve
 from __future__ import annotations
 
 import platform
+import queue
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,7 +99,9 @@ class EvalResult:
         }
 
 
-def evaluate(spec: EvalSpec | str | None = None, /, *, progress: ProgressCallback | None = None, **kwargs: Any) -> EvalResult:
+def evaluate(
+    spec: EvalSpec | str | None = None, /, *, progress: ProgressCallback | None = None, **kwargs: Any
+) -> EvalResult:
     """Run (or resume) an evaluation and return its result.
 
     `hylo.evaluate("babyai", agent="expert", tasks=["GoToLocal"], episodes=20)` takes the arguments of `hylo eval`
@@ -178,6 +182,41 @@ def make_timing(spec: EvalSpec) -> Timing:
         return RealtimeTiming(**spec.timing_options)
     except (TypeError, ValueError) as exc:
         raise EvalError(f"bad realtime timing options {spec.timing_options}: {exc}") from None
+
+
+class _Committer:
+    """Commits finished episodes to the EvalLog on a thread of its own, so that the episode loop never waits for
+    SQLite. A crash loses at most the episodes still queued, which are not in the log and so are re-run on resume;
+    a failed write stops the run (`check()` raises)."""
+
+    def __init__(self, log: EvalLog) -> None:
+        self.log = log
+        self.error: BaseException | None = None
+        self._queue: queue.SimpleQueue[tuple[EpisodeRow, list[bytes]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name="hylo-evallog", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            if self.error is None:
+                try:
+                    self.log.record(*item)
+                except BaseException as exc:
+                    self.error = exc
+
+    def put(self, row: EpisodeRow, trace: list[bytes]) -> None:
+        self.check()
+        self._queue.put((row, trace))
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise EvalError(f"could not write the EvalLog at {self.log.run_dir}: {self.error!r}") from self.error
+
+    def close(self) -> None:
+        """Wait until every queued episode is committed."""
+        self._queue.put(None)
+        self._thread.join()
+        self.check()
 
 
 class Evaluation:
@@ -276,7 +315,9 @@ class Evaluation:
 
     def _result(self, log: EvalLog, executed: int) -> EvalResult:
         order = {task: i for i, task in enumerate(self.resolved.tasks)}
-        rows = sorted(log.final_episodes(), key=lambda r: (order.get(r.task, len(order)), r.task, r.index, r.episode_id))
+        rows = sorted(
+            log.final_episodes(), key=lambda r: (order.get(r.task, len(order)), r.task, r.index, r.episode_id)
+        )
         recs = records(rows)
         return EvalResult(
             run_id=self.run_id,
@@ -317,6 +358,7 @@ class Evaluation:
         successes = sum(row.success for row in done.values())
         n_done, executed = len(done), 0
         video_dir = self.run_dir / "videos"
+        committer = _Committer(log)
         try:
             for planned in todo:
                 task = driver.place(planned.split, planned.task, planned.index, planned.base_seed)
@@ -357,14 +399,17 @@ class Evaluation:
                     worker="main",
                     video=video,
                 )
-                log.record(row, trace.take())
+                committer.put(row, trace.take())
                 n_done += 1
                 executed += 1
                 successes += outcome.success
                 if self.progress is not None:
                     self.progress(Progress(n_done, total, successes, executed, row))
         finally:
-            driver.close()
-            kernel.close()
-            (tap or env).close()
+            try:
+                committer.close()
+            finally:
+                driver.close()
+                kernel.close()
+                (tap or env).close()
         return executed

@@ -348,7 +348,7 @@ class EvalLog:
         """The trace events of one attempt (the last when none is given)."""
         if attempt is None:
             found = self._conn.execute(
-                "SELECT MAX(attempt) FROM traces WHERE episode_id = ?", (episode_id,)
+                "SELECT MAX(attempt) FROM episodes WHERE episode_id = ?", (episode_id,)
             ).fetchone()
             attempt = found[0] if found else None
         row = self._conn.execute(

@@ -1,0 +1,202 @@
+"""EvalSpec: validation with messages that name the bad value, and a config digest that only the result-defining
+fields enter (so a run can be resumed or extended with more episodes or workers and stay the same run)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from hylo.eval.spec import DIGEST_FIELDS, TIMING_OPTIONS, EvalSpec
+
+BASE: dict[str, Any] = {"benchmark": "babyai", "agent": "random"}
+
+
+def spec(**changes: Any) -> EvalSpec:
+    return EvalSpec(**{**BASE, **changes})
+
+
+# -- digest -----------------------------------------------------------------------------------------------------------
+
+
+def test_digest_is_stable_and_short_hex() -> None:
+    digest = spec().digest()
+    assert re.fullmatch(r"[0-9a-f]{16}", digest)
+    assert spec().digest() == digest
+    assert EvalSpec.model_validate(spec().model_dump()).digest() == digest  # survives a round trip
+
+
+@pytest.mark.parametrize(
+    "knob, value",
+    [
+        ("episodes", 500),
+        ("log_dir", "/elsewhere/runs"),
+        ("run_id", "my-run"),
+        ("fresh", True),
+        ("video", 3),
+        ("strict", True),
+        ("workers", 8),
+    ],
+)
+def test_display_and_parallelism_knobs_leave_the_digest_alone(knob: str, value: Any) -> None:
+    assert spec(**{knob: value}).digest() == spec().digest()
+
+
+def test_all_knobs_together_leave_the_digest_alone() -> None:
+    knobs = spec(episodes=2, log_dir="x", run_id="r", fresh=True, video=1, strict=True, workers=3)
+    assert knobs.digest() == spec().digest()
+    assert knobs.default_run_id() == spec().default_run_id()
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("benchmark", "metaworld"),
+        ("split", "default"),
+        ("tasks", ["GoToLocal"]),
+        ("agent", "hold"),
+        ("agent_args", {"chunk": 2}),
+        ("seed", 1),
+        ("max_steps", 64),
+        ("act_timeout", 0.5),
+        ("shield", False),
+        ("timing", "realtime"),
+        ("timing_options", {"refill_steps": 2}),
+    ],
+)
+def test_result_defining_fields_change_the_digest(field: str, value: Any) -> None:
+    assert field in DIGEST_FIELDS
+    changed = spec(**{field: value})
+    assert changed.digest() != spec().digest()
+    assert changed.default_run_id() != spec().default_run_id()
+
+
+def test_digest_distinguishes_values_of_one_field() -> None:
+    digests = {spec(seed=s).digest() for s in range(5)}
+    digests |= {spec(tasks=t).digest() for t in (["A"], ["B"], ["A", "B"], ["B", "A"])}
+    assert len(digests) == 9  # the task order counts: it is the order the run reports in
+
+
+def test_digest_ignores_key_order_of_dicts() -> None:
+    a = spec(agent_args={"alpha": 1, "beta": [1, 2]}, timing_options={"latency_s": 0.1, "refill_steps": 2})
+    b = spec(agent_args={"beta": [1, 2], "alpha": 1}, timing_options={"refill_steps": 2, "latency_s": 0.1})
+    assert a.digest() == b.digest()
+
+
+def test_digest_tells_apart_agent_args_of_different_types() -> None:
+    assert spec(agent_args={"chunk": 2}).digest() != spec(agent_args={"chunk": "2"}).digest()
+
+
+# -- default_run_id ---------------------------------------------------------------------------------------------------
+
+
+def test_default_run_id_names_benchmark_agent_and_digest() -> None:
+    s = spec()
+    assert s.default_run_id() == f"babyai-random-{s.digest()}"
+
+
+@pytest.mark.parametrize(
+    "benchmark, agent, prefix",
+    [
+        ("babyai", "my.pkg.mod:MyAgent", "babyai-myagent-"),
+        ("gym:CartPole-v1", "hold", "gym-CartPole-v1-hold-"),
+        ("gym:ALE/Pong-v5", "pkg.agents:Outer.Policy", "gym-ALE-Pong-v5-policy-"),
+        ("babyai", "my_pkg:Agent_V2", "babyai-agent-v2-"),
+    ],
+)
+def test_default_run_id_is_filesystem_safe(benchmark: str, agent: str, prefix: str) -> None:
+    s = spec(benchmark=benchmark, agent=agent)
+    run_id = s.default_run_id()
+    assert run_id == f"{prefix}{s.digest()}"
+    assert re.fullmatch(r"[A-Za-z0-9-]+", run_id)
+    assert not run_id.startswith((".", "-"))
+    assert spec(benchmark=benchmark, agent=agent, run_id=run_id).run_id == run_id  # a valid explicit run id too
+    assert spec(benchmark=benchmark, agent=agent).default_run_id() == run_id  # stable
+
+
+# -- validation -------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "field, value, named",
+    [
+        ("episodes", 0, "episodes must be >= 1, got 0"),
+        ("episodes", -3, "got -3"),
+        ("seed", -1, "seed must be >= 0, got -1"),
+        ("max_steps", 0, "step budget must be >= 1, got 0"),
+        ("max_steps", -5, "got -5"),
+        ("act_timeout", 0, "got 0"),
+        ("act_timeout", -1.5, "got -1.5"),
+        ("act_timeout", math.inf, "got inf"),
+        ("act_timeout", math.nan, "got nan"),
+        ("video", -1, "video must be >= 0, got -1"),
+        ("workers", 0, "workers must be >= 1, got 0"),
+        ("timing_options", {"refill_steps": 1, "warp": 9}, "unknown timing options ['warp']"),
+        ("run_id", "a/b", "'a/b'"),
+        ("run_id", ".hidden", "'.hidden'"),
+        ("run_id", "..", "'..'"),
+        ("run_id", "", "''"),
+        ("run_id", "has space", "'has space'"),
+        ("timing", "fast", "'fast'"),
+        ("benchmark", "", "benchmark"),
+        ("agent", "", "agent"),
+    ],
+)
+def test_invalid_values_are_refused_naming_the_value(field: str, value: Any, named: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        spec(**{field: value})
+    message = str(info.value)
+    assert named in message
+    assert field in message
+
+
+def test_timing_option_error_lists_the_valid_ones() -> None:
+    with pytest.raises(ValidationError) as info:
+        spec(timing_options={"warp": 9})
+    for option in TIMING_OPTIONS:
+        assert option in str(info.value)
+
+
+def test_unknown_field_is_refused() -> None:
+    with pytest.raises(ValidationError, match="episodez"):
+        spec(episodez=3)
+
+
+@pytest.mark.parametrize("missing", ["benchmark", "agent"])
+def test_benchmark_and_agent_are_required(missing: str) -> None:
+    data = dict(BASE)
+    del data[missing]
+    with pytest.raises(ValidationError, match=missing):
+        EvalSpec(**data)
+
+
+def test_valid_edge_values_are_accepted() -> None:
+    s = spec(
+        episodes=1,
+        seed=0,
+        max_steps=1,
+        act_timeout=1e-3,
+        video=0,
+        workers=1,
+        run_id="run_1.v-2",
+        timing="realtime",
+        timing_options={option: 1 for option in TIMING_OPTIONS},
+    )
+    assert (s.episodes, s.max_steps, s.run_id) == (1, 1, "run_1.v-2")
+
+
+def test_defaults() -> None:
+    s = spec()
+    assert (s.split, s.tasks, s.episodes, s.seed, s.max_steps, s.timing, s.shield) == (
+        None,
+        [],
+        10,
+        0,
+        None,
+        "sync",
+        True,
+    )
+    assert str(s.log_path) == "hylo-runs"
