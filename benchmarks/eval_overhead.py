@@ -63,7 +63,7 @@ def babyai_bare(task: str, episodes: int) -> Loop:
             action = None
             for _ in range(budget):
                 action = bot.replan(action)
-                obs, reward, terminated, truncated, _ = env.step(action)
+                obs, _reward, terminated, truncated, _ = env.step(action)
                 _ = (obs["image"], obs["direction"], obs["mission"])
                 steps += 1
                 if terminated or truncated:
@@ -98,7 +98,7 @@ def metaworld_bare(tasks: list[str], episodes: int) -> Loop:
             obs, _ = sim.reset()
             for _ in range(500):
                 action = np.clip(policy.get_action(obs), -1, 1).astype(np.float32)
-                obs, reward, _, truncated, info = sim.step(action)
+                obs, _reward, _, truncated, info = sim.step(action)
                 steps += 1
                 if info["success"] or truncated:
                     break

@@ -214,7 +214,9 @@ def test_non_finite_action_past_a_disabled_shield_is_the_agents_error(
     assert capfd.readouterr().out == ""
 
 
-@pytest.mark.parametrize("action", [np.zeros(3), np.zeros((2, 4)), np.array(["a", "b", "c", "d"]), [None] * 4])
+@pytest.mark.parametrize(
+    "action", [np.zeros(3), np.zeros((2, 4)), np.array(["a", "b", "c", "d"]), [None] * 4, [[0.0], [0.0, 0.0], 0.0, 0.0]]
+)
 def test_malformed_action_is_refused(env: MetaWorldEnvironment, action: Any) -> None:
     env.reset(task("reach-v3"))
     with pytest.raises(InvalidAction):

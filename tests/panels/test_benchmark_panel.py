@@ -153,7 +153,14 @@ def test_new_episode_index_signals_episode_reset_with_payload(babyai: BenchmarkP
     assert result["ok"] is True
     assert result["side_effect"] == "signal"
     assert result["signal_name"] == "episode_reset" == Signal.EPISODE_RESET.value
-    assert result["signal_payload"] == {"episode_index": 5, "episode_id": "babyai/default/GoToRedBallGrey/0005@s0"}
+    assert result["signal_payload"] == {
+        "split": "default",
+        "task": "GoToRedBallGrey",
+        "episode_index": 5,
+        "seed": 0,
+        "changed": "episode_index",
+        "episode_id": "babyai/default/GoToRedBallGrey/0005@s0",
+    }
     assert babyai.placement.episode_index == 5
 
 

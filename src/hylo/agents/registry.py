@@ -77,7 +77,7 @@ def _import(target: str) -> Callable[..., Any]:
 def _build(name: str, factory: Callable[..., Any], args: dict[str, Any]) -> Any:
     try:
         agent = factory(**args)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise AgentSpecError(f"cannot build agent {name!r} with arguments {args}: {exc}") from None
     if not callable(getattr(agent, "act", None)):
         raise AgentSpecError(f"agent {name!r} built {agent!r}, which has no act() method")

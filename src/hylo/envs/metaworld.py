@@ -105,7 +105,7 @@ _SIM_CLASSES: dict[str, Any] = {
 
 
 def _state_space() -> spaces.Box:
-    """Hand position (bounded), gripper opening in [0, 1], objects, the previous frame of the same, the goal."""
+    """Hand xyz (bounded) and gripper opening (in [-1, 1]) at this step and the last; objects and goal unbounded."""
     low = np.full(STATE_SIZE, -np.inf)
     high = np.full(STATE_SIZE, np.inf)
     for start in (0, 18):
@@ -275,7 +275,10 @@ def _gl_context_as_configured() -> Iterator[None]:
 
 def _checked_action(action: Any) -> np.ndarray[Any, Any]:
     """The action as 4 finite floats, or InvalidAction (a NaN would otherwise reach the mocap and blow up the sim)."""
-    raw = np.asarray(action)
+    try:
+        raw = np.asarray(action)
+    except (TypeError, ValueError) as exc:  # e.g. ragged nested lists
+        raise InvalidAction(f"action is not an array: {action!r}") from exc
     if raw.dtype.kind not in "biuf":
         raise InvalidAction(f"action is not numeric: {action!r}")
     if raw.shape != (4,):

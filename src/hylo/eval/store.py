@@ -214,7 +214,11 @@ class EvalLog:
         if not path.is_file():
             raise RunNotFound(f"no run at {run_dir} (no {FILENAME})")
         conn = _connect(path)
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.Error:
+            conn.close()
+            raise
         if row is None or int(row[0]) != SCHEMA_VERSION:
             conn.close()
             raise HyloError(f"{path} has EvalLog schema {row and row[0]}, this hylo reads {SCHEMA_VERSION}")

@@ -91,7 +91,8 @@ class BenchmarkPanel(BaseEnvPanel):
         return intent(
             "signal",
             signal_name=Signal.EPISODE_RESET.value,
-            signal_payload={name: value, "episode_id": placed.episode_id},
+            signal_payload={"split": p.split, "task": p.task, "episode_index": p.episode_index, "seed": p.seed}
+            | {"changed": name, "episode_id": placed.episode_id},
         )
 
     def task_instance(self) -> TaskInstance:
