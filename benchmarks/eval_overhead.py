@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats per loop (default 5, at least 5)")
-    parser.add_argument("--babyai-episodes", type=int, default=60)
-    parser.add_argument("--metaworld-episodes", type=int, default=4, help="per task")
+    parser.add_argument("--babyai-episodes", type=int, default=200)
+    parser.add_argument("--metaworld-episodes", type=int, default=10, help="per task")
     args = parser.parse_args(argv)
     if args.repeats < 5:
         parser.error(f"--repeats must be at least 5, got {args.repeats}")

@@ -15,12 +15,34 @@ from typing import IO, Any, Protocol, runtime_checkable
 
 from pydantic_core import to_json
 
-from hylo.core.events import BaseEvent, template
+from hylo.core.events import BaseEvent, defaults
 from hylo.core.jsonable import jsonable
 
 log = logging.getLogger(__name__)
 
 Subscriber = Callable[[BaseEvent], None]
+
+
+@runtime_checkable
+class FieldSubscriber(Protocol):
+    """A subscriber that takes each event as the plain dict of its JSON fields (`write_fields`) and serialises it
+    later, off the episode loop (the EvalLog's trace buffer). The dict is the subscriber's to keep: the bus never
+    touches it again, and its values are JSON-ready (jsonable) or immutable."""
+
+    def __call__(self, event: BaseEvent) -> None: ...
+
+    def write_fields(self, fields: dict[str, Any], kind: str) -> None: ...
+
+
+_EVENT, _JSON, _FIELDS = 0, 1, 2
+
+
+def _mode(subscriber: Subscriber) -> int:
+    if isinstance(subscriber, FieldSubscriber):
+        return _FIELDS
+    if isinstance(subscriber, JsonSubscriber):
+        return _JSON
+    return _EVENT
 
 
 @runtime_checkable
@@ -44,10 +66,11 @@ class EventBus:
 
     __slots__ = (
         "_critical",
-        "_json_only",
         "_lock",
         "_placed",
+        "_raw_only",
         "_routes",
+        "_wants_json",
         "active",
         "critical_failures",
         "detached",
@@ -59,14 +82,15 @@ class EventBus:
     )
 
     def __init__(self, run_id: str = "") -> None:
-        self._routes: list[tuple[Subscriber, bool]] = []  # (subscriber, takes JSON lines)
+        self._routes: list[tuple[Subscriber, int]] = []  # (subscriber, what it takes: event, JSON line or fields)
         self._critical: set[int] = set()
         self._lock = threading.RLock()
         self.detached: list[tuple[Subscriber, BaseException]] = []
         self.critical_failures: list[tuple[Subscriber, BaseException]] = []
         self.dropped = 0
         self.active = False
-        self._json_only = False
+        self._raw_only = False
+        self._wants_json = False
         self.run_id = run_id
         self.episode_id = ""
         self.seq = 0
@@ -76,7 +100,7 @@ class EventBus:
     def subscribe(self, subscriber: Subscriber, *, critical: bool = False) -> Subscriber:
         """Add a subscriber. `critical=True` for a recorder whose failure makes the episode's record invalid."""
         with self._lock:
-            self._routes.append((subscriber, isinstance(subscriber, JsonSubscriber)))
+            self._routes = [*self._routes, (subscriber, _mode(subscriber))]
             if critical:
                 self._critical.add(id(subscriber))
                 self.critical_failures.clear()  # a new record-keeper: episodes are recorded again
@@ -91,7 +115,8 @@ class EventBus:
 
     def _refresh(self) -> None:
         self.active = bool(self._routes)
-        self._json_only = self.active and all(takes_json for _, takes_json in self._routes)
+        self._raw_only = self.active and all(mode != _EVENT for _, mode in self._routes)
+        self._wants_json = any(mode == _JSON for _, mode in self._routes)
 
     @property
     def subscribers(self) -> tuple[Subscriber, ...]:
@@ -129,7 +154,7 @@ class EventBus:
                     wall_time=time.time(),
                     **payload,
                 )
-                line = event.__pydantic_serializer__.to_json(event) if any(j for _, j in self._routes) else None
+                line = event.__pydantic_serializer__.to_json(event) if self._wants_json else None
             except Exception as exc:
                 self._drop(cls, exc)
                 return None
@@ -140,31 +165,41 @@ class EventBus:
     def emit_trusted(self, cls: type[BaseEvent], /, **payload: Any) -> None:
         """The Kernel's own events, whose payloads it builds to the schema: when every subscriber takes JSON lines,
         they are serialised straight from the fields, without building the pydantic object (the trace's hot path)."""
-        if not self._json_only:
+        if not self._raw_only:
             self.emit(cls, **payload)
             return
         with self._lock:
-            fields = template(cls)
-            fields["run_id"] = self.run_id
-            fields["episode_id"] = self.episode_id
-            fields["seq"] = self.seq
-            fields["sim_time"] = self.sim_time
-            fields["wall_time"] = time.time()
-            fields.update(payload)
-            try:
-                line = to_json(fields, inf_nan_mode="null", fallback=jsonable)  # NaN as the models write it
-            except Exception as exc:
-                self._drop(cls, exc)
-                return
+            fields = {
+                **defaults(cls),
+                "run_id": self.run_id,
+                "episode_id": self.episode_id,
+                "seq": self.seq,
+                "sim_time": self.sim_time,
+                "wall_time": time.time(),
+                **payload,
+            }
+            line = None
+            if self._wants_json:
+                try:
+                    line = to_json(fields, inf_nan_mode="null", fallback=jsonable)  # NaN as the models write it
+                except Exception as exc:
+                    self._drop(cls, exc)
+                    return
             self.seq += 1
-            self._deliver(None, line, fields["event"])
+            self._deliver(None, line, fields["event"], fields)
 
-    def _deliver(self, event: BaseEvent | None, line: bytes | None, kind: str = "") -> None:
+    def _deliver(
+        self, event: BaseEvent | None, line: bytes | None, kind: str = "", fields: dict[str, Any] | None = None
+    ) -> None:
         kind = kind or (event.event if event is not None else "")
-        for subscriber, takes_json in tuple(self._routes):
+        for subscriber, mode in self._routes:  # (un)subscribe replaces the list, never mutates it
             try:
-                if takes_json and line is not None:
+                if mode == _JSON and line is not None:
                     subscriber.write_json(line, kind)  # type: ignore[attr-defined]
+                elif mode == _FIELDS:
+                    if fields is None and event is not None:
+                        fields = event.model_dump(mode="json")
+                    subscriber.write_fields(fields, kind)  # type: ignore[attr-defined]
                 elif event is not None:
                     subscriber(event)
             except Exception as exc:

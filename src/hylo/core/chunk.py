@@ -40,7 +40,10 @@ class ActionChunk:
     @classmethod
     def single(cls, action: Action) -> ActionChunk:
         """A chunk of one action."""
-        return cls((action,), 1)
+        chunk = cls.__new__(cls)  # nothing to validate: one action, executed once (the common case, every step)
+        chunk.actions = (action,)
+        chunk.execution_steps = 1
+        return chunk
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -57,7 +60,7 @@ def as_chunk(value: object) -> ActionChunk:
         raise TypeError("act returned None; return an ActionChunk or one action")
     if (isinstance(value, (list, tuple)) and not value) or (isinstance(value, np.ndarray) and value.size == 0):
         raise ValueError(f"act returned an empty {type(value).__name__}; return an ActionChunk or one action")
-    return ActionChunk((value,), 1)
+    return ActionChunk.single(value)
 
 
 class ChunkExecutor:

@@ -65,5 +65,5 @@ class EpisodeContext:
             raise KeyError(f"no privileged state {name!r}: the environment exposes none")
         value = self.read_privileged(name)
         if self.bus.active:
-            self.bus.emit(PrivilegedStateEvent, name=name, value=jsonable(value))
+            self.bus.emit_trusted(PrivilegedStateEvent, name=name, value=jsonable(value))
         return value

@@ -5,6 +5,7 @@ Every event carries the run id, the episode id, a per-episode sequence number, s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -145,12 +146,17 @@ def parse_event(line: str | bytes) -> BaseEvent:
 _TEMPLATES: dict[type[BaseEvent], dict[str, Any]] = {}
 
 
-def template(cls: type[BaseEvent]) -> dict[str, Any]:
-    """A fresh dict of `cls`'s fields in declaration order (the JSON's order), holding the defaults."""
+def defaults(cls: type[BaseEvent]) -> Mapping[str, Any]:
+    """`cls`'s fields in declaration order (the JSON's order), holding the defaults. Shared: do not mutate."""
     tpl = _TEMPLATES.get(cls)
     if tpl is None:
         tpl = _TEMPLATES[cls] = {
             name: (info.get_default(call_default_factory=True) if not info.is_required() else None)
             for name, info in cls.model_fields.items()
         }
-    return tpl.copy()
+    return tpl
+
+
+def template(cls: type[BaseEvent]) -> dict[str, Any]:
+    """A fresh dict of `cls`'s fields in declaration order (the JSON's order), holding the defaults."""
+    return dict(defaults(cls))

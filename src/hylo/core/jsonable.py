@@ -17,16 +17,36 @@ def array_digest(array: np.ndarray[Any, Any]) -> str:
     return hashlib.blake2b(data.data, digest_size=12).hexdigest()
 
 
+_PLAIN = frozenset({type(None), bool, int, float, str})
+_DTYPE_NAMES: dict[np.dtype[Any], str] = {}
+
+
+def _dtype_name(dtype: np.dtype[Any]) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name
+
+
 def jsonable(value: Any) -> Any:
-    """A JSON-friendly view of `value`: exact for scalars, strings and small arrays; a digest for the rest."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    """A JSON-friendly view of `value`: exact for scalars, strings and small arrays; a digest for the rest.
+
+    On the trace's hot path (every observation and action): the common types are tested first, by exact type."""
+    kind = type(value)
+    if kind in _PLAIN:
         return value
+    if kind is np.ndarray:
+        if value.size <= MAX_INLINE_ARRAY and value.dtype.kind in "biuf":
+            return value.tolist()
+        return {"digest": array_digest(value), "shape": list(value.shape), "dtype": _dtype_name(value.dtype)}
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (bool, int, float, str)):  # subclasses (IntEnum, numpy's float64, ...)
+        return value
     if isinstance(value, np.ndarray):
         if value.size <= MAX_INLINE_ARRAY and value.dtype.kind in "biuf":
             return value.tolist()
-        return {"digest": array_digest(value), "shape": list(value.shape), "dtype": str(value.dtype)}
+        return {"digest": array_digest(value), "shape": list(value.shape), "dtype": _dtype_name(value.dtype)}
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, Mapping):

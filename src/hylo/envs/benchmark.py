@@ -8,6 +8,7 @@ A benchmark is registered through the entry-point group `hylo.benchmarks` (a thi
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
@@ -114,6 +115,11 @@ def _load(target: str) -> BenchmarkFactory:
 
 def registered_benchmarks() -> dict[str, str]:
     """Benchmark name → `module:attr`, from the `hylo.benchmarks` entry points (built-ins included)."""
+    return dict(_registered())
+
+
+@functools.cache
+def _registered() -> dict[str, str]:  # installed entry points do not change while a process runs
     found = dict(_BUILTIN)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault(ep.name, ep.value)

@@ -191,7 +191,7 @@ class MetaWorldEnvironment(Environment):
         state, reward, _, _, info = self._sim.step(array)
         self._watch.check(before)
         self._steps += 1
-        self._gripper = float(np.clip(array[3], -1.0, 1.0))
+        self._gripper = min(1.0, max(-1.0, float(array[3])))
         self._obs = self._observation(state)
         small = {key: float(value) for key, value in info.items() if isinstance(value, (bool, int, float, np.number))}
         truncated = self._steps >= MAX_EPISODE_STEPS
@@ -283,7 +283,7 @@ def _checked_action(action: Any) -> np.ndarray[Any, Any]:
         raise InvalidAction(f"action is not numeric: {action!r}")
     if raw.shape != (4,):
         raise InvalidAction(f"action has shape {raw.shape}, Meta-World takes (4,): dx, dy, dz, gripper")
-    array = raw.astype(np.float64)
+    array = raw if raw.dtype.kind == "f" else raw.astype(np.float64)
     if not np.isfinite(array).all():
         raise InvalidAction(f"non-finite action {np.array2string(array, precision=3)}")
     return array
@@ -304,13 +304,13 @@ class MetaWorldExpert(AgentBase):
         if policy_class is None:
             raise UnknownChoice("task with a Meta-World scripted policy", ctx.task.task, sorted(ENV_POLICY_MAP))
         self._policy = policy_class()
+        # The policies warn whenever their gain saturates (nearly every step); the action is clipped anyway.
+        warnings.filterwarnings("ignore", r"Constant\(s\) may be too high", UserWarning, r"metaworld\.policies")
 
     def act(self, obs: Observation) -> ActionChunk:
         if self._policy is None:
             raise RuntimeError("MetaWorldExpert.act before reset")
-        with warnings.catch_warnings():  # the policies warn whenever their gain saturates; the action is clipped
-            warnings.filterwarnings("ignore", r"Constant\(s\) may be too high", UserWarning)
-            action = self._policy.get_action(obs["state"])
+        action = self._policy.get_action(obs["state"])
         return ActionChunk.single(np.clip(action, -1.0, 1.0).astype(np.float32))
 
 

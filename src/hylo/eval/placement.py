@@ -60,8 +60,11 @@ class PanelDriver:
         return self._loop.run_until_complete(self._place(split, task, index, seed))
 
     async def _place(self, split: str, task: str, index: int, seed: int) -> TaskInstance:
-        for name, value in (("split", split), ("task", task), ("seed", seed), ("episode_index", index)):
-            await self._set_field(name, value)
+        current = self.panel.placement
+        for name, value in (("split", split), ("task", task), ("seed", seed)):
+            if getattr(current, name) != value:  # the cascade fields a user would touch
+                await self._set_field(name, value)
+        await self._set_field("episode_index", index)  # every episode is picked on the panel
         play = await self._checked(self.panel.on_action("play"))
         if play.get("side_effect") != "run_start":
             raise PlacementError(f"panel {self.panel.name!r} answered play with {play.get('side_effect')!r}")

@@ -5,28 +5,39 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import to_json
+
 from hylo.core.environment import Environment
 from hylo.core.events import BaseEvent
+from hylo.core.jsonable import jsonable
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.eval.video import VideoWriter
 
 
 class TraceBuffer:
-    """A JSON-line trace subscriber that keeps the current episode's events in memory; the runner commits them
-    with the episode's row in one transaction (a crash loses only unfinished episodes, which are re-run)."""
+    """Keeps the current episode's trace events, as the bus's field dicts, until the runner commits them with the
+    episode's row in one transaction (a crash loses only unfinished episodes, which are re-run).
+
+    Events are serialised when committed, on the EvalLog's writer thread (`serialize`), not in the episode loop:
+    a simulator that releases the GIL while it steps (MuJoCo) then overlaps with the serialisation."""
 
     def __init__(self) -> None:
-        self.lines: list[bytes] = []
+        self.events: list[dict[str, Any]] = []
 
     def __call__(self, event: BaseEvent) -> None:
-        self.lines.append(event.__pydantic_serializer__.to_json(event))
+        self.events.append(event.model_dump(mode="json"))
 
-    def write_json(self, line: bytes, kind: str) -> None:
-        self.lines.append(line)
+    def write_fields(self, fields: dict[str, Any], kind: str) -> None:
+        self.events.append(fields)
 
-    def take(self) -> list[bytes]:
-        lines, self.lines = self.lines, []
-        return lines
+    def take(self) -> list[dict[str, Any]]:
+        events, self.events = self.events, []
+        return events
+
+
+def serialize(events: list[dict[str, Any]]) -> list[bytes]:
+    """JSON lines of trace events, written as the event models write them (NaN and infinities as null)."""
+    return [to_json(fields, inf_nan_mode="null", fallback=jsonable) for fields in events]
 
 
 class FrameTap(Environment):

@@ -8,6 +8,7 @@ transaction. Episodes already in the log are not run again; the result lists eve
 
 from __future__ import annotations
 
+import functools
 import platform
 import queue
 import subprocess
@@ -29,7 +30,7 @@ from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
 from hylo.core.types import TaskInstance
 from hylo.envs.benchmark import Benchmark, get_benchmark
 from hylo.eval.placement import PanelDriver
-from hylo.eval.recording import FrameTap, TraceBuffer
+from hylo.eval.recording import FrameTap, TraceBuffer, serialize
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import Summary, summarize, summarize_by_task
 from hylo.eval.store import EpisodeRow, EvalLog, records
@@ -151,6 +152,7 @@ def resolve(spec: EvalSpec) -> _Resolved:
     return _Resolved(benchmark, split, tasks, budgets, spec.model_copy(update={"split": split, "tasks": tasks}))
 
 
+@functools.cache  # the versions of the modules this process has loaded: they do not change under it
 def package_versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {"python": platform.python_version()}
     for name in VERSIONED_PACKAGES:
@@ -162,7 +164,7 @@ def package_versions() -> dict[str, str | None]:
 
 
 def git_commit(cwd: Path | None = None) -> str | None:
-    """The commit of the working directory's git repository, when there is one."""
+    """The commit of the working directory's git repository, when there is one (asked every time: it changes)."""
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=False
@@ -192,19 +194,25 @@ class _Committer:
     def __init__(self, log: EvalLog) -> None:
         self.log = log
         self.error: BaseException | None = None
-        self._queue: queue.SimpleQueue[tuple[EpisodeRow, list[bytes]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[EpisodeRow, list[dict[str, Any]]] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._work, name="hylo-evallog", daemon=True)
         self._thread.start()
 
     def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
-            if self.error is None:
+        stop = False
+        while not stop:
+            batch = [self._queue.get()]  # wait for one, then take whatever else is queued: one transaction for all
+            while not self._queue.empty():
+                batch.append(self._queue.get())
+            stop = batch[-1] is None
+            items = [item for item in batch if item is not None]
+            if items and self.error is None:
                 try:
-                    self.log.record(*item)
+                    self.log.record_many([(row, serialize(events)) for row, events in items])
                 except BaseException as exc:
                     self.error = exc
 
-    def put(self, row: EpisodeRow, trace: list[bytes]) -> None:
+    def put(self, row: EpisodeRow, trace: list[dict[str, Any]]) -> None:
         self.check()
         self._queue.put((row, trace))
 

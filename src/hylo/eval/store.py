@@ -295,36 +295,22 @@ class EvalLog:
 
     def record(self, row: EpisodeRow, trace: Sequence[bytes] = ()) -> None:
         """Commit one finished episode attempt with its trace lines, atomically."""
-        blob = zlib.compress(b"\n".join(trace), 1) if trace else b""
+        self.record_many([(row, trace)])
+
+    def record_many(self, items: Sequence[tuple[EpisodeRow, Sequence[bytes]]]) -> None:
+        """Commit finished episode attempts with their trace lines in one transaction: all or none."""
+        episodes = [_episode_values(row) for row, _ in items]
+        traces = [
+            (row.episode_id, row.attempt, len(trace), TRACE_ENCODING, zlib.compress(b"\n".join(trace), 1))
+            for row, trace in items
+            if trace
+        ]
         with _transaction(self._conn):
-            self._conn.execute(
-                "INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    row.episode_id,
-                    row.attempt,
-                    row.task,
-                    row.split,
-                    row.index,
-                    row.base_seed,
-                    row.seed,
-                    row.status.value,
-                    row.reason,
-                    row.detail,
-                    int(row.success),
-                    row.steps,
-                    row.safety_interventions,
-                    json.dumps(row.metrics, sort_keys=True, default=str),
-                    row.started_at,
-                    row.ended_at,
-                    row.worker,
-                    row.video,
-                ),
+            self._conn.executemany(
+                "INSERT INTO episodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", episodes
             )
-            if trace:
-                self._conn.execute(
-                    "INSERT INTO traces VALUES (?, ?, ?, ?, ?)",
-                    (row.episode_id, row.attempt, len(trace), TRACE_ENCODING, blob),
-                )
+            if traces:
+                self._conn.executemany("INSERT INTO traces VALUES (?, ?, ?, ?, ?)", traces)
             self._conn.execute("UPDATE run SET updated_at = ?", (time.time(),))
 
     def attempts(self, episode_id: str | None = None) -> list[EpisodeRow]:
@@ -370,6 +356,29 @@ _SELECT = (
     "SELECT episode_id, task, split, idx, base_seed, seed, status, reason, success, steps, safety_interventions, "
     "metrics, started_at, ended_at, attempt, detail, worker, video FROM episodes"
 )
+
+
+def _episode_values(row: EpisodeRow) -> tuple[Any, ...]:
+    return (
+        row.episode_id,
+        row.attempt,
+        row.task,
+        row.split,
+        row.index,
+        row.base_seed,
+        row.seed,
+        row.status.value,
+        row.reason,
+        row.detail,
+        int(row.success),
+        row.steps,
+        row.safety_interventions,
+        json.dumps(row.metrics, sort_keys=True, default=str),
+        row.started_at,
+        row.ended_at,
+        row.worker,
+        row.video,
+    )
 
 
 def _row(r: Sequence[Any]) -> EpisodeRow:
