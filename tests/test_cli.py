@@ -38,3 +38,31 @@ def test_demo_rejects_a_bad_episode_count():
     result = _hylo("demo", "--builtin", "--episodes", "0")
     assert result.returncode != 0
     assert "'0'" in result.stderr
+
+
+def test_demo_evaluates_experts_and_random_agents_on_real_benchmarks(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "hylo", "demo", "--episodes", "2", "--log-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    for words in ("expert on BabyAI", "random on BabyAI", "expert on Meta-World", "random on Meta-World", "McNemar"):
+        assert words in result.stdout
+    listed = subprocess.run(
+        [sys.executable, "-m", "hylo", "runs", "list", "--json", "--log-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    runs = json.loads(listed.stdout)
+    assert sorted((r["benchmark"], r["agent"]) for r in runs) == [
+        ("babyai", "expert"),
+        ("babyai", "random"),
+        ("metaworld", "expert"),
+        ("metaworld", "random"),
+    ]
+    assert all(r["status"] == "complete" and r["n_done"] == r["n_planned"] for r in runs)
+    assert not list(tmp_path.glob("MUJOCO_LOG.TXT"))

@@ -125,12 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_b")
     _add_log_dir(compare)
     compare.add_argument("--json", action="store_true")
+    compare.add_argument("--all-flips", action="store_true", help="list every flipped episode (default: 50)")
 
     listing = commands.add_parser("list", help="what is registered")
     listing.add_argument("what", choices=("benchmarks", "agents"))
     listing.add_argument("--json", action="store_true")
 
-    demo = commands.add_parser("demo", help="evaluate BabyAI's expert and a random agent, and show both tables")
+    demo = commands.add_parser("demo", help="evaluate experts and random agents on BabyAI and Meta-World")
     demo.add_argument("--episodes", type=_positive_int, default=20, help="episodes per task (default 20)")
     demo.add_argument("--seed", type=_non_negative_int, default=0, help="base seed (default 0)")
     demo.add_argument("--log-dir", type=Path, default=None, help="where the demo's runs go (default: a temp dir)")
@@ -328,7 +329,7 @@ def _compare(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps({"run_a": name_a, "run_b": name_b, **comparison.to_json()}) + "\n")
     else:
-        print_comparison(_console(), name_a, name_b, comparison)
+        print_comparison(_console(), name_a, name_b, comparison, max_flips=None if args.all_flips else 50)
     return 0
 
 

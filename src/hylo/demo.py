@@ -91,11 +91,15 @@ def render(rows: list[DemoRow], console: Console) -> None:
     )
 
 
-DEMO_TASKS = ("GoToLocal", "PickupLoc", "OpenDoor")
+DEMO_SUITES: tuple[tuple[str, str, tuple[str, ...], int], ...] = (
+    ("babyai", "BabyAI", ("GoToLocal", "PickupLoc", "OpenDoor"), 1),
+    ("metaworld", "Meta-World", ("reach-v3", "pick-place-v3"), 2),
+)
+"""(benchmark, display name, tasks, divisor of the episode count): Meta-World's random episodes run 500 steps."""
 
 
 def run_real_demo(console: Console, episodes: int = 20, seed: int = 0, log_dir: Path | None = None) -> int:
-    """Evaluate the expert and the random agent on three BabyAI levels, show both tables and their comparison."""
+    """Evaluate each benchmark's expert and a random agent, show both tables and their paired comparison."""
     import tempfile
 
     from hylo.envs.quiet import stdout_to_stderr
@@ -108,22 +112,24 @@ def run_real_demo(console: Console, episodes: int = 20, seed: int = 0, log_dir: 
 
     with tempfile.TemporaryDirectory(prefix="hylo-demo-") as tmp:
         root = log_dir if log_dir is not None else Path(tmp)
-        results = []
-        for agent in ("expert", "random"):
-            spec = EvalSpec(
-                benchmark="babyai", tasks=list(DEMO_TASKS), agent=agent, episodes=episodes, seed=seed, log_dir=str(root)
-            )
-            with stdout_to_stderr():
-                evaluation = Evaluation(spec)
-                with ProgressBar(Console(stderr=True), f"babyai · {agent}") as bar:
-                    evaluation.progress = bar.update
-                    result = evaluation.run()
-            results.append(result)
-            title = f"{agent} on BabyAI ({episodes} episodes per level, seed {seed})"
-            print_summary(console, title, result.per_task, result.summary)
-        expert, random_ = results
-        comparison = compare_runs(records(expert.episodes), records(random_.episodes))
-        print_comparison(console, "expert", "random", comparison)
+        for benchmark, display, tasks, divisor in DEMO_SUITES:
+            n = max(1, episodes // divisor)
+            results = []
+            for agent in ("expert", "random"):
+                spec = EvalSpec(
+                    benchmark=benchmark, tasks=list(tasks), agent=agent, episodes=n, seed=seed, log_dir=str(root)
+                )
+                with stdout_to_stderr():
+                    evaluation = Evaluation(spec)
+                    with ProgressBar(Console(stderr=True), f"{benchmark} · {agent}") as bar:
+                        evaluation.progress = bar.update
+                        result = evaluation.run()
+                results.append(result)
+                title = f"{agent} on {display} ({n} episodes per task, seed {seed})"
+                print_summary(console, title, result.per_task, result.summary)
+            expert, random_ = results
+            comparison = compare_runs(records(expert.episodes), records(random_.episodes))
+            print_comparison(console, f"expert on {display}", "random", comparison, max_flips=5)
         if log_dir is not None:
             console.print(f"runs kept in {log_dir}: hylo runs list --log-dir {log_dir}")
     return 0

@@ -59,3 +59,14 @@ class SleepyKillable:
     def act(self, obs):
         time.sleep(self.seconds)
         return ActionChunk.single(int(self.rng.integers(0, 3)))
+
+
+class NoisyAgent:
+    """Prints from Python and writes to file descriptor 1 directly (as C libraries do) on every act."""
+
+    def act(self, obs):
+        import os
+
+        print("noisy agent says hello")
+        os.write(1, b"C-level noise on fd 1\n")
+        return ActionChunk.single(2)

@@ -25,8 +25,12 @@ class ProgressBar:
         )
         self._task = self._progress.add_task(title, total=None, success="—", rate="—")
         self._start = time.perf_counter()
+        self._started = False
 
     def update(self, progress: Progress) -> None:
+        if not self._started:  # shown from the first finished episode: a run refused at bind time prints no bar
+            self._progress.start()
+            self._started = True
         elapsed = time.perf_counter() - self._start
         rate = progress.executed / elapsed if elapsed > 0 else 0.0
         self._progress.update(
@@ -38,8 +42,9 @@ class ProgressBar:
         )
 
     def __enter__(self) -> ProgressBar:
-        self._progress.start()
+        self._start = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
+        if self._started:
+            self._progress.stop()

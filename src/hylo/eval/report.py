@@ -52,7 +52,10 @@ def print_summary(console: Console, title: str, per_task: Mapping[str, Summary],
     )
 
 
-def print_comparison(console: Console, name_a: str, name_b: str, comparison: Comparison) -> None:
+def print_comparison(
+    console: Console, name_a: str, name_b: str, comparison: Comparison, *, max_flips: int | None = 50
+) -> None:
+    """The paired table, and the episodes that flipped (the first `max_flips` of them; None for all)."""
     c = comparison
     table = Table(title=f"{name_a} (A) vs {name_b} (B): paired by episode")
     for column in ("pairs", "A rate", "B rate", "B − A", "both succeed", "only A", "only B", "neither", "p (McNemar)"):
@@ -80,8 +83,11 @@ def print_comparison(console: Console, name_a: str, name_b: str, comparison: Com
         flips = Table(title="episodes that flipped")
         for column in ("episode", "task", "A", "B"):
             flips.add_column(column)
-        for flip in c.flips:
+        shown = c.flips if max_flips is None else c.flips[:max_flips]
+        for flip in shown:
             flips.add_row(flip.episode_id, flip.task, flip.status_a, flip.status_b)
         console.print(flips)
+        if len(shown) < len(c.flips):
+            console.print(f"… and {len(c.flips) - len(shown)} more (hylo compare --all-flips lists every one)")
     else:
         console.print("no episode flipped.")

@@ -33,7 +33,7 @@ from hylo.eval.placement import PanelDriver
 from hylo.eval.recording import FrameTap, TraceBuffer, serialize
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import Summary, summarize, summarize_by_task
-from hylo.eval.store import EpisodeRow, EvalLog, records
+from hylo.eval.store import FILENAME, EpisodeRow, EvalLog, records
 from hylo.eval.video import video_name
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.budget import resolve_step_budget
@@ -227,6 +227,22 @@ class _Committer:
         self.check()
 
 
+@dataclass
+class _Bound:
+    env: Environment
+    tap: FrameTap | None
+    kernel: Kernel
+    trace: TraceBuffer
+    driver: PanelDriver
+
+    def close(self) -> None:
+        try:
+            self.driver.close()
+            self.kernel.close()
+        finally:
+            (self.tap or self.env).close()
+
+
 class Evaluation:
     """One invocation of a run: resolve, open or resume the EvalLog, run the missing episodes, summarise."""
 
@@ -300,14 +316,23 @@ class Evaluation:
 
     def run(self) -> EvalResult:
         plan = self._plan()
-        log = self._open_log(len(plan))
+        finished = self._finished()
+        todo = [task for task in plan if task.episode_id not in finished]
+        # Bind before the log exists: an agent the env cannot serve, or a timing it cannot honour, starts nothing.
+        bound = self._bind(todo[0].task) if todo else None
+        try:
+            log = self._open_log(len(plan))
+        except BaseException:
+            if bound is not None:
+                bound.close()
+            raise
         try:
             done = log.done()
             todo = [task for task in plan if task.episode_id not in done]
             executed = 0
-            if todo:
+            if todo and bound is not None:
                 try:
-                    executed = self._run_episodes(log, todo, done, len(plan))
+                    executed = self._run_episodes(log, todo, done, len(plan), bound)
                 except KeyboardInterrupt:
                     log.update_run(status="interrupted", message="interrupted; re-run the command to resume")
                     raise
@@ -319,7 +344,15 @@ class Evaluation:
             log.update_run(status="complete" if len(done) >= total else "partial", message="")
             return self._result(log, executed)
         finally:
+            if bound is not None:
+                bound.close()
             log.close()
+
+    def _finished(self) -> set[str]:
+        if not (self.run_dir / FILENAME).exists():
+            return set()
+        with EvalLog.open(self.run_dir) as log:
+            return set(log.done())
 
     def _result(self, log: EvalLog, executed: int) -> EvalResult:
         order = {task: i for i, task in enumerate(self.resolved.tasks)}
@@ -341,28 +374,37 @@ class Evaluation:
         requirements = getattr(self.agent, "requirements", None)
         return isinstance(requirements, AgentRequirements) and requirements.needs_images
 
-    def _run_episodes(self, log: EvalLog, todo: list[TaskInstance], done: dict[str, EpisodeRow], total: int) -> int:
+    def _bind(self, first_task: str) -> _Bound:
+        """The env, the Kernel and the panel that place and run this invocation's episodes."""
         spec, resolved = self.spec, self.resolved
         needs_images = self._needs_images()
         env: Environment = resolved.benchmark.make_env(render_images=needs_images)
-        tap = FrameTap(env, agent_needs_images=needs_images) if spec.video else None
-        bus = EventBus(run_id=self.run_id)
-        trace = TraceBuffer()
-        bus.subscribe(trace, critical=True)
-        shield = SafetyShield() if spec.shield else SafetyShield.permissive()
-        first = todo[0]
-        kernel = Kernel(
-            tap or env,
-            self.agent,
-            shield=shield,
-            timing=self.timing,
-            act_timeout_s=spec.act_timeout,
-            max_steps=resolved.budgets[first.task],
-            bus=bus,
-            auto_episode_reset=False,
-        )
-        panel = BenchmarkPanel(resolved.benchmark, split=resolved.split, task=first.task)
-        driver = PanelDriver(panel, kernel)
+        try:
+            tap = FrameTap(env, agent_needs_images=needs_images) if spec.video else None
+            bus = EventBus(run_id=self.run_id)
+            trace = TraceBuffer()
+            bus.subscribe(trace, critical=True)
+            kernel = Kernel(
+                tap or env,
+                self.agent,
+                shield=SafetyShield() if spec.shield else SafetyShield.permissive(),
+                timing=self.timing,
+                act_timeout_s=spec.act_timeout,
+                max_steps=resolved.budgets[first_task],
+                bus=bus,
+                auto_episode_reset=False,
+            )
+        except BaseException:
+            env.close()
+            raise
+        panel = BenchmarkPanel(resolved.benchmark, split=resolved.split, task=first_task)
+        return _Bound(env, tap, kernel, trace, PanelDriver(panel, kernel))
+
+    def _run_episodes(
+        self, log: EvalLog, todo: list[TaskInstance], done: dict[str, EpisodeRow], total: int, bound: _Bound
+    ) -> int:
+        spec, resolved = self.spec, self.resolved
+        env, tap, kernel, trace, driver = bound.env, bound.tap, bound.kernel, bound.trace, bound.driver
         successes = sum(row.success for row in done.values())
         n_done, executed = len(done), 0
         video_dir = self.run_dir / "videos"
@@ -414,10 +456,5 @@ class Evaluation:
                 if self.progress is not None:
                     self.progress(Progress(n_done, total, successes, executed, row))
         finally:
-            try:
-                committer.close()
-            finally:
-                driver.close()
-                kernel.close()
-                (tap or env).close()
+            committer.close()
         return executed
