@@ -28,3 +28,29 @@ def test_kernel_overhead_prints_one_json_object_with_every_figure():
     assert figures["kernel_steps_per_s"] > 0 and figures["bare_steps_per_s"] > 0
     expected_overhead = 1e6 / figures["kernel_steps_per_s"] - 1e6 / figures["bare_steps_per_s"]
     assert abs(figures["overhead_us_per_step"] - expected_overhead) < 1e-6 * max(1.0, abs(expected_overhead))
+
+
+def test_eval_overhead_prints_one_json_object_with_both_benchmarks():
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "eval_overhead.py"),
+            "--json",
+            "--repeats",
+            "5",
+            "--babyai-episodes",
+            "10",
+            "--metaworld-episodes",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert set(figures) == {"babyai", "metaworld"}
+    for name, row in figures.items():
+        assert set(row) == {"bare_steps_per_s", "hylo_steps_per_s", "ratio"}, name
+        assert row["bare_steps_per_s"] > 0 and row["hylo_steps_per_s"] > 0
+        assert abs(row["ratio"] - row["hylo_steps_per_s"] / row["bare_steps_per_s"]) < 1e-9

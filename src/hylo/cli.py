@@ -192,7 +192,7 @@ def _eval(args: argparse.Namespace) -> int:
     from hylo.envs.quiet import stdout_to_stderr
     from hylo.eval.progress import ProgressBar
     from hylo.eval.report import print_summary
-    from hylo.eval.runner import Evaluation
+    from hylo.eval.runner import Evaluation, RunAborted
     from hylo.eval.spec import EvalSpec
 
     timing_options = {
@@ -230,6 +230,8 @@ def _eval(args: argparse.Namespace) -> int:
             with ProgressBar(_console(stderr=True), f"{spec.benchmark} · {spec.agent}") as bar:
                 evaluation.progress = bar.update
                 result = evaluation.run()
+        except RunAborted as exc:
+            return _fail(EXIT_ABORTED, f"run {evaluation.run_id} aborted: {exc}; fix the cause and re-run to resume")
         except (HyloError, ValueError, LookupError, ValidationError, KeyboardInterrupt):
             raise
         except Exception as exc:

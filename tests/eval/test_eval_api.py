@@ -49,7 +49,7 @@ def test_a_benchmark_registered_by_another_package_is_found_through_its_entry_po
     (site / "toybench-0.1.dist-info").mkdir(parents=True)
     (site / "toybench-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: toybench\nVersion: 0.1\n")
     (site / "toybench-0.1.dist-info" / "entry_points.txt").write_text(
-        "[hylo.benchmarks]\ntoy = toybench:ToyBenchmark\n"
+        "[hylo.benchmarks]\ntoy = toybench:ToyBenchmark\nbroken = toybench:BrokenBenchmark\n"
     )
     (site / "toybench.py").write_text(
         textwrap.dedent(
@@ -72,6 +72,12 @@ def test_a_benchmark_registered_by_another_package_is_found_through_its_entry_po
 
                 def default_step_budget(self, task):
                     return 30
+
+            class BrokenBenchmark(ToyBenchmark):
+                name = "broken"
+
+                def make_env(self, *, render_images=False):
+                    raise RuntimeError("simulator license expired")
             """
         )
     )
@@ -86,6 +92,13 @@ def test_a_benchmark_registered_by_another_package_is_found_through_its_entry_po
     data = json.loads(out.stdout)
     assert [e["episode_id"] for e in data["episodes"]] == ["toy/test/grid/0000@s0", "toy/test/grid/0001@s0"]
     assert data["spec"]["step_budget"] == {"grid": 30}
+
+    broken = _run("eval", "broken", "--agent", "random", "--episodes", "1", cwd=tmp_path,
+                  extra_path=site)  # fmt: skip
+    assert broken.returncode == 1  # an aborted run, not bad input
+    assert broken.stderr.strip().splitlines() == [
+        next(line for line in broken.stderr.splitlines() if "simulator license expired" in line)
+    ]
 
 
 def test_whatever_an_agent_or_library_prints_never_reaches_stdout_with_json(tmp_path):

@@ -179,6 +179,8 @@ def test_sigkill_midway_then_rerun_finishes_every_episode_once(tmp_path):
             except sqlite3.Error:
                 pass
     assert proc.poll() is None, "the run finished before it could be killed; make episodes slower"
+    live = json.loads(hylo("runs", "list", "--json", cwd=tmp_path).stdout)  # readable while the run writes
+    assert live[0]["run_id"] == "killed" and live[0]["status"] == "running" and live[0]["n_planned"] == 12
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     with sqlite3.connect(db) as conn:

@@ -8,6 +8,7 @@ else kept as strings.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
@@ -78,10 +79,19 @@ def _build(name: str, factory: Callable[..., Any], args: dict[str, Any]) -> Any:
     try:
         agent = factory(**args)
     except (TypeError, ValueError) as exc:
-        raise AgentSpecError(f"cannot build agent {name!r} with arguments {args}: {exc}") from None
+        raise AgentSpecError(f"cannot build agent {name!r} with arguments {args}: {exc}{_accepted(factory)}") from None
     if not callable(getattr(agent, "act", None)):
         raise AgentSpecError(f"agent {name!r} built {agent!r}, which has no act() method")
     return agent
+
+
+def _accepted(factory: Callable[..., Any]) -> str:
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return ""
+    names = [p.name for p in parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return f" (it accepts: {', '.join(names)})" if names else ""
 
 
 def make_agent(

@@ -34,7 +34,8 @@ class UnknownChoice(HyloError, ValueError):
 class Benchmark(abc.ABC):
     """A suite of tasks in splits.
 
-    - `splits()` / `tasks(split)` list what can be placed; `default_split` is used when none is given
+    - `splits()` / `tasks(split)` list what can be placed; `default_split` (else the first split) is used when none
+      is given
     - `make_env(render_images=...)` builds the benchmark's environment (once per worker process); its `reset(task)`
       places any task of any split. Frames are rendered only when `render_images` is true.
     - `task_instance(split, task, index, base_seed)` is a pure function: the episode's identity and seed depend on
@@ -47,7 +48,7 @@ class Benchmark(abc.ABC):
 
     name: ClassVar[str] = ""
     display_name: ClassVar[str] = ""
-    default_split: ClassVar[str] = "default"
+    default_split: ClassVar[str] = ""  # empty: the first of `splits()`
     default_per_step_budget_sec: ClassVar[float] = 0.5
     observation_keys: ClassVar[dict[str, str]] = {}
 
@@ -75,8 +76,9 @@ class Benchmark(abc.ABC):
         return True, ""
 
     def check_split(self, split: str | None) -> str:
-        split = self.default_split if split is None else split
         choices = self.splits()
+        if split is None:
+            split = self.default_split or choices[0]
         if split not in choices:
             raise UnknownChoice(f"split of benchmark {self.name!r}:", split, choices)
         return split

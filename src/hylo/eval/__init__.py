@@ -1,6 +1,6 @@
 """Evaluation: the runner, the EvalLog, honest statistics, reports and comparisons."""
 
-from hylo.eval.runner import EvalError, EvalResult, Evaluation, Progress, evaluate
+from hylo.eval.runner import EvalError, EvalResult, Evaluation, Progress, RunAborted, evaluate
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import (
     Comparison,
@@ -26,6 +26,7 @@ __all__ = [
     "Evaluation",
     "Flip",
     "Progress",
+    "RunAborted",
     "RunInfo",
     "Summary",
     "compare_runs",

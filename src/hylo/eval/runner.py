@@ -42,7 +42,11 @@ VERSIONED_PACKAGES = ("hylo", "numpy", "gymnasium", "mujoco", "minigrid", "metaw
 
 
 class EvalError(HyloError):
-    """A run that cannot start or go on (bad input, a changed configuration); the message says what to do."""
+    """A run that cannot start (bad input, a changed configuration); the message says what to do."""
+
+
+class RunAborted(HyloError):
+    """A run that started and could not go on (its EvalLog cannot be written, ...); re-running resumes it."""
 
 
 @dataclass(frozen=True)
@@ -218,7 +222,7 @@ class _Committer:
 
     def check(self) -> None:
         if self.error is not None:
-            raise EvalError(f"could not write the EvalLog at {self.log.run_dir}: {self.error!r}") from self.error
+            raise RunAborted(f"could not write the EvalLog at {self.log.run_dir}: {self.error!r}") from self.error
 
     def close(self) -> None:
         """Wait until every queued episode is committed."""
