@@ -230,15 +230,12 @@ def _eval(args: argparse.Namespace) -> int:
             with ProgressBar(_console(stderr=True), f"{spec.benchmark} · {spec.agent}") as bar:
                 evaluation.progress = bar.update
                 result = evaluation.run()
-        except RunAborted as exc:
-            return _fail(EXIT_ABORTED, f"run {evaluation.run_id} aborted: {exc}; fix the cause and re-run to resume")
-        except (HyloError, ValueError, LookupError, ValidationError, KeyboardInterrupt):
-            raise
         except Exception as exc:
-            return _fail(
-                EXIT_ABORTED,
-                f"run {evaluation.run_id} aborted: {type(exc).__name__}: {exc}; fix the cause and re-run to resume",
-            )
+            bad_input = isinstance(exc, (HyloError, ValueError, LookupError, ValidationError))
+            if bad_input and not evaluation.started and not isinstance(exc, RunAborted):
+                raise  # refused before anything ran: bad input, one line, exit 2
+            what = str(exc) if isinstance(exc, RunAborted) else f"{type(exc).__name__}: {exc}"
+            return _fail(EXIT_ABORTED, f"run {evaluation.run_id} aborted: {what}; fix the cause and re-run to resume")
     if args.json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
     else:

@@ -70,3 +70,45 @@ class NoisyAgent:
         print("noisy agent says hello")
         os.write(1, b"C-level noise on fd 1\n")
         return ActionChunk.single(2)
+
+
+class SurrogateAgent:
+    """Traces a decision whose text no UTF-8 encoder accepts (a lone surrogate), then acts."""
+
+    def reset(self, ctx):
+        self.ctx = ctx
+
+    def act(self, obs):
+        self.ctx.emit("agent.decision", {"text": "bad \udc80 text", "index": self.ctx.task.index})
+        return ActionChunk.single(2)
+
+
+class ResetHater:
+    """Fails when told that the placed episode changed, on the `fail_on`-th such signal."""
+
+    def __init__(self, fail_on: int = 2) -> None:
+        self.fail_on = fail_on
+        self.resets = 0
+
+    def on_signal(self, signal):
+        if signal == "episode_reset":
+            self.resets += 1
+            if self.resets == self.fail_on:
+                raise RuntimeError("cannot forget")
+
+    def act(self, obs):
+        return ActionChunk.single(2)
+
+
+class HangOnce:
+    """Hangs for `seconds` in its first act of the run, then acts at once (zeros: the arm stays put)."""
+
+    def __init__(self, seconds: float = 5.0) -> None:
+        self.seconds = seconds
+        self.calls = 0
+
+    def act(self, obs):
+        self.calls += 1
+        if self.calls == 1:
+            time.sleep(self.seconds)
+        return ActionChunk.single(np.zeros(4, dtype=np.float32))

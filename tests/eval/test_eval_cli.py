@@ -93,7 +93,6 @@ def test_random_on_babyai_stays_low_and_runs_show_and_compare(tmp_path):
     assert comparison["n_pairs"] == 8
     assert comparison["a_only"] == 8 - n_rand_success and comparison["b_only"] == 0
     assert len(comparison["flips"]) == 8 - n_rand_success
-    assert comparison["p_value"] < 0.05 or n_rand_success > 2
 
     exported = hylo("runs", "export", "exp", "--format", "json", "--traces", cwd=tmp_path)
     data = json.loads(exported.stdout)
@@ -219,3 +218,22 @@ def test_video_is_written_for_the_first_episodes_named_by_id_and_status(tmp_path
     with av.open(str(videos[0])) as container:
         frames = sum(1 for _ in container.decode(video=0))
     assert frames == out["episodes"][0]["steps"] + 1  # the reset frame and one per step
+
+
+@pytest.mark.parametrize(
+    ("benchmark", "task", "agent"),
+    [("metaworld", "reach-v3", "expert"), ("gym:CartPole-v1", "CartPole-v1", "random")],
+)
+def test_video_on_mujoco_and_gym_benchmarks(tmp_path, benchmark, task, agent):
+    out = eval_json(benchmark, "--task", task, "--agent", agent, "--episodes", "2", "--video", "1", "--max-steps",
+                    "30", cwd=tmp_path)  # fmt: skip
+    first = out["episodes"][0]
+    videos = list((Path(out["log_dir"]) / "videos").glob("*.mp4"))
+    assert len(videos) == 1 and videos[0].name.endswith(f".{first['status']}.mp4")
+    import av
+    import numpy as np
+
+    with av.open(str(videos[0])) as container:
+        frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+    assert len(frames) == first["steps"] + 1
+    assert np.std(frames[0]) > 5  # a picture, not a blank frame

@@ -18,6 +18,7 @@ from hylo.core.errors import (
     IncompatibleComponents,
     InvalidAction,
     SafetyAbort,
+    SignalFailed,
     SimulationDiverged,
 )
 from hylo.core.events import EVENT_TYPES, BaseEvent, Event, parse_event
@@ -92,6 +93,7 @@ __all__ = [
     "SafetyShield",
     "ShieldReview",
     "Signal",
+    "SignalFailed",
     "SimulationDiverged",
     "StateContainer",
     "StepResult",

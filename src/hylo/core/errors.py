@@ -60,3 +60,14 @@ class InvalidAction(HyloError):
     Environment adapters raise it for faults that come from the action (e.g. MuJoCo BADCTRL) rather than from the
     simulator, so that they are not counted against the infrastructure.
     """
+
+
+class SignalFailed(HyloError, RuntimeError):
+    """The agent failed on a lifecycle signal delivered between episodes (`Kernel.signal`), e.g. `episode_reset`
+    from an env panel. `reason` is the episode-style reason (`agent on_signal raised ...`); the episode the signal
+    opened is the agent's `error`."""
+
+    def __init__(self, reason: str, detail: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail

@@ -22,7 +22,14 @@ from hylo.core.bus import EventBus
 from hylo.core.chunk import ActionChunk, ChunkExecutor, as_chunk
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
-from hylo.core.errors import AgentTimeout, IncompatibleComponents, InvalidAction, SafetyAbort, SimulationDiverged
+from hylo.core.errors import (
+    AgentTimeout,
+    IncompatibleComponents,
+    InvalidAction,
+    SafetyAbort,
+    SignalFailed,
+    SimulationDiverged,
+)
 from hylo.core.events import (
     ActionEvent,
     AgentChunkEvent,
@@ -230,13 +237,19 @@ class Kernel:
 
     def signal(self, signal: Signal | str) -> None:
         """Deliver a lifecycle signal from its owner (e.g. `episode_reset` from an env panel), between episodes.
-        Raises RuntimeError if the agent fails on it."""
+        Raises `SignalFailed` (a RuntimeError) if the agent fails on it."""
         try:
             self._signal(Signal(signal))
-            if self._worker is not None and self._worker.wait_idle(None):
+            if self._worker is not None:
+                if not self._worker.wait_idle(self.act_timeout_s):  # an act of an earlier episode still hangs
+                    raise SignalFailed(
+                        "timeout",
+                        f"the agent's act is still running past act_timeout_s={self.act_timeout_s}; the "
+                        f"{Signal(signal).value} signal waits behind it",
+                    )
                 self._check_worker(self._worker)
         except _EndEpisode as end:
-            raise RuntimeError(end.outcome.reason) from None
+            raise SignalFailed(end.outcome.reason, end.outcome.detail) from None
 
     def close(self) -> None:
         """Release what the Kernel started (its worker thread, the process of an agent it isolated). The env and an

@@ -64,15 +64,10 @@ class GymEnvironment(Environment):
         self, env_id: str, *, render_images: bool = False, make_kwargs: Mapping[str, Any] | None = None
     ) -> None:
         registered_spec(env_id)
-        kwargs = dict(make_kwargs or {})
-        if render_images:  # only then: an env without a render_mode parameter still builds
-            kwargs["render_mode"] = "rgb_array"
-        try:
-            env = gymnasium.make(env_id, **kwargs)
-        except (ImportError, gymnasium.error.Error) as exc:
-            raise HyloError(f"gymnasium could not make {env_id!r}: {exc}") from exc
         self.env_id = env_id
-        self._env = env
+        self._make_kwargs = dict(make_kwargs or {})
+        self._renders = render_images  # whether the env was made with render_mode="rgb_array"
+        self._env = env = self._make(render_images)
         self._render_images = render_images
         self._obs: Observation | None = None
         self._ended = False
@@ -107,7 +102,33 @@ class GymEnvironment(Environment):
             max_episode_steps=env.spec.max_episode_steps if env.spec is not None else None,
             name=env_id,
         )
-        self._watch = DivergenceWatch(lambda: find_mjdata(env)) if find_mjdata(env) is not None else None
+        self._mjdata = find_mjdata(env)
+        self._watch = DivergenceWatch(lambda: self._mjdata) if self._mjdata is not None else None
+
+    def _make(self, render: bool) -> gymnasium.Env[Any, Any]:
+        kwargs = dict(self._make_kwargs)
+        if render:  # only then: an env without a render_mode parameter still builds
+            kwargs["render_mode"] = "rgb_array"
+        try:
+            return gymnasium.make(self.env_id, **kwargs)
+        except (ImportError, gymnasium.error.Error) as exc:
+            raise HyloError(f"gymnasium could not make {self.env_id!r}: {exc}") from exc
+
+    @property
+    def render_images(self) -> bool:
+        """Whether observations carry `images["render"]`. Switching it on for an env made without rendering (for
+        a recorded episode) remakes the env with `render_mode="rgb_array"`; takes effect at the next reset."""
+        return self._render_images
+
+    @render_images.setter
+    def render_images(self, on: bool) -> None:
+        if on and not self._renders:
+            self._env.close()
+            self._env = self._make(True)
+            self._mjdata = find_mjdata(self._env)
+            self._renders = True
+            self._obs = None
+        self._render_images = on
 
     @property
     def spec(self) -> EnvSpec:

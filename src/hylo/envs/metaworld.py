@@ -7,14 +7,8 @@ camera frames are rendered (offscreen, EGL) only when asked for.
 
 from __future__ import annotations
 
-import os
-import sys
-
-if sys.platform.startswith("linux"):
-    os.environ.setdefault("MUJOCO_GL", "egl")  # read when mujoco is imported: headless rendering, no display needed
-    os.environ.setdefault("LP_NUM_THREADS", "1")  # Mesa's llvmpipe: one render thread beside the simulation
-
 import contextlib
+import os
 import string
 import warnings
 from collections.abc import Iterator

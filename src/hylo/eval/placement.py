@@ -51,9 +51,15 @@ class PanelDriver:
         return result
 
     def _apply(self, result: dict[str, Any]) -> None:
-        if result.get("side_effect") == "signal" and self.kernel is not None:
+        if result.get("side_effect") == "signal":
+            self._signal(str(result["signal_name"]))
+
+    def _signal(self, name: str) -> None:
+        """Forward a signal intent to the Kernel, traced under the episode now placed. Raises `SignalFailed` when
+        the agent fails on it."""
+        if self.kernel is not None:
             self.kernel.bus.place(self.panel.task_instance().episode_id)
-            self.kernel.signal(str(result["signal_name"]))
+            self.kernel.signal(name)
 
     def place(self, split: str, task: str, index: int, seed: int) -> TaskInstance:
         """Place one episode and press Play; returns the placed task."""
@@ -61,10 +67,16 @@ class PanelDriver:
 
     async def _place(self, split: str, task: str, index: int, seed: int) -> TaskInstance:
         current = self.panel.placement
-        for name, value in (("split", split), ("task", task), ("seed", seed)):
-            if getattr(current, name) != value:  # the cascade fields a user would touch
-                await self._set_field(name, value)
-        await self._set_field("episode_index", index)  # every episode is picked on the panel
+        signals: list[str] = []
+        for name, value in (("split", split), ("task", task), ("seed", seed), ("episode_index", index)):
+            # the cascade fields a user would touch, then the episode, which is picked on the panel every time
+            if name == "episode_index" or getattr(current, name) != value:
+                result = await self._checked(self.panel.on_field_change(name, value))
+                if result.get("side_effect") == "signal":
+                    signals.append(str(result["signal_name"]))
+        # One committed change, however many fields moved: each signal is delivered once, for the placed episode.
+        for name in dict.fromkeys(signals):
+            self._signal(name)
         play = await self._checked(self.panel.on_action("play"))
         if play.get("side_effect") != "run_start":
             raise PlacementError(f"panel {self.panel.name!r} answered play with {play.get('side_effect')!r}")

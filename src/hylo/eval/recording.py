@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +38,36 @@ class TraceBuffer:
 
 
 def serialize(events: list[dict[str, Any]]) -> list[bytes]:
-    """JSON lines of trace events, written as the event models write them (NaN and infinities as null)."""
-    return [to_json(fields, inf_nan_mode="null", fallback=jsonable) for fields in events]
+    """JSON lines of trace events, written as the event models write them (NaN and infinities as null).
+
+    Never raises: a value that cannot be encoded as is (a lone surrogate in an agent's text, say) is written
+    escaped; an event that cannot be written at all keeps its envelope and says why. One bad value must not cost
+    the episode its record, nor the run its log."""
+    return [_line(fields) for fields in events]
+
+
+def _line(fields: dict[str, Any]) -> bytes:
+    try:
+        return to_json(fields, inf_nan_mode="null", fallback=jsonable)
+    except Exception:
+        pass
+    try:
+        return json.dumps(_finite(fields), ensure_ascii=True, default=repr).encode()
+    except Exception as exc:
+        envelope = {key: fields.get(key) for key in ("event", "run_id", "episode_id", "seq", "sim_time", "wall_time")}
+        envelope["unserializable"] = f"{type(exc).__name__}: {exc}"
+        return json.dumps(_finite(envelope), ensure_ascii=True, default=repr).encode()
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities as null, as the models write them, for the json module (which would write NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 class FrameTap(Environment):

@@ -9,6 +9,7 @@ transaction. Episodes already in the log are not run again; the result lists eve
 from __future__ import annotations
 
 import functools
+import logging
 import platform
 import queue
 import subprocess
@@ -23,9 +24,10 @@ from typing import Any
 from hylo.core.agent import AgentRequirements
 from hylo.core.bus import EventBus
 from hylo.core.environment import Environment
-from hylo.core.errors import HyloError
+from hylo.core.errors import HyloError, SignalFailed
 from hylo.core.kernel import Kernel
 from hylo.core.shield import SafetyShield
+from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
 from hylo.core.types import TaskInstance
 from hylo.envs.benchmark import Benchmark, get_benchmark
@@ -33,10 +35,12 @@ from hylo.eval.placement import PanelDriver
 from hylo.eval.recording import FrameTap, TraceBuffer, serialize
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import Summary, summarize, summarize_by_task
-from hylo.eval.store import FILENAME, EpisodeRow, EvalLog, records
+from hylo.eval.store import FILENAME, EpisodeRow, EvalLog, RunBusy, RunInfo, records
 from hylo.eval.video import video_name
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.budget import resolve_step_budget
+
+logger = logging.getLogger(__name__)
 
 VERSIONED_PACKAGES = ("hylo", "numpy", "gymnasium", "mujoco", "minigrid", "metaworld", "pydantic")
 
@@ -114,8 +118,8 @@ def evaluate(
     `video`, ...) or a ready `EvalSpec`.
     """
     if isinstance(spec, EvalSpec):
-        if kwargs:
-            spec = spec.model_copy(update=kwargs)
+        if kwargs:  # validated like any spec: an override cannot smuggle in a bad value
+            spec = EvalSpec.model_validate({**spec.model_dump(), **kwargs})
     elif isinstance(spec, str):
         spec = EvalSpec(benchmark=spec, **kwargs)
     else:
@@ -209,12 +213,17 @@ class _Committer:
             while not self._queue.empty():
                 batch.append(self._queue.get())
             stop = batch[-1] is None
-            items = [item for item in batch if item is not None]
+            items = [(row, serialize(events)) for row, events in (item for item in batch if item is not None)]
             if items and self.error is None:
                 try:
-                    self.log.record_many([(row, serialize(events)) for row, events in items])
-                except BaseException as exc:
-                    self.error = exc
+                    self.log.record_many(items)
+                except Exception:  # one bad item must not cost the others: commit them one by one
+                    for item in items:
+                        try:
+                            self.log.record_many([item])
+                        except BaseException as exc:
+                            self.error = exc
+                            break
 
     def put(self, row: EpisodeRow, trace: list[dict[str, Any]]) -> None:
         self.check()
@@ -258,13 +267,14 @@ class Evaluation:
 
         self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)
         self.timing = make_timing(self.spec)
-        self.digest = self.spec.digest()
+        self.digest = self.spec.digest(self.resolved.budgets)
+        self.started = False  # whether this invocation opened the run's log (after that, a failure aborts the run)
         self.run_id = self._run_id()
         self.run_dir = self.spec.log_path.resolve() / self.run_id
 
     def _run_id(self) -> str:
         spec = self.spec
-        run_id = spec.run_id or spec.default_run_id()
+        run_id = spec.run_id or spec.default_run_id(self.resolved.budgets)
         if spec.fresh:
             if spec.run_id is not None and (spec.log_path / run_id).exists():
                 raise EvalError(f"--fresh: run {run_id!r} already exists in {spec.log_dir}; choose another --run-id")
@@ -296,13 +306,15 @@ class Evaluation:
         if (self.run_dir / "evallog.sqlite").exists():
             log = EvalLog.open(self.run_dir)
             info = log.info()
-            if info.digest != self.digest:
+            try:
+                self._check_resumable(info)
+                log.claim()
+            except RunBusy as exc:
                 log.close()
-                raise EvalError(
-                    f"run {self.run_id!r} was made with a different configuration (digest {info.digest}, this one "
-                    f"{self.digest}); pass --fresh for a new run or another --run-id"
-                )
-            log.claim()
+                raise EvalError(f"{exc}; wait for it, or stop it and re-run to resume") from None
+            except BaseException:
+                log.close()
+                raise
             log.update_run(n_planned=max(planned, info.n_planned), spec=spec_json)
             return log
         return EvalLog.create(
@@ -318,6 +330,20 @@ class Evaluation:
             git_commit=git_commit(),
         )
 
+    def _check_resumable(self, info: RunInfo) -> None:
+        if info.digest != self.digest:
+            raise EvalError(
+                f"run {self.run_id!r} was made with a different configuration (digest {info.digest}, this one "
+                f"{self.digest}); pass --fresh for a new run or another --run-id"
+            )
+        now = package_versions()
+        changed = [f"{name} {was} → {now.get(name)}" for name, was in info.versions.items() if now.get(name) != was]
+        if changed:
+            raise EvalError(
+                f"run {self.run_id!r} was recorded with other package versions ({', '.join(changed)}); resuming would "
+                "mix results across versions: pass --fresh for a new run or another --run-id"
+            )
+
     def run(self) -> EvalResult:
         plan = self._plan()
         finished = self._finished()
@@ -330,6 +356,7 @@ class Evaluation:
             if bound is not None:
                 bound.close()
             raise
+        self.started = True
         try:
             done = log.done()
             todo = [task for task in plan if task.episode_id not in done]
@@ -415,25 +442,36 @@ class Evaluation:
         committer = _Committer(log)
         try:
             for planned in todo:
-                task = driver.place(planned.split, planned.task, planned.index, planned.base_seed)
-                if task.episode_id != planned.episode_id:
-                    raise EvalError(f"panel placed {task.episode_id}, the runner planned {planned.episode_id}")
-                kernel.max_steps = resolved.budgets[task.task]
-                recording = tap is not None and task.index < spec.video
-                if recording and tap is not None:
-                    video_dir.mkdir(parents=True, exist_ok=True)
-                    tap.start(video_dir / f".{video_name(task.episode_id, 'recording')}", fps=env.spec.control_rate_hz)
                 started = time.time()
-                outcome = kernel.run(task)
+                try:
+                    task = driver.place(planned.split, planned.task, planned.index, planned.base_seed)
+                except SignalFailed as exc:  # the agent failed on the placement's episode_reset: its episode, its error
+                    task, outcome = (
+                        planned,
+                        EpisodeOutcome(EpisodeStatus.ERROR, False, 0, exc.reason, detail=exc.detail),
+                    )
+                else:
+                    if task.episode_id != planned.episode_id:
+                        raise RunAborted(f"panel placed {task.episode_id}, the runner planned {planned.episode_id}")
+                    kernel.max_steps = resolved.budgets[task.task]
+                    recording = tap is not None and task.index < spec.video
+                    if recording and tap is not None:
+                        video_dir.mkdir(parents=True, exist_ok=True)
+                        tap.start(video_dir / f".{video_name(task.episode_id, 'recording')}", env.spec.control_rate_hz)
+                    outcome = kernel.run(task)
                 ended = time.time()
+                metrics: dict[str, Any] = {**outcome.metrics, "wall_s": round(ended - started, 6)}
                 video: str | None = None
-                if recording and tap is not None:
-                    written = tap.stop()
-                    if written is not None:
-                        final = video_dir / video_name(task.episode_id, outcome.status.value)
-                        written.replace(final)
-                        video = str(final.relative_to(self.run_dir))
-                metrics = {**outcome.metrics, "wall_s": round(ended - started, 6)}
+                if tap is not None and tap.writer is not None:
+                    try:
+                        written = tap.stop()
+                        if written is not None:
+                            final = video_dir / video_name(task.episode_id, outcome.status.value)
+                            written.replace(final)
+                            video = str(final.relative_to(self.run_dir))
+                    except Exception as exc:  # a video is a view of the episode, not its result
+                        logger.warning("could not write the video of %s: %r", task.episode_id, exc)
+                        metrics["video_error"] = f"{type(exc).__name__}: {exc}"
                 row = EpisodeRow(
                     episode_id=task.episode_id,
                     task=task.task,

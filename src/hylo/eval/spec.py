@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -116,17 +117,20 @@ class EvalSpec(BaseModel):
             raise ValueError(f"run id may hold letters, digits, '-', '_' and '.', got {value!r}")
         return value
 
-    def digest(self) -> str:
-        """A hash of the fields that define the results (resolve split and tasks first for a stable digest)."""
+    def digest(self, step_budget: Mapping[str, int] | None = None) -> str:
+        """A hash of the fields that define the results (resolve split and tasks first for a stable digest), and of
+        the resolved per-task step budget when given (a benchmark may change its default between versions)."""
         data = self.model_dump(mode="json", include=set(DIGEST_FIELDS))
+        if step_budget is not None:
+            data["step_budget"] = dict(step_budget)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
-    def default_run_id(self) -> str:
+    def default_run_id(self, step_budget: Mapping[str, int] | None = None) -> str:
         """The run a command resumes when it names none: benchmark, agent and digest."""
         bench = "".join(c if c.isalnum() else "-" for c in self.benchmark).strip("-")
         agent = "".join(c if c.isalnum() else "-" for c in self.agent.rsplit(":", 1)[-1].rsplit(".", 1)[-1])
-        return f"{bench}-{agent.strip('-').lower()}-{self.digest()}"
+        return f"{bench}-{agent.strip('-').lower()}-{self.digest(step_budget)}"
 
     @property
     def log_path(self) -> Path:

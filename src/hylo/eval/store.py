@@ -84,6 +84,10 @@ class RunNotFound(HyloError, LookupError):
     pass
 
 
+class RunBusy(HyloError):
+    """Another live process is running this run."""
+
+
 @dataclass(frozen=True, slots=True)
 class EpisodeRow:
     """One attempt of one episode, as the EvalLog stores it."""
@@ -264,8 +268,13 @@ class EvalLog:
         )
 
     def claim(self) -> None:
-        """Mark the run as running in this process (on resume)."""
+        """Mark the run as running in this process (on resume). Atomic: raises `RunBusy` when another live process
+        runs it, so two invocations never write one run."""
         with _transaction(self._conn):
+            status, pid, host = self._conn.execute("SELECT status, pid, host FROM run").fetchone()
+            mine = pid == os.getpid() and host == socket.gethostname()
+            if status == "running" and not mine and _alive(pid, host):
+                raise RunBusy(f"run {self.run_dir.name!r} is being run by process {pid} on {host}")
             self._conn.execute(
                 "UPDATE run SET status = 'running', pid = ?, host = ?, updated_at = ?",
                 (os.getpid(), socket.gethostname(), time.time()),
