@@ -123,12 +123,8 @@ def test_a_second_invocation_of_a_live_run_is_refused(tmp_path):
 
 
 def test_the_same_command_twice_takes_the_same_actions(tmp_path):
-    runs = [
-        evaluate(
-            "metaworld", agent="random", tasks=["reach-v3"], episodes=2, max_steps=15, log_dir=str(tmp_path), fresh=True
-        )  # fmt: skip
-        for _ in range(2)
-    ]
+    command = {"agent": "random", "tasks": ["reach-v3"], "episodes": 2, "max_steps": 15, "log_dir": str(tmp_path)}
+    runs = [evaluate("metaworld", **command, fresh=True) for _ in range(2)]
     assert runs[0].run_id != runs[1].run_id
     traces = []
     for result in runs:
