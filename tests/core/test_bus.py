@@ -323,3 +323,52 @@ def test_every_event_kind_and_field_is_documented() -> None:
         assert row is not None, f"docs/trace.md does not document {kind!r}"
         for name in set(cls.model_fields) - set(BaseEvent.model_fields):
             assert f"`{name}`" in row, f"docs/trace.md does not document {kind}.{name}"
+
+
+class _Fields:
+    """A field subscriber: keeps each event's plain dict, as the EvalLog's trace buffer does."""
+
+    def __init__(self):
+        self.rows = []
+
+    def __call__(self, event):
+        raise AssertionError("a field subscriber is handed dicts, never event objects")
+
+    def write_fields(self, fields, kind):
+        self.rows.append((kind, fields))
+
+
+def test_a_field_subscriber_gets_plain_dicts_that_parse_back_into_the_same_events():
+    import json
+
+    from hylo.core.events import ActionEvent, SignalEvent, parse_event
+    from hylo.core.jsonable import jsonable
+
+    bus = EventBus(run_id="r")
+    sink = _Fields()
+    bus.subscribe(sink, critical=True)
+    bus.begin_episode("e/1")
+    bus.emit_trusted(ActionEvent, step=0, action=[0.5, float("nan")])
+    bus.emit(SignalEvent, signal="run_end", scope_id="e/1")  # the validated path reaches it as a dict too
+    assert [kind for kind, _ in sink.rows] == ["action", "signal"]
+    first = sink.rows[0][1]
+    assert first["event"] == "action" and first["episode_id"] == "e/1" and first["seq"] == 0
+    parsed = [parse_event(json.dumps(jsonable(fields)).replace("NaN", "null")) for _, fields in sink.rows]
+    assert [e.seq for e in parsed] == [0, 1] and parsed[0].action == [0.5, None]
+
+
+def test_events_of_a_placement_belong_to_the_placed_episode_and_its_sequence_goes_on():
+    from hylo.core.events import EpisodeStartEvent, SignalEvent
+
+    bus = EventBus(run_id="r")
+    sink = _Fields()
+    bus.subscribe(sink)
+    bus.begin_episode("e/0")
+    bus.emit_trusted(SignalEvent, signal="run_end", scope_id="e/0")
+    bus.place("e/1")  # the panel placed the next episode and signals episode_reset for it
+    bus.emit_trusted(SignalEvent, signal="episode_reset", scope_id="e/1")
+    bus.begin_episode("e/1")  # the Kernel starts the placed episode: same id, the sequence continues
+    bus.emit_trusted(EpisodeStartEvent, task={}, task_digest="d", seed=1, agent="a", guards=[], timing="sync")
+    bus.begin_episode("e/2")  # an episode nobody placed starts its own sequence
+    bus.emit_trusted(SignalEvent, signal="run_start", scope_id="e/2")
+    assert [(f["episode_id"], f["seq"]) for _, f in sink.rows] == [("e/0", 0), ("e/1", 0), ("e/1", 1), ("e/2", 0)]
