@@ -63,6 +63,7 @@ def test_a_failing_log_write_aborts_the_run_which_resumes_later(tmp_path, monkey
         real(self, items)
 
     monkeypatch.setattr(EvalLog, "record_many", flaky)
+    monkeypatch.setattr(runner, "COMMIT_WINDOW_S", 0.0)  # one transaction per episode
     monkeypatch.setattr(runner._Committer, "put", _slow_put(runner._Committer.put))
     with pytest.raises(RunAborted, match="disk I/O error"):
         evaluate("babyai", agent="random", tasks=["GoToLocal"], episodes=5, max_steps=2, log_dir=str(tmp_path))

@@ -194,13 +194,20 @@ def make_timing(spec: EvalSpec) -> Timing:
         raise EvalError(f"bad realtime timing options {spec.timing_options}: {exc}") from None
 
 
+COMMIT_WINDOW_S = 0.25
+"""How long the EvalLog writer gathers finished episodes into one transaction: a killed run loses at most this much
+work (re-run on resume), and short episodes do not pay a commit each."""
+
+
 class _Committer:
     """Commits finished episodes to the EvalLog on a thread of its own, so that the episode loop never waits for
-    SQLite. A crash loses at most the episodes still queued, which are not in the log and so are re-run on resume;
-    a failed write stops the run (`check()` raises)."""
+    SQLite. Episodes that finish within `window` seconds of each other share a transaction. A crash loses at most the
+    episodes not yet committed, which are not in the log and so are re-run on resume; a failed write stops the run
+    (`check()` raises)."""
 
-    def __init__(self, log: EvalLog) -> None:
+    def __init__(self, log: EvalLog, window: float | None = None) -> None:
         self.log = log
+        self.window = COMMIT_WINDOW_S if window is None else window
         self.error: BaseException | None = None
         self._queue: queue.SimpleQueue[tuple[EpisodeRow, list[dict[str, Any]]] | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._work, name="hylo-evallog", daemon=True)
@@ -209,9 +216,13 @@ class _Committer:
     def _work(self) -> None:
         stop = False
         while not stop:
-            batch = [self._queue.get()]  # wait for one, then take whatever else is queued: one transaction for all
-            while not self._queue.empty():
-                batch.append(self._queue.get())
+            batch = [self._queue.get()]  # wait for one, then gather what finishes within the window
+            deadline = time.monotonic() + self.window
+            while batch[-1] is not None and (remaining := deadline - time.monotonic()) > 0:
+                try:
+                    batch.append(self._queue.get(timeout=remaining))
+                except queue.Empty:
+                    break
             stop = batch[-1] is None
             items = [(row, serialize(events)) for row, events in (item for item in batch if item is not None)]
             if items and self.error is None:
@@ -238,6 +249,22 @@ class _Committer:
         self._queue.put(None)
         self._thread.join()
         self.check()
+
+
+class _Background:
+    """A call run on a thread; `result()` waits for it."""
+
+    def __init__(self, call: Callable[[], str | None]) -> None:
+        self._value: str | None = None
+        self._thread = threading.Thread(target=self._run, args=(call,), name="hylo-git", daemon=True)
+        self._thread.start()
+
+    def _run(self, call: Callable[[], str | None]) -> None:
+        self._value = call()
+
+    def result(self) -> str | None:
+        self._thread.join()
+        return self._value
 
 
 @dataclass
@@ -267,6 +294,7 @@ class Evaluation:
 
         self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)
         self.timing = make_timing(self.spec)
+        self._git = _Background(git_commit)  # a subprocess: asked while the run binds, read when the log is made
         self.digest = self.spec.digest(self.resolved.budgets)
         self.started = False  # whether this invocation opened the run's log (after that, a failure aborts the run)
         self.run_id = self._run_id()
@@ -327,7 +355,7 @@ class Evaluation:
             spec=spec_json,
             n_planned=planned,
             versions=package_versions(),
-            git_commit=git_commit(),
+            git_commit=self._git.result(),
         )
 
     def _check_resumable(self, info: RunInfo) -> None:
