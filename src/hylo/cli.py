@@ -192,8 +192,9 @@ def _eval(args: argparse.Namespace) -> int:
     from hylo.envs.quiet import stdout_to_stderr
     from hylo.eval.progress import ProgressBar
     from hylo.eval.report import print_summary
-    from hylo.eval.runner import Evaluation, RunAborted
+    from hylo.eval.runner import Evaluation
     from hylo.eval.spec import EvalSpec
+    from hylo.eval.writer import RunAborted
 
     timing_options = {
         key: value

@@ -14,6 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 import hylo.eval.runner as runner
+import hylo.eval.writer as writer
 from hylo.core import parse_event
 from hylo.eval import EvalError, EvalLog, EvalSpec, RunAborted, evaluate, mcnemar_exact
 
@@ -63,8 +64,8 @@ def test_a_failing_log_write_aborts_the_run_which_resumes_later(tmp_path, monkey
         real(self, items)
 
     monkeypatch.setattr(EvalLog, "record_many", flaky)
-    monkeypatch.setattr(runner, "COMMIT_WINDOW_S", 0.0)  # one transaction per episode
-    monkeypatch.setattr(runner._Committer, "put", _slow_put(runner._Committer.put))
+    monkeypatch.setattr(writer, "COMMIT_WINDOW_S", 0.0)  # one transaction per episode
+    monkeypatch.setattr(writer.EvalLogWriter, "put", _slow_put(writer.EvalLogWriter.put))
     with pytest.raises(RunAborted, match="disk I/O error"):
         evaluate("babyai", agent="random", tasks=["GoToLocal"], episodes=5, max_steps=2, log_dir=str(tmp_path))
     runs = list(tmp_path.iterdir())

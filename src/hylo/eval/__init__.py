@@ -1,6 +1,6 @@
 """Evaluation: the runner, the EvalLog, honest statistics, reports and comparisons."""
 
-from hylo.eval.runner import EvalError, EvalResult, Evaluation, Progress, RunAborted, evaluate
+from hylo.eval.runner import EvalError, EvalResult, Evaluation, Progress, evaluate
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import (
     Comparison,
@@ -14,6 +14,7 @@ from hylo.eval.stats import (
     wilson_interval,
 )
 from hylo.eval.store import EpisodeRow, EvalLog, RunInfo, list_runs
+from hylo.eval.writer import RunAborted
 
 __all__ = [
     "Comparison",

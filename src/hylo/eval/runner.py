@@ -1,23 +1,17 @@
 """The evaluation runner behind `hylo eval` and `hylo.evaluate()`.
 
 It resolves the spec (benchmark, split, tasks, agent, step budgets), opens or resumes the run's EvalLog, places
-every episode through the benchmark's env panel, runs it on the Kernel and commits its row and trace in one
-transaction. Episodes already in the log are not run again; the result lists every episode of the run, ordered by
-(task, index) whatever order they ran in.
+every episode through the benchmark's env panel, runs it on the Kernel and hands its row and trace to the EvalLog
+writer (each episode is committed whole or not at all). Episodes already in the log are not run again; the result
+lists every episode of the run, ordered by (task, index) whatever order they ran in.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import platform
-import queue
-import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -32,25 +26,21 @@ from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
 from hylo.core.types import TaskInstance
 from hylo.envs.benchmark import Benchmark, get_benchmark
 from hylo.eval.placement import PanelDriver
-from hylo.eval.recording import FrameTap, TraceBuffer, serialize
+from hylo.eval.provenance import Background, git_commit, package_versions
+from hylo.eval.recording import FrameTap, TraceBuffer
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import Summary, summarize, summarize_by_task
 from hylo.eval.store import FILENAME, EpisodeRow, EvalLog, RunBusy, RunInfo, records
 from hylo.eval.video import video_name
+from hylo.eval.writer import EvalLogWriter, RunAborted
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.budget import resolve_step_budget
 
 logger = logging.getLogger(__name__)
 
-VERSIONED_PACKAGES = ("hylo", "numpy", "gymnasium", "mujoco", "minigrid", "metaworld", "pydantic")
-
 
 class EvalError(HyloError):
     """A run that cannot start (bad input, a changed configuration); the message says what to do."""
-
-
-class RunAborted(HyloError):
-    """A run that started and could not go on (its EvalLog cannot be written, ...); re-running resumes it."""
 
 
 @dataclass(frozen=True)
@@ -160,29 +150,6 @@ def resolve(spec: EvalSpec) -> _Resolved:
     return _Resolved(benchmark, split, tasks, budgets, spec.model_copy(update={"split": split, "tasks": tasks}))
 
 
-@functools.cache  # the versions of the modules this process has loaded: they do not change under it
-def package_versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {"python": platform.python_version()}
-    for name in VERSIONED_PACKAGES:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = None
-    return found
-
-
-def git_commit(cwd: Path | None = None) -> str | None:
-    """The commit of the working directory's git repository, when there is one (asked every time: it changes)."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    commit = out.stdout.strip()
-    return commit if out.returncode == 0 and commit else None
-
-
 def make_timing(spec: EvalSpec) -> Timing:
     if spec.timing == "sync":
         if spec.timing_options:
@@ -192,79 +159,6 @@ def make_timing(spec: EvalSpec) -> Timing:
         return RealtimeTiming(**spec.timing_options)
     except (TypeError, ValueError) as exc:
         raise EvalError(f"bad realtime timing options {spec.timing_options}: {exc}") from None
-
-
-COMMIT_WINDOW_S = 0.25
-"""How long the EvalLog writer gathers finished episodes into one transaction: a killed run loses at most this much
-work (re-run on resume), and short episodes do not pay a commit each."""
-
-
-class _Committer:
-    """Commits finished episodes to the EvalLog on a thread of its own, so that the episode loop never waits for
-    SQLite. Episodes that finish within `window` seconds of each other share a transaction. A crash loses at most the
-    episodes not yet committed, which are not in the log and so are re-run on resume; a failed write stops the run
-    (`check()` raises)."""
-
-    def __init__(self, log: EvalLog, window: float | None = None) -> None:
-        self.log = log
-        self.window = COMMIT_WINDOW_S if window is None else window
-        self.error: BaseException | None = None
-        self._queue: queue.SimpleQueue[tuple[EpisodeRow, list[dict[str, Any]]] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._work, name="hylo-evallog", daemon=True)
-        self._thread.start()
-
-    def _work(self) -> None:
-        stop = False
-        while not stop:
-            batch = [self._queue.get()]  # wait for one, then gather what finishes within the window
-            deadline = time.monotonic() + self.window
-            while batch[-1] is not None and (remaining := deadline - time.monotonic()) > 0:
-                try:
-                    batch.append(self._queue.get(timeout=remaining))
-                except queue.Empty:
-                    break
-            stop = batch[-1] is None
-            items = [(row, serialize(events)) for row, events in (item for item in batch if item is not None)]
-            if items and self.error is None:
-                try:
-                    self.log.record_many(items)
-                except Exception:  # one bad item must not cost the others: commit them one by one
-                    for item in items:
-                        try:
-                            self.log.record_many([item])
-                        except BaseException as exc:
-                            self.error = exc
-                            break
-
-    def put(self, row: EpisodeRow, trace: list[dict[str, Any]]) -> None:
-        self.check()
-        self._queue.put((row, trace))
-
-    def check(self) -> None:
-        if self.error is not None:
-            raise RunAborted(f"could not write the EvalLog at {self.log.run_dir}: {self.error!r}") from self.error
-
-    def close(self) -> None:
-        """Wait until every queued episode is committed."""
-        self._queue.put(None)
-        self._thread.join()
-        self.check()
-
-
-class _Background:
-    """A call run on a thread; `result()` waits for it."""
-
-    def __init__(self, call: Callable[[], str | None]) -> None:
-        self._value: str | None = None
-        self._thread = threading.Thread(target=self._run, args=(call,), name="hylo-git", daemon=True)
-        self._thread.start()
-
-    def _run(self, call: Callable[[], str | None]) -> None:
-        self._value = call()
-
-    def result(self) -> str | None:
-        self._thread.join()
-        return self._value
 
 
 @dataclass
@@ -294,7 +188,7 @@ class Evaluation:
 
         self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)
         self.timing = make_timing(self.spec)
-        self._git = _Background(git_commit)  # a subprocess: asked while the run binds, read when the log is made
+        self._git = Background(git_commit)  # a subprocess: asked while the run binds, read when the log is made
         self.digest = self.spec.digest(self.resolved.budgets)
         self.started = False  # whether this invocation opened the run's log (after that, a failure aborts the run)
         self.run_id = self._run_id()
@@ -467,7 +361,7 @@ class Evaluation:
         successes = sum(row.success for row in done.values())
         n_done, executed = len(done), 0
         video_dir = self.run_dir / "videos"
-        committer = _Committer(log)
+        committer = EvalLogWriter(log)
         try:
             for planned in todo:
                 started = time.time()
