@@ -1,14 +1,17 @@
 """The `hylo` command: `eval`, `runs`, `compare`, `list`, `demo`.
 
 Exit status: 0 when a run completes (whatever its episodes' statuses); 3 with `--strict` when an episode is `error`
-or `infra_invalid`; 2 with one line naming the bad value for bad input; 1 for an aborted run; 130 when interrupted.
+or `infra_invalid`; 2 with one line naming the bad value for bad input; 1 for an aborted run; 130 when interrupted
+(Ctrl-C or SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -225,6 +228,7 @@ def _eval(args: argparse.Namespace) -> int:
         video=args.video,
         strict=args.strict,
     )
+    _interrupt_on_sigterm()  # a scheduler's SIGTERM ends the run like Ctrl-C: finished episodes are committed first
     with stdout_to_stderr():  # simulators that print (minigrid, MuJoCo's C code) never reach stdout
         evaluation = Evaluation(spec)
         try:
@@ -249,6 +253,14 @@ def _eval(args: argparse.Namespace) -> int:
     if spec.strict and (result.statuses.get("error", 0) or result.statuses.get("infra_invalid", 0)):
         return EXIT_STRICT
     return 0
+
+
+def _interrupt_on_sigterm() -> None:
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
 
 
 # -- runs, compare, list -----------------------------------------------------------------------------------------------

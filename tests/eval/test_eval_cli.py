@@ -167,16 +167,7 @@ def test_sigkill_midway_then_rerun_finishes_every_episode_once(tmp_path):
         [sys.executable, "-m", "hylo", *args], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     db = tmp_path / "hylo-runs" / "killed" / "evallog.sqlite"
-    deadline = time.monotonic() + 120
-    done = 0
-    while time.monotonic() < deadline and done < 3:
-        time.sleep(0.1)
-        if db.exists():
-            try:
-                with sqlite3.connect(db) as conn:
-                    done = conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0]
-            except sqlite3.Error:
-                pass
+    _wait_for_episodes(db, 3)
     assert proc.poll() is None, "the run finished before it could be killed; make episodes slower"
     live = json.loads(hylo("runs", "list", "--json", cwd=tmp_path).stdout)  # readable while the run writes
     assert live[0]["run_id"] == "killed" and live[0]["status"] == "running" and live[0]["n_planned"] == 12
@@ -198,6 +189,21 @@ def test_sigkill_midway_then_rerun_finishes_every_episode_once(tmp_path):
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT episode_id, COUNT(*) FROM episodes GROUP BY episode_id").fetchall()
     assert len(rows) == 12 and all(count == 1 for _, count in rows)
+
+
+def _wait_for_episodes(db: Path, n: int) -> None:
+    """Until the EvalLog at `db` holds `n` episodes (read while the run writes, as any reader may)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if db.exists():
+            try:
+                with sqlite3.connect(db) as conn:
+                    if conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] >= n:
+                        return
+            except sqlite3.Error:
+                pass
+    raise AssertionError(f"{db} never held {n} episodes")
 
 
 def test_changed_configuration_under_the_same_run_id_is_refused(tmp_path):
@@ -237,3 +243,22 @@ def test_video_on_mujoco_and_gym_benchmarks(tmp_path, benchmark, task, agent):
         frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
     assert len(frames) == first["steps"] + 1
     assert np.std(frames[0]) > 5  # a picture, not a blank frame
+
+
+def test_sigterm_interrupts_cleanly_and_the_run_resumes(tmp_path):
+    args = ["eval", "babyai", "--task", "GoToLocal", "--agent", "eval_agents:SleepyKillable", "-A", "seconds=0.01",
+            "--episodes", "12", "--run-id", "termed", "--json"]  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hylo", *args], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _wait_for_episodes(tmp_path / "hylo-runs" / "termed" / "evallog.sqlite", 2)
+    assert proc.poll() is None, "the run finished before it could be stopped"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and out == b""
+    assert b"interrupted; re-run the same command to resume" in err
+    listed = json.loads(hylo("runs", "list", "--json", cwd=tmp_path).stdout)
+    assert listed[0]["status"] == "interrupted" and 0 < listed[0]["n_done"] < 12
+    resumed = hylo(*args, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["executed_now"] == 12 - listed[0]["n_done"]
