@@ -49,6 +49,7 @@ test: lint typecheck pytest
 bench: $(STAMP_RUN)
 	$(BIN)/python benchmarks/kernel_overhead.py
 	$(BIN)/python benchmarks/eval_overhead.py
+	$(BIN)/python benchmarks/eval_breakdown.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -54,3 +54,18 @@ def test_eval_overhead_prints_one_json_object_with_both_benchmarks():
         assert set(row) == {"bare_steps_per_s", "hylo_steps_per_s", "ratio"}, name
         assert row["bare_steps_per_s"] > 0 and row["hylo_steps_per_s"] > 0
         assert abs(row["ratio"] - row["hylo_steps_per_s"] / row["bare_steps_per_s"]) < 1e-9
+
+
+def test_eval_breakdown_prints_every_layer_with_its_ratio_to_the_raw_loop():
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "eval_breakdown.py"), "--json", "--episodes", "10", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert list(figures) == ["raw", "env", "kernel", "panel", "eval_no_trace", "eval"]
+    assert figures["raw"]["ratio"] == 1.0
+    for row in figures.values():
+        assert row["steps_per_s"] > 0
