@@ -201,8 +201,8 @@ def _wait_for_episodes(db: Path, n: int) -> None:
                 with sqlite3.connect(db) as conn:
                     if conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] >= n:
                         return
-            except sqlite3.Error:
-                pass
+            except sqlite3.Error:  # the run is creating its schema: read again
+                continue
     raise AssertionError(f"{db} never held {n} episodes")
 
 

@@ -376,8 +376,8 @@ def test_find_run_by_id_or_unique_prefix(log_dir: Path) -> None:
 
 
 def test_an_exact_id_wins_over_a_longer_run_it_prefixes(log_dir: Path) -> None:
-    with create(log_dir / "babyai-hold-ccc-2"):
-        pass
+    with create(log_dir / "babyai-hold-ccc-2") as log:
+        assert log.n_done() == 0
     assert find_run(log_dir, "babyai-hold-ccc") == log_dir / "babyai-hold-ccc"
 
 

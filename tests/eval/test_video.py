@@ -61,7 +61,7 @@ def test_odd_width_padded(tmp_path: Path) -> None:
 def test_no_frames_no_file(tmp_path: Path) -> None:
     path = tmp_path / "none.mp4"
     with VideoWriter(path) as writer:
-        pass
+        assert writer.frames == 0
     assert writer.close() is None
     assert list(tmp_path.iterdir()) == []
 
