@@ -155,8 +155,3 @@ def defaults(cls: type[BaseEvent]) -> Mapping[str, Any]:
             for name, info in cls.model_fields.items()
         }
     return tpl
-
-
-def template(cls: type[BaseEvent]) -> dict[str, Any]:
-    """A fresh dict of `cls`'s fields in declaration order (the JSON's order), holding the defaults."""
-    return dict(defaults(cls))

@@ -28,6 +28,12 @@ def _dtype_name(dtype: np.dtype[Any]) -> str:
     return name
 
 
+def _array(value: np.ndarray[Any, Any]) -> Any:
+    if value.size <= MAX_INLINE_ARRAY and value.dtype.kind in "biuf":
+        return value.tolist()
+    return {"digest": array_digest(value), "shape": list(value.shape), "dtype": _dtype_name(value.dtype)}
+
+
 def jsonable(value: Any) -> Any:
     """A JSON-friendly view of `value`: exact for scalars, strings and small arrays; a digest for the rest.
 
@@ -36,17 +42,13 @@ def jsonable(value: Any) -> Any:
     if kind in _PLAIN:
         return value
     if kind is np.ndarray:
-        if value.size <= MAX_INLINE_ARRAY and value.dtype.kind in "biuf":
-            return value.tolist()
-        return {"digest": array_digest(value), "shape": list(value.shape), "dtype": _dtype_name(value.dtype)}
+        return _array(value)
     if isinstance(value, dict):
         return {k if type(k) is str else str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (bool, int, float, str)):  # subclasses (IntEnum, numpy's float64, ...)
         return value
     if isinstance(value, np.ndarray):
-        if value.size <= MAX_INLINE_ARRAY and value.dtype.kind in "biuf":
-            return value.tolist()
-        return {"digest": array_digest(value), "shape": list(value.shape), "dtype": _dtype_name(value.dtype)}
+        return _array(value)
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, Mapping):

@@ -51,14 +51,14 @@ class PanelDriver:
         return result
 
     def _apply(self, result: dict[str, Any]) -> None:
-        if result.get("side_effect") == "signal":
-            self._signal(str(result["signal_name"]))
+        if result.get("side_effect") == "signal" and self.kernel is not None:
+            self._signal(str(result["signal_name"]), self.panel.task_instance())
 
-    def _signal(self, name: str) -> None:
+    def _signal(self, name: str, placed: TaskInstance) -> None:
         """Forward a signal intent to the Kernel, traced under the episode now placed. Raises `SignalFailed` when
         the agent fails on it."""
         if self.kernel is not None:
-            self.kernel.bus.place(self.panel.task_instance().episode_id)
+            self.kernel.bus.place(placed.episode_id)
             self.kernel.signal(name)
 
     def place(self, split: str, task: str, index: int, seed: int) -> TaskInstance:
@@ -75,9 +75,10 @@ class PanelDriver:
                 if result.get("side_effect") == "signal":
                     signals.append(str(result["signal_name"]))
         # One committed change, however many fields moved: each signal is delivered once, for the placed episode.
+        placed = self.panel.task_instance()
         for name in dict.fromkeys(signals):
-            self._signal(name)
+            self._signal(name, placed)
         play = await self._checked(self.panel.on_action("play"))
         if play.get("side_effect") != "run_start":
             raise PlacementError(f"panel {self.panel.name!r} answered play with {play.get('side_effect')!r}")
-        return self.panel.task_instance()
+        return placed

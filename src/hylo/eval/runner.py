@@ -223,34 +223,41 @@ class Evaluation:
             for index in range(self.spec.episodes)
         ]
 
-    def _open_log(self, planned: int) -> EvalLog:
-        spec_json = self.spec_json()
-        if (self.run_dir / "evallog.sqlite").exists():
-            log = EvalLog.open(self.run_dir)
+    def _resume(self) -> tuple[EvalLog | None, int]:
+        """The run's existing log, checked for a resume (same configuration, same package versions), with the
+        number of episodes it planned; (None, 0) for a new run."""
+        if not (self.run_dir / FILENAME).exists():
+            return None, 0
+        log = EvalLog.open(self.run_dir)
+        try:
             info = log.info()
-            try:
-                self._check_resumable(info)
-                log.claim()
-            except RunBusy as exc:
-                log.close()
-                raise EvalError(f"{exc}; wait for it, or stop it and re-run to resume") from None
-            except BaseException:
-                log.close()
-                raise
-            log.update_run(n_planned=max(planned, info.n_planned), spec=spec_json)
-            return log
-        return EvalLog.create(
-            self.run_dir,
-            run_id=self.run_id,
-            benchmark=self.resolved.benchmark.name,
-            split=self.resolved.split,
-            agent=self.spec.agent,
-            digest=self.digest,
-            spec=spec_json,
-            n_planned=planned,
-            versions=package_versions(),
-            git_commit=self._git.result(),
-        )
+            self._check_resumable(info)
+        except BaseException:
+            log.close()
+            raise
+        return log, info.n_planned
+
+    def _claim(self, log: EvalLog | None, planned: int) -> EvalLog:
+        """Create the run's log, or claim the existing one for this process (refused while another runs it)."""
+        if log is None:
+            return EvalLog.create(
+                self.run_dir,
+                run_id=self.run_id,
+                benchmark=self.resolved.benchmark.name,
+                split=self.resolved.split,
+                agent=self.spec.agent,
+                digest=self.digest,
+                spec=self.spec_json(),
+                n_planned=planned,
+                versions=package_versions(),
+                git_commit=self._git.result(),
+            )
+        try:
+            log.claim()
+        except RunBusy as exc:
+            raise EvalError(f"{exc}; wait for it, or stop it and re-run to resume") from None
+        log.update_run(n_planned=planned, spec=self.spec_json())
+        return log
 
     def _check_resumable(self, info: RunInfo) -> None:
         if info.digest != self.digest:
@@ -268,50 +275,40 @@ class Evaluation:
 
     def run(self) -> EvalResult:
         plan = self._plan()
-        finished = self._finished()
-        todo = [task for task in plan if task.episode_id not in finished]
-        # Bind before the log exists: an agent the env cannot serve, or a timing it cannot honour, starts nothing.
-        bound = self._bind(todo[0].task) if todo else None
+        log, planned_before = self._resume()
+        planned = max(len(plan), planned_before)  # a run keeps its largest plan
         try:
-            log = self._open_log(len(plan))
-        except BaseException:
-            if bound is not None:
-                bound.close()
-            raise
-        self.started = True
-        try:
-            done = log.done()
+            done = log.done() if log is not None else {}
             todo = [task for task in plan if task.episode_id not in done]
+            # Bind before the run is created or claimed: an agent the env cannot serve, or a timing it cannot
+            # honour, starts nothing.
+            bound = self._bind(todo[0].task) if todo else None
             executed = 0
-            if todo and bound is not None:
-                try:
-                    executed = self._run_episodes(log, todo, done, len(plan), bound)
-                except KeyboardInterrupt:
-                    log.update_run(status="interrupted", message="interrupted; re-run the command to resume")
-                    raise
-                except BaseException as exc:
-                    log.update_run(status="aborted", message=f"{type(exc).__name__}: {exc}")
-                    raise
-            done = log.done()
-            total = log.info().n_planned
-            log.update_run(status="complete" if len(done) >= total else "partial", message="")
-            return self._result(log, executed)
+            try:
+                log = self._claim(log, planned)
+                self.started = True
+                if bound is not None:
+                    try:
+                        executed = self._run_episodes(log, todo, done, planned, bound)
+                    except KeyboardInterrupt:
+                        log.update_run(status="interrupted", message="interrupted; re-run the command to resume")
+                        raise
+                    except BaseException as exc:
+                        log.update_run(status="aborted", message=f"{type(exc).__name__}: {exc}")
+                        raise
+            finally:
+                if bound is not None:
+                    bound.close()
+            rows = log.final_episodes()
+            log.update_run(status="complete" if len(rows) >= planned else "partial", message="")
+            return self._result(rows, executed)
         finally:
-            if bound is not None:
-                bound.close()
-            log.close()
+            if log is not None:
+                log.close()
 
-    def _finished(self) -> set[str]:
-        if not (self.run_dir / FILENAME).exists():
-            return set()
-        with EvalLog.open(self.run_dir) as log:
-            return set(log.done())
-
-    def _result(self, log: EvalLog, executed: int) -> EvalResult:
+    def _result(self, rows: list[EpisodeRow], executed: int) -> EvalResult:
         order = {task: i for i, task in enumerate(self.resolved.tasks)}
-        rows = sorted(
-            log.final_episodes(), key=lambda r: (order.get(r.task, len(order)), r.task, r.index, r.episode_id)
-        )
+        rows = sorted(rows, key=lambda r: (order.get(r.task, len(order)), r.task, r.index, r.episode_id))
         recs = records(rows)
         return EvalResult(
             run_id=self.run_id,

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 DIGEST_FIELDS = (
     "benchmark",
@@ -31,6 +31,15 @@ DIGEST_FIELDS = (
     "timing_options",
 )
 """The fields that define an evaluation's results; everything else is a display or parallelism knob."""
+
+_MINIMUMS: dict[str, tuple[int, str]] = {
+    "episodes": (1, "episodes"),
+    "seed": (0, "seed"),
+    "max_steps": (1, "step budget"),
+    "video": (0, "video"),
+    "workers": (1, "workers"),
+}
+"""The integer fields with a lower bound, and how an error names them."""
 
 TIMING_OPTIONS = ("refill_steps", "max_hold_steps", "latency_s", "clock", "adaptive_refill")
 
@@ -60,25 +69,12 @@ class EvalSpec(BaseModel):
     strict: bool = False
     workers: int = 1
 
-    @field_validator("episodes")
+    @field_validator(*_MINIMUMS)
     @classmethod
-    def _episodes(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError(f"episodes must be >= 1, got {value}")
-        return value
-
-    @field_validator("seed")
-    @classmethod
-    def _seed(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError(f"seed must be >= 0, got {value}")
-        return value
-
-    @field_validator("max_steps")
-    @classmethod
-    def _max_steps(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError(f"step budget must be >= 1, got {value}")
+    def _at_least(cls, value: int | None, info: ValidationInfo) -> int | None:
+        minimum, label = _MINIMUMS[info.field_name or ""]
+        if value is not None and value < minimum:
+            raise ValueError(f"{label} must be >= {minimum}, got {value}")
         return value
 
     @field_validator("act_timeout")
@@ -86,20 +82,6 @@ class EvalSpec(BaseModel):
     def _act_timeout(cls, value: float | None) -> float | None:
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise ValueError(f"act timeout must be a finite number of seconds > 0, got {value}")
-        return value
-
-    @field_validator("video")
-    @classmethod
-    def _video(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError(f"video must be >= 0, got {value}")
-        return value
-
-    @field_validator("workers")
-    @classmethod
-    def _workers(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError(f"workers must be >= 1, got {value}")
         return value
 
     @field_validator("timing_options")
