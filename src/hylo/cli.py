@@ -14,13 +14,16 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 from rich.console import Console
 
 from hylo import __version__
 from hylo.core.errors import HyloError
+
+if TYPE_CHECKING:
+    from hylo.eval.spec import EvalSpec
 
 EXIT_BAD_INPUT = 2
 EXIT_ABORTED = 1
@@ -83,10 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     ev = commands.add_parser("eval", help="evaluate an agent on a benchmark (resumes the same run when re-run)")
-    ev.add_argument("benchmark", help="a registered benchmark (hylo list benchmarks) or gym:<id>")
+    ev.add_argument("benchmark", nargs="?", help="a registered benchmark (hylo list benchmarks) or gym:<id>")
     ev.add_argument("--split", default=None, help="the split (default: the benchmark's)")
     ev.add_argument("--task", dest="tasks", nargs="+", action="extend", default=[], metavar="T", help="tasks to run")
-    ev.add_argument("--agent", required=True, help="random, hold, expert, a registered agent or module:Class")
+    ev.add_argument("--agent", help="random, hold, expert, a registered agent or module:Class")
     ev.add_argument(
         "-A", dest="agent_args", action="append", default=[], metavar="K=V", help="agent argument (JSON literal)"
     )
@@ -105,6 +108,19 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--fresh", action="store_true", help="start a new run instead of resuming")
     ev.add_argument("--video", type=_non_negative_int, default=0, metavar="N", help="mp4 of the first N per task")
     ev.add_argument("--strict", action="store_true", help="exit 3 when any episode is error or infra_invalid")
+    ev.add_argument("--workers", type=_positive_int, default=1, metavar="N", help="worker processes (default 1)")
+    ev.add_argument(
+        "--backend",
+        choices=("auto", "inline", "process", "ray"),
+        default="auto",
+        help="inline (this process), process (isolated workers), ray; auto: inline for 1 worker, else process",
+    )
+    ev.add_argument("--address", default=None, help="ray: the cluster to join (default: start a local Ray)")
+    ev.add_argument("--retry-infra", type=_non_negative_int, default=0, metavar="K", help="retry infra_invalid K times")
+    ev.add_argument(
+        "--max-infra-failures", type=_positive_int, default=None, metavar="M", help="stop the run at M infra failures"
+    )
+    ev.add_argument("--spec", type=Path, default=None, metavar="FILE", help="read the whole spec from a JSON file")
     ev.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
 
     runs = commands.add_parser("runs", help="list, show, export or delete evaluation runs")
@@ -189,14 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- eval --------------------------------------------------------------------------------------------------------------
 
 
-def _eval(args: argparse.Namespace) -> int:
+def _spec_from_flags(args: argparse.Namespace) -> EvalSpec:
     from hylo.agents.registry import parse_agent_args
-    from hylo.envs.quiet import stdout_to_stderr
-    from hylo.eval.progress import ProgressBar
-    from hylo.eval.report import print_summary
-    from hylo.eval.runner import Evaluation
     from hylo.eval.spec import EvalSpec
-    from hylo.eval.writer import RunAborted
 
     timing_options = {
         key: value
@@ -208,7 +219,7 @@ def _eval(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    spec = EvalSpec(
+    return EvalSpec(
         benchmark=args.benchmark,
         split=args.split,
         tasks=args.tasks,
@@ -226,7 +237,45 @@ def _eval(args: argparse.Namespace) -> int:
         fresh=args.fresh,
         video=args.video,
         strict=args.strict,
+        workers=args.workers,
+        backend=args.backend,
+        address=args.address,
+        retry_infra=args.retry_infra,
+        max_infra_failures=args.max_infra_failures,
     )
+
+
+def _spec_file(args: argparse.Namespace) -> EvalSpec:
+    """`--spec FILE`: the whole spec as JSON (what the JobScheduler hands its jobs); spec flags are refused with it."""
+    from hylo.eval.runner import EvalError
+    from hylo.eval.spec import EvalSpec
+
+    given = [flag for flag, value in (("benchmark", args.benchmark), ("--agent", args.agent)) if value is not None]
+    if given:
+        raise EvalError(f"--spec FILE holds the whole spec; drop {', '.join(given)}")
+    try:
+        data = json.loads(args.spec.read_text())
+    except OSError as exc:
+        raise EvalError(f"cannot read --spec {str(args.spec)!r}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise EvalError(f"--spec {str(args.spec)!r} is not JSON: {exc}") from None
+    return EvalSpec.model_validate(data)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from hylo.envs.quiet import stdout_to_stderr
+    from hylo.eval.progress import ProgressBar
+    from hylo.eval.report import print_summary
+    from hylo.eval.runner import EvalError, Evaluation
+    from hylo.eval.writer import RunAborted
+
+    if args.spec is not None:
+        spec = _spec_file(args)
+    else:
+        if args.benchmark is None or args.agent is None:
+            missing = "a benchmark" if args.benchmark is None else "--agent"
+            raise EvalError(f"hylo eval needs {missing} (or --spec FILE)")
+        spec = _spec_from_flags(args)
     _interrupt_on_sigterm()  # a scheduler's SIGTERM ends the run like Ctrl-C: finished episodes are committed first
     with stdout_to_stderr():  # simulators that print (minigrid, MuJoCo's C code) never reach stdout
         evaluation = Evaluation(spec)

@@ -128,12 +128,20 @@ def _registered() -> dict[str, str]:  # installed entry points do not change whi
     return dict(sorted(found.items()))
 
 
-def get_benchmark(name: str) -> Benchmark:
-    """The benchmark called `name`: a registered name, or `gym:<id>` for any Gymnasium environment."""
+def get_benchmark(name: str, *, allow_import: bool = True) -> Benchmark:
+    """The benchmark called `name`: a registered name, or `gym:<id>` for any Gymnasium environment. Without
+    `allow_import` (an HTTP request), a Gymnasium id that names a module to import (`gym:module:Env-v0`) is refused."""
     if name.startswith("gym:"):
         from hylo.envs.gym_adapter import GymBenchmark
 
-        return GymBenchmark(name.removeprefix("gym:"))
+        env_id = name.removeprefix("gym:")
+        if not allow_import and ":" in env_id:
+            raise UnknownChoice(
+                "benchmark (only registered benchmarks and gym:<registered id> are accepted here)",
+                name,
+                [*registered_benchmarks(), "gym:<id>"],
+            )
+        return GymBenchmark(env_id)
     registered = registered_benchmarks()
     if name not in registered:
         raise UnknownChoice("benchmark", name, [*registered, "gym:<id>"])

@@ -126,9 +126,9 @@ class _Resolved:
     spec: EvalSpec  # split and tasks filled in
 
 
-def resolve(spec: EvalSpec) -> _Resolved:
+def resolve(spec: EvalSpec, *, allow_import: bool = True) -> _Resolved:
     """Check everything a run needs before anything runs; raise a clear error naming the bad value."""
-    benchmark = get_benchmark(spec.benchmark)
+    benchmark = get_benchmark(spec.benchmark, allow_import=allow_import)
     available, why = benchmark.available()
     if not available:
         raise EvalError(f"benchmark {benchmark.name!r} is not available here: {why}")
@@ -148,6 +148,37 @@ def resolve(spec: EvalSpec) -> _Resolved:
     finally:
         driver.close()
     return _Resolved(benchmark, split, tasks, budgets, spec.model_copy(update={"split": split, "tasks": tasks}))
+
+
+def run_id_for(spec: EvalSpec, budgets: dict[str, int]) -> str:
+    """The run a spec names: its `run_id`, else benchmark-agent-digest; with `fresh`, a new id that no run in the log
+    dir has yet (refused when a named run exists)."""
+    run_id = spec.run_id or spec.default_run_id(budgets)
+    if spec.fresh:
+        if spec.run_id is not None and (spec.log_path / run_id).exists():
+            raise EvalError(f"--fresh: run {run_id!r} already exists in {spec.log_dir}; choose another --run-id")
+        if spec.run_id is None:
+            run_id = f"{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
+            base, n = run_id, 1
+            while (spec.log_path / run_id).exists():
+                n += 1
+                run_id = f"{base}-{n}"
+    return run_id
+
+
+def plan_run(spec: EvalSpec, *, allow_import: bool = True) -> EvalSpec:
+    """Validate a spec without running it and fix its run: split, tasks and `run_id` filled in, `fresh` consumed.
+    The agent is built once to check its name and arguments. Without `allow_import` (an HTTP request) only
+    registered benchmarks and agents are accepted, never an import path. Raises a `HyloError` naming the bad value."""
+    from hylo.agents.registry import make_agent
+
+    resolved = resolve(spec, allow_import=allow_import)
+    agent = make_agent(resolved.spec.agent, resolved.spec.agent_args, resolved.benchmark, allow_import=allow_import)
+    close = getattr(agent, "close", None)
+    if callable(close):
+        close()
+    make_timing(resolved.spec)
+    return resolved.spec.model_copy(update={"run_id": run_id_for(resolved.spec, resolved.budgets), "fresh": False})
 
 
 def make_timing(spec: EvalSpec) -> Timing:
@@ -191,22 +222,8 @@ class Evaluation:
         self._git = Background(git_commit)  # a subprocess: asked while the run binds, read when the log is made
         self.digest = self.spec.digest(self.resolved.budgets)
         self.started = False  # whether this invocation opened the run's log (after that, a failure aborts the run)
-        self.run_id = self._run_id()
+        self.run_id = run_id_for(self.spec, self.resolved.budgets)
         self.run_dir = self.spec.log_path.resolve() / self.run_id
-
-    def _run_id(self) -> str:
-        spec = self.spec
-        run_id = spec.run_id or spec.default_run_id(self.resolved.budgets)
-        if spec.fresh:
-            if spec.run_id is not None and (spec.log_path / run_id).exists():
-                raise EvalError(f"--fresh: run {run_id!r} already exists in {spec.log_dir}; choose another --run-id")
-            if spec.run_id is None:
-                run_id = f"{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
-                base, n = run_id, 1
-                while (spec.log_path / run_id).exists():
-                    n += 1
-                    run_id = f"{base}-{n}"
-        return run_id
 
     def spec_json(self) -> dict[str, Any]:
         data = self.spec.model_dump(mode="json")

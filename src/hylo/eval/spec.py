@@ -2,8 +2,8 @@
 
 Fields split in two: those that define the results (benchmark, split, tasks, agent and its args, seed, step budget,
 timing, shield, act timeout), which enter the config digest, and display / parallelism knobs (episodes, log dir,
-run id, video, strict, workers), which do not — so a run can be resumed or extended with more episodes or workers
-and stay the same run.
+run id, video, strict, workers, backend, infra retries), which do not — so a run can be resumed or extended with
+more episodes or workers and stay the same run.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ _MINIMUMS: dict[str, tuple[int, str]] = {
     "max_steps": (1, "step budget"),
     "video": (0, "video"),
     "workers": (1, "workers"),
+    "retry_infra": (0, "retry-infra"),
+    "max_infra_failures": (1, "max infra failures"),
 }
 """The integer fields with a lower bound, and how an error names them."""
 
@@ -68,6 +70,10 @@ class EvalSpec(BaseModel):
     video: int = 0
     strict: bool = False
     workers: int = 1
+    backend: Literal["auto", "inline", "process", "ray"] = "auto"
+    address: str | None = None
+    retry_infra: int = 0
+    max_infra_failures: int | None = None
 
     @field_validator(*_MINIMUMS)
     @classmethod
@@ -90,6 +96,13 @@ class EvalSpec(BaseModel):
         unknown = sorted(set(value) - set(TIMING_OPTIONS))
         if unknown:
             raise ValueError(f"unknown timing options {unknown}; choose from {list(TIMING_OPTIONS)}")
+        return value
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("address must be a Ray address such as ray://head:10001 or auto, got ''")
         return value
 
     @field_validator("run_id")
