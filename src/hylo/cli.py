@@ -120,6 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--max-infra-failures", type=_positive_int, default=None, metavar="M", help="stop the run at M infra failures"
     )
+    ev.add_argument(
+        "--episode-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="wall-clock limit per episode in worker processes (default: step budget × the benchmark's per-step)",
+    )
     ev.add_argument("--spec", type=Path, default=None, metavar="FILE", help="read the whole spec from a JSON file")
     ev.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
 
@@ -242,6 +249,7 @@ def _spec_from_flags(args: argparse.Namespace) -> EvalSpec:
         address=args.address,
         retry_infra=args.retry_infra,
         max_infra_failures=args.max_infra_failures,
+        episode_timeout=args.episode_timeout,
     )
 
 

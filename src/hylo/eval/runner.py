@@ -10,28 +10,24 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hylo.core.agent import AgentRequirements
-from hylo.core.bus import EventBus
-from hylo.core.environment import Environment
-from hylo.core.errors import HyloError, SignalFailed
-from hylo.core.kernel import Kernel
-from hylo.core.shield import SafetyShield
-from hylo.core.status import EpisodeOutcome, EpisodeStatus
+from hylo.core.errors import HyloError
+from hylo.core.status import EpisodeStatus
 from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
 from hylo.core.types import TaskInstance
 from hylo.envs.benchmark import Benchmark, get_benchmark
 from hylo.eval.placement import PanelDriver
+from hylo.eval.pool import InlinePool, Pool, ProcessPool
 from hylo.eval.provenance import Background, git_commit, package_versions
-from hylo.eval.recording import FrameTap, TraceBuffer
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import Summary, summarize, summarize_by_task
 from hylo.eval.store import FILENAME, EpisodeRow, EvalLog, RunBusy, RunInfo, records
-from hylo.eval.video import video_name
+from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig
 from hylo.eval.writer import EvalLogWriter, RunAborted
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.budget import resolve_step_budget
@@ -192,22 +188,6 @@ def make_timing(spec: EvalSpec) -> Timing:
         raise EvalError(f"bad realtime timing options {spec.timing_options}: {exc}") from None
 
 
-@dataclass
-class _Bound:
-    env: Environment
-    tap: FrameTap | None
-    kernel: Kernel
-    trace: TraceBuffer
-    driver: PanelDriver
-
-    def close(self) -> None:
-        try:
-            self.driver.close()
-            self.kernel.close()
-        finally:
-            (self.tap or self.env).close()
-
-
 class Evaluation:
     """One invocation of a run: resolve, open or resume the EvalLog, run the missing episodes, summarise."""
 
@@ -215,10 +195,12 @@ class Evaluation:
         self.resolved = resolve(spec)
         self.spec = self.resolved.spec
         self.progress = progress
-        from hylo.agents.registry import make_agent
+        make_timing(self.spec)  # refuse bad timing options before anything starts
+        self.agent: object = None
+        if self.backend() == "inline":  # pooled workers build their own
+            from hylo.agents.registry import make_agent
 
-        self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)
-        self.timing = make_timing(self.spec)
+            self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)
         self._git = Background(git_commit)  # a subprocess: asked while the run binds, read when the log is made
         self.digest = self.spec.digest(self.resolved.budgets)
         self.started = False  # whether this invocation opened the run's log (after that, a failure aborts the run)
@@ -234,11 +216,13 @@ class Evaluation:
 
     def _plan(self) -> list[TaskInstance]:
         benchmark, split = self.resolved.benchmark, self.resolved.split
-        return [
+        plan = [
             benchmark.task_instance(split, task, index, self.spec.seed)
             for task in self.resolved.tasks
             for index in range(self.spec.episodes)
         ]
+        self._planned = {task.episode_id: task for task in plan}
+        return plan
 
     def _resume(self) -> tuple[EvalLog | None, int]:
         """The run's existing log, checked for a resume (same configuration, same package versions), with the
@@ -295,33 +279,120 @@ class Evaluation:
         log, planned_before = self._resume()
         planned = max(len(plan), planned_before)  # a run keeps its largest plan
         try:
-            done = log.done() if log is not None else {}
-            todo = [task for task in plan if task.episode_id not in done]
-            # Bind before the run is created or claimed: an agent the env cannot serve, or a timing it cannot
-            # honour, starts nothing.
-            bound = self._bind(todo[0].task) if todo else None
-            executed = 0
+            finals = log.done() if log is not None else {}
+            todo = self._todo(plan, finals)
+            # Start the workers before the run is created or claimed: an agent the env cannot serve, or a timing it
+            # cannot honour, starts nothing.
+            pool = self._pool() if todo else None
+            executed, interrupted = 0, False
             try:
+                if pool is not None:
+                    pool.start()
                 log = self._claim(log, planned)
                 self.started = True
-                if bound is not None:
+                if pool is not None:
                     try:
-                        executed = self._run_episodes(log, todo, done, planned, bound)
+                        executed = self._dispatch(log, pool, todo, finals, planned)
                     except KeyboardInterrupt:
+                        interrupted = True
                         log.update_run(status="interrupted", message="interrupted; re-run the command to resume")
                         raise
                     except BaseException as exc:
-                        log.update_run(status="aborted", message=f"{type(exc).__name__}: {exc}")
+                        message = str(exc) if isinstance(exc, RunAborted) else f"{type(exc).__name__}: {exc}"
+                        log.update_run(status="aborted", message=message)
                         raise
             finally:
-                if bound is not None:
-                    bound.close()
+                if pool is not None:
+                    pool.close(kill=interrupted)
             rows = log.final_episodes()
             log.update_run(status="complete" if len(rows) >= planned else "partial", message="")
             return self._result(rows, executed)
         finally:
             if log is not None:
                 log.close()
+
+    def _todo(self, plan: list[TaskInstance], finals: dict[str, EpisodeRow]) -> list[EpisodeJob]:
+        """The attempts this invocation runs: every planned episode not in the log, and (with `retry_infra`) the
+        next attempt of each whose last one was infra_invalid and may still be retried."""
+        jobs = []
+        for task in plan:
+            final = finals.get(task.episode_id)
+            if final is None:
+                jobs.append(EpisodeJob(task))
+            elif final.status is EpisodeStatus.INFRA_INVALID and final.attempt <= self.spec.retry_infra:
+                jobs.append(EpisodeJob(task, final.attempt + 1))
+        return jobs
+
+    def backend(self) -> str:
+        """Where the episodes run: `inline`, `process` or `ray` (`auto`: inline for one worker, else process)."""
+        spec = self.spec
+        if spec.backend == "auto":
+            return "inline" if spec.workers == 1 else "process"
+        if spec.backend == "inline" and spec.workers > 1:
+            raise EvalError(f"--backend inline runs one worker, not {spec.workers}; use --backend process or ray")
+        return spec.backend
+
+    def episode_limits(self) -> dict[str, float]:
+        """Each task's wall-clock limit per episode: its step budget × the benchmark's per-step allowance (or the
+        spec's `episode_timeout`)."""
+        per_step = self.resolved.benchmark.default_per_step_budget_sec
+        return {
+            task: self.spec.episode_timeout if self.spec.episode_timeout is not None else budget * per_step
+            for task, budget in self.resolved.budgets.items()
+        }
+
+    def _pool(self) -> Pool:
+        config = WorkerConfig(self.spec, self.run_id, self.run_dir, self.resolved.budgets)
+        backend = self.backend()
+        if backend == "inline":
+            return InlinePool(EpisodeWorker(config, agent=self.agent))
+        if backend == "ray":
+            from hylo.eval.raypool import RayPool
+
+            return RayPool(config, self.spec.workers, self.episode_limits(), address=self.spec.address)
+        return ProcessPool(config, self.spec.workers, self.episode_limits())
+
+    def _dispatch(
+        self, log: EvalLog, pool: Pool, todo: list[EpisodeJob], finals: dict[str, EpisodeRow], total: int
+    ) -> int:
+        """Hand the attempts to idle workers one at a time, commit each result as it comes, re-queue retried
+        infra failures and stop handing out work once `max_infra_failures` is reached."""
+        spec = self.spec
+        queue = deque(todo)
+        retried = {job.task.episode_id for job in todo if job.attempt > 1}
+        n_done = len(finals) - len(retried)
+        successes = sum(row.success for eid, row in finals.items() if eid not in retried)
+        executed = infra = 0
+        broken: str | None = None
+        committer = EvalLogWriter(log)
+        try:
+            while (queue and broken is None) or pool.busy():
+                while queue and broken is None and pool.idle():
+                    pool.submit(queue.popleft())
+                for result in pool.poll(0.5):
+                    row = result.row
+                    committer.put(row, result.trace)
+                    executed += 1
+                    if row.status is EpisodeStatus.INFRA_INVALID:
+                        infra += 1
+                        if spec.max_infra_failures is not None and infra >= spec.max_infra_failures and not broken:
+                            broken = (
+                                f"{infra} infra_invalid attempts reached --max-infra-failures "
+                                f"{spec.max_infra_failures} (last: {row.episode_id}: {row.reason}); the "
+                                "infrastructure looks broken: fix it and re-run the command to resume"
+                            )
+                        elif row.attempt <= spec.retry_infra and broken is None:
+                            queue.append(EpisodeJob(self._planned[row.episode_id], row.attempt + 1))
+                            continue
+                    n_done += 1
+                    successes += row.success
+                    if self.progress is not None:
+                        self.progress(Progress(n_done, total, successes, executed, row))
+        finally:
+            committer.close()
+        if broken is not None:
+            raise RunAborted(broken)
+        return executed
 
     def _result(self, rows: list[EpisodeRow], executed: int) -> EvalResult:
         order = {task: i for i, task in enumerate(self.resolved.tasks)}
@@ -336,103 +407,3 @@ class Evaluation:
             summary=summarize(recs),
             per_task=summarize_by_task(recs),
         )
-
-    def _needs_images(self) -> bool:
-        requirements = getattr(self.agent, "requirements", None)
-        return isinstance(requirements, AgentRequirements) and requirements.needs_images
-
-    def _bind(self, first_task: str) -> _Bound:
-        """The env, the Kernel and the panel that place and run this invocation's episodes."""
-        spec, resolved = self.spec, self.resolved
-        needs_images = self._needs_images()
-        env: Environment = resolved.benchmark.make_env(render_images=needs_images)
-        try:
-            tap = FrameTap(env, agent_needs_images=needs_images) if spec.video else None
-            bus = EventBus(run_id=self.run_id)
-            trace = TraceBuffer()
-            bus.subscribe(trace, critical=True)
-            kernel = Kernel(
-                tap or env,
-                self.agent,
-                shield=SafetyShield() if spec.shield else SafetyShield.permissive(),
-                timing=self.timing,
-                act_timeout_s=spec.act_timeout,
-                max_steps=resolved.budgets[first_task],
-                bus=bus,
-                auto_episode_reset=False,
-            )
-        except BaseException:
-            env.close()
-            raise
-        panel = BenchmarkPanel(resolved.benchmark, split=resolved.split, task=first_task)
-        return _Bound(env, tap, kernel, trace, PanelDriver(panel, kernel))
-
-    def _run_episodes(
-        self, log: EvalLog, todo: list[TaskInstance], done: dict[str, EpisodeRow], total: int, bound: _Bound
-    ) -> int:
-        spec, resolved = self.spec, self.resolved
-        env, tap, kernel, trace, driver = bound.env, bound.tap, bound.kernel, bound.trace, bound.driver
-        successes = sum(row.success for row in done.values())
-        n_done, executed = len(done), 0
-        video_dir = self.run_dir / "videos"
-        committer = EvalLogWriter(log)
-        try:
-            for planned in todo:
-                started = time.time()
-                try:
-                    task = driver.place(planned.split, planned.task, planned.index, planned.base_seed)
-                except SignalFailed as exc:  # the agent failed on the placement's episode_reset: its episode, its error
-                    task, outcome = (
-                        planned,
-                        EpisodeOutcome(EpisodeStatus.ERROR, False, 0, exc.reason, detail=exc.detail),
-                    )
-                else:
-                    if task.episode_id != planned.episode_id:
-                        raise RunAborted(f"panel placed {task.episode_id}, the runner planned {planned.episode_id}")
-                    kernel.max_steps = resolved.budgets[task.task]
-                    recording = tap is not None and task.index < spec.video
-                    if recording and tap is not None:
-                        video_dir.mkdir(parents=True, exist_ok=True)
-                        tap.start(video_dir / f".{video_name(task.episode_id, 'recording')}", env.spec.control_rate_hz)
-                    outcome = kernel.run(task)
-                ended = time.time()
-                metrics: dict[str, Any] = {**outcome.metrics, "wall_s": round(ended - started, 6)}
-                video: str | None = None
-                if tap is not None and tap.writer is not None:
-                    try:
-                        written = tap.stop()
-                        if written is not None:
-                            final = video_dir / video_name(task.episode_id, outcome.status.value)
-                            written.replace(final)
-                            video = str(final.relative_to(self.run_dir))
-                    except Exception as exc:  # a video is a view of the episode, not its result
-                        logger.warning("could not write the video of %s: %r", task.episode_id, exc)
-                        metrics["video_error"] = f"{type(exc).__name__}: {exc}"
-                row = EpisodeRow(
-                    episode_id=task.episode_id,
-                    task=task.task,
-                    split=task.split,
-                    index=task.index,
-                    base_seed=task.base_seed,
-                    seed=task.seed,
-                    status=outcome.status,
-                    reason=outcome.reason,
-                    success=outcome.success,
-                    steps=outcome.steps,
-                    safety_interventions=outcome.safety_interventions,
-                    metrics=metrics,
-                    started_at=started,
-                    ended_at=ended,
-                    detail=outcome.detail,
-                    worker="main",
-                    video=video,
-                )
-                committer.put(row, trace.take())
-                n_done += 1
-                executed += 1
-                successes += outcome.success
-                if self.progress is not None:
-                    self.progress(Progress(n_done, total, successes, executed, row))
-        finally:
-            committer.close()
-        return executed

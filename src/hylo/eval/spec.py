@@ -74,6 +74,7 @@ class EvalSpec(BaseModel):
     address: str | None = None
     retry_infra: int = 0
     max_infra_failures: int | None = None
+    episode_timeout: float | None = None
 
     @field_validator(*_MINIMUMS)
     @classmethod
@@ -83,11 +84,12 @@ class EvalSpec(BaseModel):
             raise ValueError(f"{label} must be >= {minimum}, got {value}")
         return value
 
-    @field_validator("act_timeout")
+    @field_validator("act_timeout", "episode_timeout")
     @classmethod
-    def _act_timeout(cls, value: float | None) -> float | None:
+    def _seconds(cls, value: float | None, info: ValidationInfo) -> float | None:
         if value is not None and not (value > 0 and math.isfinite(value)):
-            raise ValueError(f"act timeout must be a finite number of seconds > 0, got {value}")
+            label = (info.field_name or "").replace("_", " ")
+            raise ValueError(f"{label} must be a finite number of seconds > 0, got {value}")
         return value
 
     @field_validator("timing_options")

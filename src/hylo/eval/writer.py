@@ -31,7 +31,9 @@ class EvalLogWriter:
         self.log = log
         self.window = COMMIT_WINDOW_S if window is None else window
         self.error: BaseException | None = None
-        self._queue: queue.SimpleQueue[tuple[EpisodeRow, list[dict[str, Any]]] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[EpisodeRow, list[dict[str, Any]] | list[bytes]] | None] = (
+            queue.SimpleQueue()
+        )
         self._thread = threading.Thread(target=self._work, name="hylo-evallog", daemon=True)
         self._thread.start()
 
@@ -46,7 +48,7 @@ class EvalLogWriter:
                 except queue.Empty:
                     break
             stop = batch[-1] is None
-            items = [(row, serialize(events)) for row, events in (item for item in batch if item is not None)]
+            items = [(row, _lines(trace)) for row, trace in (item for item in batch if item is not None)]
             if items and self.error is None:
                 try:
                     self.log.record_many(items)
@@ -58,7 +60,8 @@ class EvalLogWriter:
                             self.error = exc
                             break
 
-    def put(self, row: EpisodeRow, trace: list[dict[str, Any]]) -> None:
+    def put(self, row: EpisodeRow, trace: list[dict[str, Any]] | list[bytes]) -> None:
+        """Queue a finished attempt with its trace (event field dicts, or JSON lines serialized already)."""
         self.check()
         self._queue.put((row, trace))
 
@@ -71,3 +74,9 @@ class EvalLogWriter:
         self._queue.put(None)
         self._thread.join()
         self.check()
+
+
+def _lines(trace: list[dict[str, Any]] | list[bytes]) -> list[bytes]:
+    if trace and isinstance(trace[0], dict):
+        return serialize(trace)
+    return trace  # type: ignore[return-value]

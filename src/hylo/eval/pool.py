@@ -1,0 +1,322 @@
+"""Where episodes run: inline, or in a pool of isolated worker processes.
+
+A pool takes one `EpisodeJob` at a time per idle worker (a dynamic queue: a slow episode never holds back the
+others) and hands back finished `EpisodeResult`s. The process pool isolates every worker: one that dies mid-episode
+(segfault, `os._exit`, SIGKILL, out of memory) costs that episode only — it comes back `infra_invalid` with the
+reason — and the worker is replaced. An episode that outlives its wall-clock limit ends its worker too: a hung env is
+`infra_invalid` (`env timeout`), anything else (the agent) is `error` (`agent timeout`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from multiprocessing.context import SpawnProcess
+from typing import Any, Protocol
+
+from hylo.core.status import EpisodeStatus
+from hylo.eval.worker import (
+    EpisodeJob,
+    EpisodeResult,
+    EpisodeWorker,
+    WorkerConfig,
+    WorkerFailed,
+    lost_episode,
+)
+
+START_ATTEMPTS = 3
+"""How often a worker that dies while starting is spawned again before the pool gives up."""
+
+STOP_GRACE_S = 10.0
+"""How long a worker may take to close its env at the end before it is killed."""
+
+
+class Pool(Protocol):
+    """A set of workers that run episodes."""
+
+    size: int
+
+    def start(self) -> None:
+        """Start every worker; raise `WorkerFailed` when they cannot be built."""
+
+    def idle(self) -> int:
+        """How many workers can take a job now."""
+
+    def busy(self) -> int:
+        """How many jobs are running."""
+
+    def submit(self, job: EpisodeJob) -> None:
+        """Hand a job to an idle worker."""
+
+    def poll(self, timeout: float) -> list[EpisodeResult]:
+        """Finished attempts (waiting at most `timeout` seconds for one)."""
+
+    def close(self, *, kill: bool = False) -> None:
+        """Shut every worker down (`kill`: at once, abandoning running jobs)."""
+
+
+def blame(env_since: float, limit_s: float, now: float) -> tuple[EpisodeStatus, str]:
+    """Who an episode that outlived its limit is charged to: the env when one of its calls has been running for a
+    while (a tenth of the limit, at most a second), else the agent."""
+    if env_since > 0 and now - env_since >= min(1.0, 0.1 * limit_s):
+        return EpisodeStatus.INFRA_INVALID, "env timeout"
+    return EpisodeStatus.ERROR, "agent timeout"
+
+
+def timeout_detail(limit_s: float, env_since: float, now: float) -> str:
+    where = f"an env call running for {now - env_since:.1f} s" if env_since > 0 else "no env call running"
+    return f"the episode ran past its wall-clock limit of {limit_s:.1f} s ({where}); its worker was replaced"
+
+
+class InlinePool:
+    """One worker in this process: no isolation and no wall-clock limit, nothing to start."""
+
+    size = 1
+
+    def __init__(self, worker: EpisodeWorker) -> None:
+        self.worker = worker
+        self._job: EpisodeJob | None = None
+
+    def start(self) -> None:
+        self.worker.initialize()
+
+    def idle(self) -> int:
+        return 0 if self._job is not None else 1
+
+    def busy(self) -> int:
+        return 1 - self.idle()
+
+    def submit(self, job: EpisodeJob) -> None:
+        self._job = job
+
+    def poll(self, timeout: float) -> list[EpisodeResult]:
+        job, self._job = self._job, None
+        return [] if job is None else [self.worker.run(job)]
+
+    def close(self, *, kill: bool = False) -> None:
+        self.worker.shutdown()
+
+
+# -- worker processes --------------------------------------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this worker when the process that spawned it dies (even by SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _worker_main(conn: multiprocessing.connection.Connection, config: WorkerConfig, name: str, clock: Any) -> None:
+    """A worker process: build once, run the jobs it is sent, close once. Ctrl-C and SIGTERM are its pool's to
+    handle (a terminal's Ctrl-C reaches the whole process group); the pool stops it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _die_with_parent()
+    if os.getppid() == 1:  # the pool died before the line above ran
+        return
+    worker = EpisodeWorker(config, name=name, clock=clock)
+    try:
+        worker.initialize()
+    except Exception as exc:
+        conn.send(("failed", str(exc) if isinstance(exc, WorkerFailed) else f"{type(exc).__name__}: {exc}"))
+        return
+    try:
+        conn.send(("ready", os.getpid()))
+        while True:
+            message = conn.recv()
+            if message[0] == "stop":
+                break
+            try:
+                result = worker.run(message[1])
+            except Exception:  # a defect in the runner, not in the episode: the pool aborts the run
+                conn.send(("crash", traceback.format_exc()))
+                break
+            conn.send(("result", result.serialized()))
+    except (EOFError, OSError):  # the pool is gone
+        return
+    finally:
+        worker.shutdown()
+
+
+def exit_reason(exitcode: int | None) -> str:
+    """What a worker's exit code says about how it died."""
+    if exitcode is None:
+        return "worker died"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        why = {
+            "SIGKILL": " (killed, or out of memory)",
+            "SIGSEGV": " (the simulator crashed)",
+            "SIGABRT": " (aborted)",
+            "SIGBUS": " (the simulator crashed)",
+        }.get(name, "")
+        return f"worker died: {name}{why}"
+    return f"worker died: exit code {exitcode}"
+
+
+@dataclass
+class _Slot:
+    name: str
+    process: SpawnProcess
+    conn: multiprocessing.connection.Connection
+    clock: Any  # a shared double: when the env's current call began
+    ready: bool = False
+    job: EpisodeJob | None = None
+    started: float = 0.0  # wall clock (for the row)
+    deadline: float = 0.0  # monotonic
+    limit_s: float = 0.0
+    pid: int | None = None
+    failed_starts: int = 0
+
+
+class ProcessPool:
+    """`size` worker processes (spawned: no state inherited from the parent), each owning its env manager."""
+
+    def __init__(self, config: WorkerConfig, size: int, limits: Mapping[str, float]) -> None:
+        self.config = config
+        self.size = size
+        self.limits = dict(limits)
+        self._context = multiprocessing.get_context("spawn")
+        self._slots: list[_Slot] = []
+        self._generation: dict[int, int] = {}
+        self._results: list[EpisodeResult] = []
+        self.replaced = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------------
+
+    def _spawn(self, index: int) -> _Slot:
+        generation = self._generation.get(index, 0) + 1
+        self._generation[index] = generation
+        name = f"w{index}" if generation == 1 else f"w{index}.{generation}"
+        parent, child = self._context.Pipe()
+        clock = self._context.RawValue("d", 0.0)
+        process = self._context.Process(
+            target=_worker_main, args=(child, self.config, name, clock), name=f"hylo-{name}", daemon=True
+        )
+        process.start()
+        child.close()
+        return _Slot(name, process, parent, clock)
+
+    def start(self) -> None:
+        self._slots = [self._spawn(i) for i in range(self.size)]
+        while not all(slot.ready for slot in self._slots):
+            self._wait(self._slots, None)
+            for slot in list(self._slots):
+                self._check(slot)
+
+    def close(self, *, kill: bool = False) -> None:
+        slots, self._slots = self._slots, []
+        for slot in slots:
+            if kill or slot.job is not None or not slot.ready:
+                slot.process.kill()
+            else:
+                try:
+                    slot.conn.send(("stop",))
+                except OSError:
+                    slot.process.kill()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for slot in slots:
+            slot.process.join(max(0.0, deadline - time.monotonic()))
+            if slot.process.is_alive():
+                slot.process.kill()
+                slot.process.join()
+            slot.conn.close()
+
+    # -- jobs ---------------------------------------------------------------------------------------------------------
+
+    def idle(self) -> int:
+        return sum(slot.ready and slot.job is None for slot in self._slots)
+
+    def busy(self) -> int:
+        return sum(slot.job is not None for slot in self._slots)
+
+    def submit(self, job: EpisodeJob) -> None:
+        slot = next(slot for slot in self._slots if slot.ready and slot.job is None)
+        slot.job, slot.started = job, time.time()
+        slot.limit_s = self.limits[job.task.task]
+        slot.deadline = time.monotonic() + slot.limit_s
+        try:
+            slot.conn.send(("run", job))
+        except OSError:  # it died while idle: the next poll records the episode lost and replaces it
+            return
+
+    def poll(self, timeout: float) -> list[EpisodeResult]:
+        waiting = [slot for slot in self._slots if slot.job is not None or not slot.ready]
+        if not waiting:
+            return []
+        now = time.monotonic()
+        self._wait(waiting, max(0.0, min([timeout, *(s.deadline - now for s in waiting if s.job is not None)])))
+        for slot in waiting:
+            self._check(slot)
+        results, self._results = self._results, []
+        return results
+
+    @staticmethod
+    def _wait(slots: list[_Slot], timeout: float | None) -> None:
+        waitables: list[Any] = [slot.conn for slot in slots] + [slot.process.sentinel for slot in slots]
+        multiprocessing.connection.wait(waitables, timeout)
+
+    def _check(self, slot: _Slot) -> None:
+        """Collect what a worker sent (ready, a result), or notice that it died or ran past its episode's limit."""
+        try:
+            while slot.conn.poll():
+                kind, payload = slot.conn.recv()
+                if kind == "result":
+                    self._results.append(payload)
+                    slot.job = None
+                elif kind == "ready":
+                    slot.ready, slot.pid = True, payload
+                elif kind == "failed":
+                    raise WorkerFailed(f"worker {slot.name} could not start: {payload}")
+                elif kind == "crash":
+                    raise WorkerFailed(f"worker {slot.name} failed outside any episode:\n{payload}")
+        except (EOFError, OSError):
+            pass  # died: its exit code says how
+        if not slot.process.is_alive():
+            slot.process.join()
+            reason = exit_reason(slot.process.exitcode)
+            if slot.job is not None:
+                self._lost(slot, slot.job, EpisodeStatus.INFRA_INVALID, reason, f"{reason}; the worker was replaced")
+            elif not slot.ready:  # died while starting
+                if slot.failed_starts + 1 >= START_ATTEMPTS:
+                    raise WorkerFailed(f"worker {slot.name} could not start: {reason}")
+                self._replace(slot, failed_starts=slot.failed_starts + 1)
+            else:  # died while idle: nothing lost
+                self._replace(slot)
+            return
+        if slot.job is not None and time.monotonic() >= slot.deadline:
+            now = time.monotonic()
+            env_since = slot.clock.value
+            status, reason = blame(env_since, slot.limit_s, now)
+            slot.process.kill()
+            slot.process.join()
+            self._lost(slot, slot.job, status, reason, timeout_detail(slot.limit_s, env_since, now))
+
+    def _lost(self, slot: _Slot, job: EpisodeJob, status: EpisodeStatus, reason: str, detail: str) -> None:
+        self._results.append(
+            lost_episode(job, worker=slot.name, status=status, reason=reason, detail=detail, started=slot.started)
+        )
+        self._replace(slot)
+
+    def _replace(self, slot: _Slot, *, failed_starts: int = 0) -> None:
+        """A new worker in the dead one's place; it takes jobs once it has been built (the others go on meanwhile)."""
+        slot.conn.close()
+        index = self._slots.index(slot)
+        self.replaced += 1
+        fresh = self._spawn(index)
+        fresh.failed_starts = failed_starts
+        self._slots[index] = fresh

@@ -1,0 +1,238 @@
+"""The worker pool on Ray: the same `EpisodeWorker`s, as Ray actors, past one machine.
+
+`RayPool` joins the cluster at `address` (a local Ray when none is given), starts one actor per worker, each owning
+its env manager, and hands out one episode at a time per idle actor. An actor that dies mid-episode costs that
+episode only (`infra_invalid`, the actor is replaced); an episode past its wall-clock limit kills its actor, and the
+actor's watch thread says whether an env call was running (`env timeout`) or not (`agent timeout`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+
+from hylo.core.status import EpisodeStatus
+from hylo.eval.pool import START_ATTEMPTS, STOP_GRACE_S, blame, timeout_detail
+from hylo.eval.worker import (
+    EpisodeJob,
+    EpisodeResult,
+    EpisodeWorker,
+    LocalClock,
+    WorkerConfig,
+    WorkerFailed,
+    lost_episode,
+)
+
+WATCH_ANSWER_S = 2.0
+"""How long an actor past its limit has to say whether an env call is running; no answer blames the env (a call
+holding the interpreter)."""
+
+
+class _ActorWorker:
+    """The actor: an `EpisodeWorker` on one thread, and a second thread that answers `env_since` while it runs."""
+
+    def __init__(self, config: WorkerConfig, name: str) -> None:
+        self.clock = LocalClock()
+        self.worker = EpisodeWorker(config, name=name, clock=self.clock)
+
+    def initialize(self) -> int:
+        self.worker.initialize()
+        return os.getpid()
+
+    def run(self, job: EpisodeJob) -> EpisodeResult:
+        return self.worker.run(job).serialized()
+
+    def shutdown(self) -> None:
+        self.worker.shutdown()
+
+    @ray.method(concurrency_group="watch")
+    def env_busy_s(self) -> float:
+        """How long the env's current call has run (0.0: none runs); a duration, as clocks differ across hosts."""
+        since = self.clock.value
+        return time.monotonic() - since if since > 0 else 0.0
+
+
+_ACTOR_OPTIONS: dict[str, Any] = {
+    "num_cpus": 1,
+    "max_restarts": 0,
+    "max_task_retries": 0,
+    "concurrency_groups": {"watch": 1},
+}
+_Actor = ray.remote(**_ACTOR_OPTIONS)(_ActorWorker)
+
+
+@dataclass
+class _Slot:
+    name: str
+    actor: Any
+    starting: Any = None  # the initialize() future until the actor is built
+    job: EpisodeJob | None = None
+    future: Any = None
+    started: float = 0.0
+    deadline: float = 0.0
+    limit_s: float = 0.0
+    failed_starts: int = 0
+
+    @property
+    def ready(self) -> bool:
+        return self.starting is None
+
+
+def _died(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:2000]
+
+
+class RayPool:
+    """`size` Ray actors, each owning its env manager (one CPU each)."""
+
+    def __init__(
+        self, config: WorkerConfig, size: int, limits: Mapping[str, float], *, address: str | None = None
+    ) -> None:
+        self.config = config
+        self.size = size
+        self.limits = dict(limits)
+        self.address = address
+        self._owns_ray = False
+        self._slots: list[_Slot] = []
+        self._generation: dict[int, int] = {}
+        self._results: list[EpisodeResult] = []
+        self.replaced = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        if ray.is_initialized():
+            return
+        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+        if self.address is None:
+            options["num_cpus"] = max(self.size, len(os.sched_getaffinity(0)))
+        try:
+            ray.init(address=self.address, **options)
+        except (ConnectionError, RayError, ValueError) as exc:
+            raise WorkerFailed(f"cannot join the Ray cluster at {self.address!r}: {exc}") from None
+        self._owns_ray = True
+
+    def _spawn(self, index: int) -> _Slot:
+        generation = self._generation.get(index, 0) + 1
+        self._generation[index] = generation
+        name = f"ray{index}" if generation == 1 else f"ray{index}.{generation}"
+        actor: Any = _Actor.remote(self.config, name)
+        return _Slot(name, actor, starting=actor.initialize.remote())
+
+    def start(self) -> None:
+        self._connect()
+        self._slots = [self._spawn(i) for i in range(self.size)]
+        while not all(slot.ready for slot in self._slots):
+            self._wait(None)
+
+    def close(self, *, kill: bool = False) -> None:
+        slots, self._slots = self._slots, []
+        if not kill:
+            done = [slot.actor.shutdown.remote() for slot in slots if slot.ready and slot.job is None]
+            if done:
+                ray.wait(done, num_returns=len(done), timeout=STOP_GRACE_S)
+        for slot in slots:
+            ray.kill(slot.actor, no_restart=True)
+        if self._owns_ray:
+            ray.shutdown()
+            self._owns_ray = False
+
+    # -- jobs ---------------------------------------------------------------------------------------------------------
+
+    def idle(self) -> int:
+        return sum(slot.ready and slot.job is None for slot in self._slots)
+
+    def busy(self) -> int:
+        return sum(slot.job is not None for slot in self._slots)
+
+    def submit(self, job: EpisodeJob) -> None:
+        slot = next(slot for slot in self._slots if slot.ready and slot.job is None)
+        slot.job, slot.started = job, time.time()
+        slot.limit_s = self.limits[job.task.task]
+        slot.deadline = time.monotonic() + slot.limit_s
+        slot.future = slot.actor.run.remote(job)
+
+    def poll(self, timeout: float) -> list[EpisodeResult]:
+        busy = [slot for slot in self._slots if slot.job is not None]
+        if busy or not all(slot.ready for slot in self._slots):
+            now = time.monotonic()
+            self._wait(max(0.0, min([timeout, *(slot.deadline - now for slot in busy)])))
+        results, self._results = self._results, []
+        return results
+
+    def _wait(self, timeout: float | None) -> None:
+        futures = {}
+        for slot in self._slots:
+            if slot.starting is not None:
+                futures[slot.starting] = slot
+            elif slot.future is not None:
+                futures[slot.future] = slot
+        if futures:
+            ready, _ = ray.wait(list(futures), num_returns=1, timeout=timeout)
+            if ready:  # and whatever else is ready already
+                ready, _ = ray.wait(list(futures), num_returns=len(futures), timeout=0)
+            for future in ready:
+                self._collect(futures[future], future)
+        now = time.monotonic()
+        for slot in list(self._slots):
+            if slot.job is not None and now >= slot.deadline:
+                self._timed_out(slot)
+
+    def _collect(self, slot: _Slot, future: Any) -> None:
+        if future is slot.starting:
+            try:
+                ray.get(future)
+            except RayActorError as exc:  # died while starting
+                if slot.failed_starts + 1 >= START_ATTEMPTS:
+                    raise WorkerFailed(f"worker {slot.name} could not start: {_died(exc)}") from None
+                self._replace(slot, failed_starts=slot.failed_starts + 1)
+            except RayTaskError as exc:
+                raise WorkerFailed(f"worker {slot.name} could not start: {exc.cause!r}") from None
+            else:
+                slot.starting = None
+            return
+        job = slot.job
+        slot.job = slot.future = None
+        try:
+            self._results.append(ray.get(future))
+        except RayActorError as exc:
+            assert job is not None
+            detail = f"{_died(exc)}; the worker was replaced"
+            self._lost(slot, job, EpisodeStatus.INFRA_INVALID, "worker died: its Ray actor was lost", detail)
+        except RayTaskError as exc:  # a defect in the runner, not in the episode: abort the run
+            raise WorkerFailed(f"worker {slot.name} failed outside any episode: {exc}") from None
+
+    def _timed_out(self, slot: _Slot) -> None:
+        job = slot.job
+        assert job is not None
+        now = time.monotonic()
+        try:
+            busy_s = float(ray.get(slot.actor.env_busy_s.remote(), timeout=WATCH_ANSWER_S))
+        except (GetTimeoutError, RayError):
+            busy_s = slot.limit_s  # no answer: a call holds the worker's interpreter
+        env_since = now - busy_s if busy_s > 0 else 0.0
+        status, reason = blame(env_since, slot.limit_s, now)
+        ray.kill(slot.actor, no_restart=True)
+        slot.job = slot.future = None
+        self._lost(slot, job, status, reason, timeout_detail(slot.limit_s, env_since, now))
+
+    def _lost(self, slot: _Slot, job: EpisodeJob, status: EpisodeStatus, reason: str, detail: str) -> None:
+        self._results.append(
+            lost_episode(job, worker=slot.name, status=status, reason=reason, detail=detail, started=slot.started)
+        )
+        self._replace(slot)
+
+    def _replace(self, slot: _Slot, *, failed_starts: int = 0) -> None:
+        ray.kill(slot.actor, no_restart=True)
+        index = self._slots.index(slot)
+        self.replaced += 1
+        fresh = self._spawn(index)
+        fresh.failed_starts = failed_starts
+        self._slots[index] = fresh

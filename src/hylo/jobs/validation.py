@@ -1,0 +1,61 @@
+"""A submission checked before it is queued: `plan_run` without import paths, its errors pinned to the field to
+blame, the log dir forced to the scheduler's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from hylo.agents.registry import AgentSpecError
+from hylo.core.errors import HyloError
+from hylo.envs.benchmark import UnknownChoice
+from hylo.eval.runner import plan_run
+from hylo.eval.spec import EvalSpec
+from hylo.jobs.errors import JobRefused
+
+RESERVED_RUN_IDS = frozenset({"jobs", "jobs.sqlite", "jobs.lock"})
+"""Names in the log dir that belong to the scheduler."""
+
+_CHOICE_FIELDS = {"benchmark": "benchmark", "agent": "agent", "split": "split", "task": "tasks"}
+
+
+def blamed_field(exc: Exception) -> str | None:
+    """The spec field a `plan_run` error is about (None when no single field is)."""
+    text = str(exc)
+    if isinstance(exc, UnknownChoice):
+        return _CHOICE_FIELDS.get(exc.what.split(" ", 1)[0])
+    if isinstance(exc, AgentSpecError):
+        return "agent_args" if text.startswith("cannot build agent") else "agent"
+    if isinstance(exc, ValidationError):
+        errors = exc.errors()
+        return str(errors[0]["loc"][0]) if errors and errors[0]["loc"] else None
+    for needle, field in (
+        ("timing", "timing_options"),
+        ("step budget", "max_steps"),
+        ("--fresh", "run_id"),
+        ("--run-id", "run_id"),
+        ("benchmark", "benchmark"),
+        ("agent", "agent"),
+    ):
+        if needle in text:
+            return field
+    return None
+
+
+def check_spec(spec: EvalSpec, log_dir: Path) -> EvalSpec:
+    """The spec as the job will run it: log dir the scheduler's, validated by `plan_run(allow_import=False)`, run id
+    fixed and `fresh` consumed. Raises `JobRefused` naming the field."""
+    log_dir = log_dir.resolve()
+    if "log_dir" in spec.model_fields_set and Path(spec.log_dir).resolve() != log_dir:
+        raise JobRefused(
+            "log_dir", f"log_dir {spec.log_dir!r} is not this scheduler's; its runs go to {str(log_dir)!r}"
+        )
+    spec = spec.model_copy(update={"log_dir": str(log_dir)})
+    try:
+        planned = plan_run(spec, allow_import=False)
+    except (HyloError, ValueError, LookupError) as exc:
+        raise JobRefused(blamed_field(exc), str(exc)) from None
+    if planned.run_id in RESERVED_RUN_IDS:
+        raise JobRefused("run_id", f"run id {planned.run_id!r} is reserved for the job queue; choose another")
+    return planned
