@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from multiprocessing.context import SpawnProcess
 from typing import Any, Protocol
 
+from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
 from hylo.eval.worker import (
     EpisodeJob,
@@ -129,7 +130,7 @@ def _worker_main(conn: multiprocessing.connection.Connection, config: WorkerConf
     try:
         worker.initialize()
     except Exception as exc:
-        conn.send(("failed", str(exc) if isinstance(exc, WorkerFailed) else f"{type(exc).__name__}: {exc}"))
+        conn.send(("failed", str(exc) if isinstance(exc, HyloError) else f"{type(exc).__name__}: {exc}"))
         return
     try:
         conn.send(("ready", os.getpid()))

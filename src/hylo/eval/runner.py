@@ -27,7 +27,7 @@ from hylo.eval.provenance import Background, git_commit, package_versions
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import Summary, summarize, summarize_by_task
 from hylo.eval.store import FILENAME, EpisodeRow, EvalLog, RunBusy, RunInfo, records
-from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig
+from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig, WorkerFailed
 from hylo.eval.writer import EvalLogWriter, RunAborted
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.budget import resolve_step_budget
@@ -287,7 +287,10 @@ class Evaluation:
             executed, interrupted = 0, False
             try:
                 if pool is not None:
-                    pool.start()
+                    try:
+                        pool.start()
+                    except WorkerFailed as exc:
+                        raise EvalError(str(exc)) from None
                 log = self._claim(log, planned)
                 self.started = True
                 if pool is not None:

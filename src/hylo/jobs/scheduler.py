@@ -103,7 +103,7 @@ class JobScheduler:
         self._closed = False
         self.reconcile()
 
-    # -- lifecycle ------------------------------------------------------------------------------------------------------
+    # -- lifecycle -----------------------------------------------------------------------------------------------------
 
     def start(self) -> JobScheduler:
         """Start the scheduling thread (it starts queued jobs as they fit)."""
@@ -152,7 +152,7 @@ class JobScheduler:
         """The machine as admission sees it now."""
         return self._probe()
 
-    # -- submitting and reading -----------------------------------------------------------------------------------------
+    # -- submitting and reading ----------------------------------------------------------------------------------------
 
     def submit(
         self,
@@ -242,7 +242,7 @@ class JobScheduler:
                 self._changed.wait(min(self.poll_interval, left) if left is not None else self.poll_interval)
         return self._status(job)
 
-    # -- cancelling -----------------------------------------------------------------------------------------------------
+    # -- cancelling ----------------------------------------------------------------------------------------------------
 
     def cancel(self, job_id: str, *, wait: float | None = None) -> JobStatus:
         """Cancel a job: a queued one at once; a running one gets SIGTERM to its process group (SIGKILL after the grace
@@ -263,7 +263,7 @@ class JobScheduler:
         self._wake.set()
         return self.wait(job_id, wait) if wait else self.status(job_id)
 
-    # -- restart reconciliation -------------------------------------------------------------------------------------------
+    # -- restart reconciliation ----------------------------------------------------------------------------------------
 
     def reconcile(self) -> None:
         """Settle the jobs a previous scheduler left `running`: a process still alive (an orphan) is stopped (its
@@ -293,7 +293,7 @@ class JobScheduler:
         while alive(pid, created_at) and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    # -- the scheduling thread -------------------------------------------------------------------------------------------
+    # -- the scheduling thread -----------------------------------------------------------------------------------------
 
     def _loop(self) -> None:
         while True:
@@ -345,9 +345,7 @@ class JobScheduler:
         )
         if ended.state is JobState.CANCELLED:
             mark_run(self.run_dir(job.run_id), "cancelled", CANCELLED_RUN_MESSAGE)
-        self.store.finish(
-            job.job_id, ended.state, ended.message, exit_code=code, executed_now=ended.executed_now
-        )
+        self.store.finish(job.job_id, ended.state, ended.message, exit_code=code, executed_now=ended.executed_now)
         del self._running[job.job_id]
         logger.info("job %s (%s) %s: %s", job.job_id, job.run_id, ended.state.value, ended.message)
         self._changed.notify_all()
@@ -406,4 +404,3 @@ def _own(path: Path) -> IO[str]:
     file.write(str(os.getpid()))
     file.flush()
     return file
-

@@ -96,7 +96,7 @@ class JobStore:
             rows = self._conn.execute(f"SELECT {_COLUMNS} FROM jobs {where}", args).fetchall()
         return [_job(row) for row in rows]
 
-    # -- reading ------------------------------------------------------------------------------------------------------
+    # -- reading -------------------------------------------------------------------------------------------------------
 
     def get(self, job_id: str) -> Job | None:
         found = self._select("WHERE job_id = ?", (job_id,))
@@ -125,7 +125,7 @@ class JobStore:
             return None
         return int(row[0]), float(row[1])
 
-    # -- writing ------------------------------------------------------------------------------------------------------
+    # -- writing -------------------------------------------------------------------------------------------------------
 
     def add(self, job: Job) -> Job:
         """Queue a job, unless its run already has an active one (raises `ActiveRun` with that job's id)."""

@@ -1,0 +1,142 @@
+"""The eval REST API over a `JobScheduler`: submit, watch, list and cancel evaluation jobs, read runs and episodes.
+
+Only registered benchmarks and agents are accepted (never an import path), and every run goes to the scheduler's
+log dir.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from hylo import __version__
+from hylo.core.status import EpisodeStatus
+from hylo.eval.store import EvalLog, RunNotFound, find_run, list_runs
+from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, SchedulerBusy
+from hylo.jobs.job import JobStatus
+from hylo.jobs.request import JobRequest
+from hylo.jobs.scheduler import JobScheduler
+from hylo.server.auth import BearerToken
+from hylo.server.events import status_events
+from hylo.server.models import Episodes, Queue, Runs, Started
+
+PREFIX = "/api/eval/v2"
+CANCEL_WAIT_MARGIN_S = 5.0
+"""How long past the grace period a cancel request waits for a running job to end."""
+
+
+def create_app(scheduler: JobScheduler, *, token: str | None = None, manage_scheduler: bool = False) -> FastAPI:
+    """The API over `scheduler`. With `token`, every request needs `Authorization: Bearer <token>`. With
+    `manage_scheduler`, the app starts the scheduler on startup and closes it on shutdown (terminating running
+    jobs, which stay resumable)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if manage_scheduler:
+            scheduler.start()
+        try:
+            yield
+        finally:
+            if manage_scheduler:
+                await run_in_threadpool(scheduler.close)
+
+    app = FastAPI(
+        title="hylo eval API",
+        version=__version__,
+        description="Queue evaluations of embodied agents, follow them live, read their runs and episodes.",
+        lifespan=lifespan,
+    )
+    if token:
+        app.add_middleware(BearerToken, token=token)
+    _add_error_handlers(app)
+    app.include_router(_routes(scheduler), prefix=PREFIX)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(JobRefused)
+    async def refused(request: Request, exc: JobRefused) -> JSONResponse:
+        loc = ["body", exc.field] if exc.field else ["body"]
+        return JSONResponse({"detail": [{"loc": loc, "msg": exc.message, "type": "value_error"}]}, status_code=422)
+
+    @app.exception_handler(JobNotFound)
+    async def not_found(request: Request, exc: JobNotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(RunNotFound)
+    async def run_not_found(request: Request, exc: RunNotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(JobConflict)
+    async def conflict(request: Request, exc: JobConflict) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(SchedulerBusy)
+    async def busy(request: Request, exc: SchedulerBusy) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+
+def _routes(scheduler: JobScheduler) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/start", response_model=Started, summary="Queue an evaluation")
+    def start(request: JobRequest) -> Started:
+        """Validate the spec (registered benchmarks and agents only), check that the job can ever fit this machine,
+        and queue it. 422 names the offending field; 409 when the run already has a queued or running job."""
+        status = scheduler.submit(request.eval_spec(), **request.scheduling())
+        return Started(job_id=status.job_id, run_id=status.run_id, state=status.state)
+
+    @router.get("/status/{job}", response_model=JobStatus, summary="A job's state and its run's progress")
+    def status(job: str) -> JobStatus:
+        return scheduler.status(job)
+
+    @router.get("/status/{job}/events", summary="A job's status as server-sent events, until it is final")
+    async def events(job: str, request: Request) -> StreamingResponse:
+        await run_in_threadpool(scheduler.status, job)  # 404 before the stream starts
+        return StreamingResponse(
+            status_events(scheduler, job, request),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    @router.get("/queue", response_model=Queue, summary="Running and queued jobs, in the order they are served")
+    def queue() -> Queue:
+        return Queue(jobs=scheduler.queue())
+
+    @router.get("/runs", response_model=Runs, summary="Every run in the log dir")
+    def runs() -> Runs:
+        return Runs(runs=[info.to_json() for info in list_runs(scheduler.log_dir)])
+
+    @router.get("/runs/{run}/episodes", response_model=Episodes, summary="A run's final episodes, paged")
+    def episodes(
+        run: str,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        status: Annotated[EpisodeStatus | None, Query(description="only episodes that ended with this status")] = None,
+    ) -> Episodes:
+        with EvalLog.open(find_run(scheduler.log_dir, run)) as log:
+            run_id = log.info().run_id
+            rows = log.final_episodes()
+        if status is not None:
+            rows = [row for row in rows if row.status is status]
+        page = [row.to_json() for row in rows[offset : offset + limit]]
+        return Episodes(run_id=run_id, total=len(rows), offset=offset, limit=limit, episodes=page)
+
+    @router.post("/runs/{run}/cancel", response_model=JobStatus, summary="Cancel the queued or running job of a run")
+    def cancel(run: str) -> JobStatus:
+        """A queued job is cancelled at once; a running one is stopped (SIGTERM, then SIGKILL after the grace
+        period) and its run marked `cancelled`, resumable by resubmitting the same spec. 404 for an unknown run,
+        409 when the run has no queued or running job."""
+        job = scheduler.active_job(run)
+        if job is None:
+            if not scheduler.store.for_run(run):
+                find_run(scheduler.log_dir, run)  # RunNotFound: 404 naming the run
+            raise JobConflict(f"run {run!r} has no queued or running job to cancel")
+        return scheduler.cancel(job.job_id, wait=scheduler.grace_s + CANCEL_WAIT_MARGIN_S)
+
+    return router

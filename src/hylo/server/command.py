@@ -1,0 +1,62 @@
+"""`hylo serve`: the eval REST API on this machine (`add_parser` adds it to `hylo`'s commands, `run` runs it)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from hylo.jobs.errors import SchedulerBusy
+from hylo.server.auth import TOKEN_ENV
+from hylo.server.serve import DEFAULT_HOST, DEFAULT_PORT, ServeRefused, serve
+
+EXIT_BAD_INPUT = 2
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {text!r}")
+    return value
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """Add `serve` to a subparsers object (`hylo`'s commands); returns its parser."""
+    parser = commands.add_parser("serve", help="queue and run evaluations behind an HTTP API (docs/api.md)")
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
+    parser.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    parser.add_argument("--log-dir", type=Path, default=Path("hylo-runs"), help="where runs and the job queue are kept")
+    parser.add_argument(
+        "--token",
+        default=None,
+        help=f"require 'Authorization: Bearer TOKEN' (default ${TOKEN_ENV}); needed to bind beyond loopback",
+    )
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until Ctrl-C or SIGTERM (exit 0); 2 with one line when refused (no token off loopback, a log dir
+    another scheduler owns)."""
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupt)  # uvicorn re-raises the signal once it has shut down
+    try:
+        serve(args.log_dir, host=args.host, port=args.port, token=token)
+    except (ServeRefused, SchedulerBusy) as exc:
+        print(f"hylo: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 0
+    except SystemExit as exc:  # uvicorn exits when it cannot bind (the reason is logged)
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")

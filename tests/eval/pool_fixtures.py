@@ -1,0 +1,138 @@
+"""Envs and agents for the worker-pool tests. Worker processes import this module by name (`gym:pool_fixtures:...`,
+`pool_fixtures:Agent`), so it lives on PYTHONPATH with the other eval fixtures.
+
+Environment variables (inherited by worker processes) tell the envs where to record what they did:
+`HYLO_TEST_ENV_LOG` — a file each env appends `open <pid>` / `close <pid>` to.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+from hylo.core import ActionChunk
+
+
+def _log(line: str) -> None:
+    path = os.environ.get("HYLO_TEST_ENV_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{line} {os.getpid()}\n")
+
+
+def _first_time(marker: str) -> bool:
+    """True once per marker file across processes: the first caller creates it."""
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    return True
+
+
+class CountedEnv(gym.Env):
+    """Reaches its goal after 3 steps of action 1; logs its construction and its close."""
+
+    def __init__(self) -> None:
+        self.action_space = gym.spaces.Discrete(2)
+        self.observation_space = gym.spaces.Box(-1.0, 10.0, shape=(1,), dtype=np.float32)
+        self.t = 0
+        _log("open")
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += int(action)
+        done = self.t >= 3
+        return np.array([self.t], dtype=np.float32), float(done), done, False, {"is_success": done}
+
+    def close(self) -> None:
+        _log("close")
+
+
+class HangOnceEnv(CountedEnv):
+    """The first step of the first episode to get there (across processes) never returns."""
+
+    def step(self, action):
+        if _first_time(os.environ["HYLO_TEST_HANG_MARKER"]):
+            time.sleep(3600)
+        return super().step(action)
+
+
+gym.register(id="Counted-v0", entry_point=CountedEnv)
+gym.register(id="HangOnce-v0", entry_point=HangOnceEnv)
+
+
+class Forward:
+    """Always action 1: CountedEnv succeeds in 3 steps."""
+
+    def act(self, obs):
+        return ActionChunk.single(1)
+
+
+class IndexSleeper:
+    """Sleeps `seconds` per act in the episode of index `slow_index`, none in the others; moves forward (2)."""
+
+    def __init__(self, slow_index: int = 0, seconds: float = 0.3, action: int = 2) -> None:
+        self.slow_index = slow_index
+        self.seconds = seconds
+        self.action = action
+
+    def reset(self, ctx):
+        self.slow = ctx.task.index == self.slow_index
+
+    def act(self, obs):
+        if self.slow:
+            time.sleep(self.seconds)
+        return ActionChunk.single(self.action)
+
+
+class KillOnce:
+    """Kills its own process (SIGKILL, as the OOM killer would) in the first episode of index `index` to act,
+    once across processes (`marker` is created then); acts 1 otherwise, taking `seconds` per act."""
+
+    def __init__(self, marker: str, index: int = 1, seconds: float = 0.0) -> None:
+        self.marker = marker
+        self.index = index
+        self.seconds = seconds
+
+    def reset(self, ctx):
+        self.mine = ctx.task.index == self.index
+
+    def act(self, obs):
+        if self.mine and _first_time(self.marker):
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(self.seconds)
+        return ActionChunk.single(1)
+
+
+class KillWhileBroken:
+    """Kills its own process on every act while the file `broken` exists (a broken machine); acts 1 otherwise."""
+
+    def __init__(self, broken: str) -> None:
+        self.broken = broken
+
+    def act(self, obs):
+        if Path(self.broken).exists():
+            os.kill(os.getpid(), signal.SIGKILL)
+        return ActionChunk.single(1)
+
+
+class HangOnceAgent:
+    """The first act of the first episode to get there (across processes) never returns."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def act(self, obs):
+        if _first_time(self.marker):
+            time.sleep(3600)
+        return ActionChunk.single(1)
