@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ def start(client: httpx.Client, body: dict) -> dict:
     return response.json()
 
 
-def refusal_field(response: httpx.Response) -> list[str]:
+def refused_fields(response: httpx.Response) -> list[str]:
     """The fields named by a 422's detail (FastAPI's validation shape)."""
     assert response.status_code == 422, response.text
     return [str(error["loc"][-1]) for error in response.json()["detail"] if len(error["loc"]) > 1]
@@ -56,7 +57,7 @@ def test_a_job_runs_to_done_and_its_run_and_episodes_are_served(make_server):
 
     unknown = client.get(f"{API}/runs/no-such-run/episodes")
     assert unknown.status_code == 404 and "no-such-run" in unknown.json()["detail"]
-    assert refusal_field(client.get(f"{API}/runs/{started['run_id']}/episodes", params={"status": "great"})) == [
+    assert refused_fields(client.get(f"{API}/runs/{started['run_id']}/episodes", params={"status": "great"})) == [
         "status"
     ]
     missing = client.get(f"{API}/status/nope")
@@ -87,7 +88,7 @@ def test_the_queue_is_served_by_priority_then_submission_one_job_at_a_time_on_on
     server.scheduler.start()
     finals = [wait_final(client, job["job_id"]) for job in expected[1:]]
     assert [status["state"] for status in finals] == ["done"] * 4
-    for before, after in zip(finals, finals[1:], strict=False):  # in order, and never two at once on one CPU
+    for before, after in itertools.pairwise(finals):  # in order, and never two at once on one CPU
         assert before["ended_at"] <= after["started_at"]
     assert client.get(f"{API}/queue").json()["jobs"] == []
     again = client.post(f"{API}/runs/{high['run_id']}/cancel")
@@ -97,19 +98,19 @@ def test_the_queue_is_served_by_priority_then_submission_one_job_at_a_time_on_on
 def test_a_job_that_can_never_fit_is_refused_naming_the_field(make_server):
     gpu_box = Machine(cpus=2, ram_total_gb=8.0, ram_available_gb=8.0, gpus=(Gpu(0, "Simulated", 24.0, 24.0),))
     client = make_server(machine=gpu_box, start=False).client
-    assert refusal_field(client.post(f"{API}/start", json=quick_spec(cpus=3))) == ["cpus"]
-    assert refusal_field(client.post(f"{API}/start", json=quick_spec(workers=4))) == ["cpus"]
-    assert refusal_field(client.post(f"{API}/start", json=quick_spec(ram_gb=64))) == ["ram_gb"]
+    assert refused_fields(client.post(f"{API}/start", json=quick_spec(cpus=3))) == ["cpus"]
+    assert refused_fields(client.post(f"{API}/start", json=quick_spec(workers=4))) == ["cpus"]
+    assert refused_fields(client.post(f"{API}/start", json=quick_spec(ram_gb=64))) == ["ram_gb"]
     too_big = client.post(f"{API}/start", json=quick_spec(gpu_mem_gb=40))
-    assert refusal_field(too_big) == ["gpu_mem_gb"] and "24" in too_big.json()["detail"][0]["msg"]
+    assert refused_fields(too_big) == ["gpu_mem_gb"] and "24" in too_big.json()["detail"][0]["msg"]
     assert client.get(f"{API}/queue").json()["jobs"] == []
     assert start(client, quick_spec(gpu_mem_gb=20, exclusive_gpu=True))["state"] == "queued"
 
 
 def test_a_gpu_request_on_a_machine_without_gpu_is_refused(make_server):
     client = make_server(machine=ONE_CPU, start=False).client
-    assert refusal_field(client.post(f"{API}/start", json=quick_spec(gpu_mem_gb=2))) == ["gpu_mem_gb"]
-    assert refusal_field(client.post(f"{API}/start", json=quick_spec(exclusive_gpu=True))) == ["exclusive_gpu"]
+    assert refused_fields(client.post(f"{API}/start", json=quick_spec(gpu_mem_gb=2))) == ["gpu_mem_gb"]
+    assert refused_fields(client.post(f"{API}/start", json=quick_spec(exclusive_gpu=True))) == ["exclusive_gpu"]
     assert client.get(f"{API}/queue").json()["jobs"] == []
 
 
@@ -144,7 +145,7 @@ def test_import_paths_are_refused_over_http_and_nothing_runs(make_server, tmp_pa
     request = {"benchmark": "babyai", "agent_args": {"command": f"touch {marker}"}, **body}
     request = json.loads(json.dumps(request).replace("{marker}", str(marker)))
     response = server.client.post(f"{API}/start", json=request)
-    assert refusal_field(response) == [field]
+    assert refused_fields(response) == [field]
     assert "registered" in response.json()["detail"][0]["msg"]
     assert server.client.get(f"{API}/queue").json()["jobs"] == []
     assert server.scheduler.jobs() == []
@@ -171,7 +172,7 @@ def test_import_paths_are_refused_over_http_and_nothing_runs(make_server, tmp_pa
 def test_a_bad_field_is_named_and_nothing_is_queued(make_server, overrides: dict, field: str, named: str):
     client = make_server(start=False).client
     response = client.post(f"{API}/start", json=quick_spec(**overrides))
-    assert refusal_field(response) == [field]
+    assert refused_fields(response) == [field]
     assert named in response.json()["detail"][0]["msg"]
     assert client.get(f"{API}/queue").json()["jobs"] == []
 
@@ -220,7 +221,7 @@ def test_cancelling_an_unknown_run_is_404_naming_it(make_server):
 
 def test_the_event_stream_sends_each_change_and_ends_when_the_job_is_final(make_server):
     server = make_server(start=False)
-    job = start(server.client, quick_spec())
+    job = start(server.client, slow_spec(episodes=3))
     events = []
     with server.client.stream("GET", f"{API}/status/{job['job_id']}/events") as response:
         assert response.status_code == 200
@@ -233,8 +234,8 @@ def test_the_event_stream_sends_each_change_and_ends_when_the_job_is_final(make_
     states = [event["state"] for event in events]
     assert states[0] == "queued" and states[-1] == "done"
     assert "running" in states
-    assert events[-1]["progress"]["n_done"] == 3
-    assert all(a != b for a, b in zip(events, events[1:], strict=False))  # only changes are sent
+    assert events[-1]["progress"]["n_done"] == 3 and events[-1]["progress"]["status"] == "complete"
+    assert all(a != b for a, b in itertools.pairwise(events))  # only changes are sent
     assert server.client.get(f"{API}/status/nope/events").status_code == 404
 
 

@@ -295,7 +295,7 @@ class Evaluation:
                 self.started = True
                 if pool is not None:
                     try:
-                        executed = self._dispatch(log, pool, todo, finals, planned)
+                        executed = self.dispatch(log, pool, todo, finals, planned)
                     except KeyboardInterrupt:
                         interrupted = True
                         log.update_run(status="interrupted", message="interrupted; re-run the command to resume")
@@ -355,7 +355,7 @@ class Evaluation:
             return RayPool(config, self.spec.workers, self.episode_limits(), address=self.spec.address)
         return ProcessPool(config, self.spec.workers, self.episode_limits())
 
-    def _dispatch(
+    def dispatch(
         self, log: EvalLog, pool: Pool, todo: list[EpisodeJob], finals: dict[str, EpisodeRow], total: int
     ) -> int:
         """Hand the attempts to idle workers one at a time, commit each result as it comes, re-queue retried

@@ -14,6 +14,8 @@ from hylo.server.auth import TOKEN_ENV, is_loopback
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+SHUTDOWN_GRACE_S = 5
+"""How long open requests (an event stream follows its job until it ends) may delay the server's shutdown."""
 
 
 class ServeRefused(HyloError):
@@ -45,6 +47,9 @@ def serve(
     scheduler = JobScheduler(log_dir, machine=machine)
     try:
         app = create_app(scheduler, token=token or None, manage_scheduler=True)
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level)).run()
+        config = uvicorn.Config(
+            app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=SHUTDOWN_GRACE_S
+        )
+        uvicorn.Server(config).run()
     finally:
         scheduler.close()

@@ -1,0 +1,115 @@
+"""`hylo serve`: its arguments, its refusals, and a real server process that stops its jobs when it stops."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from live_server import slow_spec
+
+from hylo.jobs import JobScheduler, JobState
+from hylo.server import check_binding, is_loopback
+from hylo.server.command import add_parser, run
+
+API = "/api/eval/v2"
+SERVE = (
+    "import argparse, sys\n"
+    "from hylo.server.command import add_parser, run\n"
+    "parser = argparse.ArgumentParser(prog='hylo')\n"
+    "add_parser(parser.add_subparsers(dest='command'))\n"
+    "sys.exit(run(parser.parse_args(sys.argv[1:])))\n"
+)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="hylo")
+    add_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve_binds_loopback_by_default():
+    args = parse("serve")
+    assert (args.command, args.host, args.port, args.log_dir, args.token) == (
+        "serve",
+        "127.0.0.1",
+        8765,
+        Path("hylo-runs"),
+        None,
+    )
+    assert parse("serve", "--host", "0.0.0.0", "--port", "9000", "--token", "t").port == 9000
+
+
+@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("localhost", True), ("::1", True),
+                                                ("127.3.2.1", True), ("0.0.0.0", False), ("::", False),
+                                                ("192.168.1.10", False), ("example.org", False)])  # fmt: skip
+def test_loopback_addresses(host: str, loopback: bool):
+    assert is_loopback(host) is loopback
+
+
+def test_binding_beyond_loopback_without_a_token_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("HYLO_TOKEN", raising=False)
+    code = run(parse("serve", "--host", "0.0.0.0", "--log-dir", str(tmp_path / "runs")))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("hylo: error: ") and "token" in err and "0.0.0.0" in err
+    assert not (tmp_path / "runs").exists()  # refused before anything was made
+    check_binding("0.0.0.0", "a-token")  # with a token it is allowed
+
+
+def test_a_log_dir_owned_by_another_scheduler_is_refused_in_one_line(tmp_path, capsys):
+    with JobScheduler(tmp_path / "runs"):
+        code = run(parse("serve", "--log-dir", str(tmp_path / "runs"), "--port", str(free_port())))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "another job scheduler" in err
+
+
+def test_a_served_api_needs_the_token_and_stopping_it_stops_its_jobs_resumably(tmp_path):
+    port = free_port()
+    log_dir = tmp_path / "runs"
+    env = {**os.environ, "HYLO_TOKEN": "env-token"}
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVE, "serve", "--port", str(port), "--log-dir", str(log_dir)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                bare = httpx.get(f"{url}{API}/queue", timeout=5)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None and time.monotonic() < deadline, "hylo serve did not come up"
+                time.sleep(0.1)
+        assert bare.status_code == 401
+        client = httpx.Client(base_url=url, headers={"Authorization": "Bearer env-token"}, timeout=60)
+        job = client.post(f"{API}/start", json=slow_spec()).json()
+        while client.get(f"{API}/status/{job['job_id']}").json()["state"] == "queued":
+            assert time.monotonic() < deadline + 30
+            time.sleep(0.1)
+        client.close()
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(60) == 0, server.stderr.read().decode() if server.stderr else ""
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    with JobScheduler(log_dir) as scheduler:
+        status = scheduler.status(job["job_id"])
+    assert status.state is JobState.ABORTED and "resume" in status.message
