@@ -214,3 +214,27 @@ def test_sigterm_to_the_process_group_interrupts_the_run_not_its_episodes(tmp_pa
     with EvalLog.open(run_dir) as log:
         assert log.info().status == "interrupted"
         assert all(r.status.value != "infra_invalid" for r in log.attempts())
+
+
+def test_a_spec_file_runs_like_the_flags_and_refuses_flags_beside_it(tmp_path):
+    spec = EvalSpec(benchmark="babyai", agent="expert", tasks=["GoToLocal"], episodes=3, workers=2,
+                    log_dir=str(tmp_path / "runs"))  # fmt: skip
+    path = tmp_path / "spec.json"
+    path.write_text(spec.model_dump_json())
+    run = subprocess.run([sys.executable, "-m", "hylo", "eval", "--spec", str(path), "--json"], cwd=tmp_path,
+                         env=_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert len(out["episodes"]) == 3 and out["spec"]["workers"] == 2 and out["log_dir"].startswith(str(tmp_path))
+    both = subprocess.run([sys.executable, "-m", "hylo", "eval", "babyai", "--spec", str(path)], cwd=tmp_path,
+                          env=_env(), capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert both.returncode == 2 and "drop benchmark" in both.stderr
+    path.write_text('{"benchmark": "babyai", "agent": "expert", "workers": 0}')
+    bad = subprocess.run([sys.executable, "-m", "hylo", "eval", "--spec", str(path)], cwd=tmp_path, env=_env(),
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert bad.returncode == 2 and "workers must be >= 1, got 0" in bad.stderr
+
+
+def test_an_address_without_the_ray_backend_is_refused(tmp_path):
+    with pytest.raises(EvalError, match="--address 'ray://head:10001' is a Ray address: it needs --backend ray"):
+        Evaluation(EvalSpec(benchmark="babyai", agent="random", address="ray://head:10001", log_dir=str(tmp_path)))

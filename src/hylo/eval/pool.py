@@ -118,13 +118,15 @@ def _die_with_parent() -> None:
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
-def _worker_main(conn: multiprocessing.connection.Connection, config: WorkerConfig, name: str, clock: Any) -> None:
+def _worker_main(
+    conn: multiprocessing.connection.Connection, config: WorkerConfig, name: str, clock: Any, parent: int
+) -> None:
     """A worker process: build once, run the jobs it is sent, close once. Ctrl-C and SIGTERM are its pool's to
     handle (a terminal's Ctrl-C reaches the whole process group); the pool stops it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _die_with_parent()
-    if os.getppid() == 1:  # the pool died before the line above ran
+    if os.getppid() != parent:  # the pool died before the line above ran
         return
     worker = EpisodeWorker(config, name=name, clock=clock)
     try:
@@ -206,7 +208,7 @@ class ProcessPool:
         parent, child = self._context.Pipe()
         clock = self._context.RawValue("d", 0.0)
         process = self._context.Process(
-            target=_worker_main, args=(child, self.config, name, clock), name=f"hylo-{name}", daemon=True
+            target=_worker_main, args=(child, self.config, name, clock, os.getpid()), name=f"hylo-{name}", daemon=True
         )
         process.start()
         child.close()

@@ -329,6 +329,8 @@ class Evaluation:
     def backend(self) -> str:
         """Where the episodes run: `inline`, `process` or `ray` (`auto`: inline for one worker, else process)."""
         spec = self.spec
+        if spec.address is not None and spec.backend != "ray":
+            raise EvalError(f"--address {spec.address!r} is a Ray address: it needs --backend ray")
         if spec.backend == "auto":
             return "inline" if spec.workers == 1 else "process"
         if spec.backend == "inline" and spec.workers > 1:
@@ -350,7 +352,10 @@ class Evaluation:
         if backend == "inline":
             return InlinePool(EpisodeWorker(config, agent=self.agent))
         if backend == "ray":
-            from hylo.eval.raypool import RayPool
+            try:
+                from hylo.eval.raypool import RayPool
+            except ImportError as exc:
+                raise EvalError(f"--backend ray needs Ray ({exc}): pip install 'hylo[ray]'") from None
 
             return RayPool(config, self.spec.workers, self.episode_limits(), address=self.spec.address)
         return ProcessPool(config, self.spec.workers, self.episode_limits())
