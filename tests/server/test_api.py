@@ -57,6 +57,7 @@ def test_a_job_runs_to_done_and_its_run_and_episodes_are_served(make_server):
 
     unknown = client.get(f"{API}/runs/no-such-run/episodes")
     assert unknown.status_code == 404 and "no-such-run" in unknown.json()["detail"]
+    assert client.get(f"{API}/runs/.hidden/episodes").status_code == 404  # a run name, never a path
     assert refused_fields(client.get(f"{API}/runs/{started['run_id']}/episodes", params={"status": "great"})) == [
         "status"
     ]
@@ -78,7 +79,9 @@ def test_the_queue_is_served_by_priority_then_submission_one_job_at_a_time_on_on
     assert [job["job_id"] for job in queue] == [job["job_id"] for job in expected]
     assert {job["state"] for job in queue} == {"queued"}
 
-    cancelled = client.post(f"{API}/runs/{dropped['run_id']}/cancel")
+    ambiguous = client.post(f"{API}/runs/babyai-expert/cancel")
+    assert ambiguous.status_code == 409 and "ambiguous" in ambiguous.json()["detail"]
+    cancelled = client.post(f"{API}/runs/{dropped['run_id'][:-3]}/cancel")  # a unique prefix names the run
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
     assert cancelled.json()["progress"] is None  # it never started: no run
     assert [job["job_id"] for job in client.get(f"{API}/queue").json()["jobs"]] == [

@@ -35,6 +35,9 @@ from hylo.eval.worker import (
 START_ATTEMPTS = 3
 """How often a worker that dies while starting is spawned again before the pool gives up."""
 
+START_TIMEOUT_S = 300.0
+"""How long a worker may take to build its env manager before it counts as a failed start."""
+
 STOP_GRACE_S = 10.0
 """How long a worker may take to close its env at the end before it is killed."""
 
@@ -184,6 +187,7 @@ class _Slot:
     limit_s: float = 0.0
     pid: int | None = None
     failed_starts: int = 0
+    spawned: float = 0.0  # monotonic
 
 
 class ProcessPool:
@@ -212,12 +216,12 @@ class ProcessPool:
         )
         process.start()
         child.close()
-        return _Slot(name, process, parent, clock)
+        return _Slot(name, process, parent, clock, spawned=time.monotonic())
 
     def start(self) -> None:
         self._slots = [self._spawn(i) for i in range(self.size)]
         while not all(slot.ready for slot in self._slots):
-            self._wait(self._slots, None)
+            self._wait(self._slots, 1.0)
             for slot in list(self._slots):
                 self._check(slot)
 
@@ -300,6 +304,9 @@ class ProcessPool:
                 self._replace(slot, failed_starts=slot.failed_starts + 1)
             else:  # died while idle: nothing lost
                 self._replace(slot)
+            return
+        if not slot.ready and time.monotonic() - slot.spawned > START_TIMEOUT_S:
+            slot.process.kill()  # hung while building: the next check counts a failed start
             return
         if slot.job is not None and time.monotonic() >= slot.deadline:
             now = time.monotonic()

@@ -18,7 +18,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 
 from hylo.core.status import EpisodeStatus
-from hylo.eval.pool import START_ATTEMPTS, STOP_GRACE_S, blame, timeout_detail
+from hylo.eval.pool import START_ATTEMPTS, START_TIMEOUT_S, STOP_GRACE_S, blame, timeout_detail
 from hylo.eval.worker import (
     EpisodeJob,
     EpisodeResult,
@@ -28,6 +28,9 @@ from hylo.eval.worker import (
     WorkerFailed,
     lost_episode,
 )
+
+PARTIAL_START_S = 10.0
+"""How long the pool waits for every actor before it starts work with those that are built."""
 
 WATCH_ANSWER_S = 2.0
 """How long an actor past its limit has to say whether an env call is running; no answer blames the env (a call
@@ -127,10 +130,21 @@ class RayPool:
         return _Slot(name, actor, starting=actor.initialize.remote())
 
     def start(self) -> None:
+        """Start the actors; return once all are built, or once one is and the others are still waiting for a CPU
+        (they join when the cluster has room)."""
         self._connect()
         self._slots = [self._spawn(i) for i in range(self.size)]
+        started = time.monotonic()
         while not all(slot.ready for slot in self._slots):
-            self._wait(None)
+            waited = time.monotonic() - started
+            if any(slot.ready for slot in self._slots) and waited > PARTIAL_START_S:
+                return
+            if waited > START_TIMEOUT_S:
+                raise WorkerFailed(
+                    f"no Ray worker started within {START_TIMEOUT_S:.0f} s: does the cluster have a free CPU "
+                    f"({ray.available_resources().get('CPU', 0)} available)?"
+                )
+            self._wait(1.0)
 
     def close(self, *, kill: bool = False) -> None:
         slots, self._slots = self._slots, []

@@ -218,10 +218,16 @@ class JobScheduler:
         """Every job this log dir has had, in submission order."""
         return self.store.all()
 
-    def active_job(self, run_id: str) -> Job | None:
-        """The queued or running job of run `run_id`, if any."""
-        active = [job for job in self.store.for_run(run_id) if not job.state.final]
-        return active[-1] if active else None
+    def active_job(self, run: str) -> Job | None:
+        """The queued or running job of run `run` (its id, or a unique prefix of an active job's run id), if any.
+        Raises `JobConflict` when a prefix matches several."""
+        active = [*self.store.running(), *self.store.queued()]
+        exact = [job for job in active if job.run_id == run]
+        matches = exact or [job for job in active if job.run_id.startswith(run)]
+        if len(matches) > 1:
+            runs = ", ".join(sorted(job.run_id for job in matches))
+            raise JobConflict(f"run {run!r} is ambiguous among the active jobs' runs: {runs}")
+        return matches[0] if matches else None
 
     def run_dir(self, run_id: str) -> Path:
         return self.log_dir / run_id

@@ -35,6 +35,8 @@ def blamed_field(exc: Exception) -> str | None:
         ("step budget", "max_steps"),
         ("--fresh", "run_id"),
         ("--run-id", "run_id"),
+        ("--address", "address"),
+        ("--backend", "backend"),
         ("benchmark", "benchmark"),
         ("agent", "agent"),
     ):

@@ -1,8 +1,31 @@
-"""The eval REST API: `hylo serve`, a `JobScheduler` behind FastAPI (docs/api.md)."""
+"""The eval REST API: `hylo serve`, a `JobScheduler` behind FastAPI (docs/api.md).
 
-from hylo.server.app import PREFIX, create_app
-from hylo.server.auth import TOKEN_ENV, BearerToken, is_loopback
-from hylo.server.serve import DEFAULT_HOST, DEFAULT_PORT, ServeRefused, check_binding, serve
+Its names are imported on first use, so `hylo` commands that do not serve never import the web stack.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hylo.server.app import PREFIX, create_app
+    from hylo.server.auth import BearerToken
+    from hylo.server.binding import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV, ServeRefused, check_binding, is_loopback
+    from hylo.server.serve import serve
+
+_WHERE = {
+    "PREFIX": "hylo.server.app",
+    "create_app": "hylo.server.app",
+    "BearerToken": "hylo.server.auth",
+    "DEFAULT_HOST": "hylo.server.binding",
+    "DEFAULT_PORT": "hylo.server.binding",
+    "TOKEN_ENV": "hylo.server.binding",
+    "ServeRefused": "hylo.server.binding",
+    "check_binding": "hylo.server.binding",
+    "is_loopback": "hylo.server.binding",
+    "serve": "hylo.server.serve",
+}
 
 __all__ = [
     "DEFAULT_HOST",
@@ -16,3 +39,9 @@ __all__ = [
     "is_loopback",
     "serve",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'hylo.server' has no attribute {name!r}")

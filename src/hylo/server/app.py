@@ -81,6 +81,14 @@ def _add_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
 
+def _run_name(run: str) -> str:
+    """A run named in a path: a run id (letters, digits, '-', '_', '.', not leading '.') or a prefix of one, never a
+    path out of the log dir."""
+    if not run or run.startswith(".") or not all(c.isalnum() or c in "-_." for c in run):
+        raise RunNotFound(f"no run {run!r}")
+    return run
+
+
 def _routes(scheduler: JobScheduler) -> APIRouter:
     router = APIRouter()
 
@@ -119,7 +127,7 @@ def _routes(scheduler: JobScheduler) -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         status: Annotated[EpisodeStatus | None, Query(description="only episodes that ended with this status")] = None,
     ) -> Episodes:
-        with EvalLog.open(find_run(scheduler.log_dir, run)) as log:
+        with EvalLog.open(find_run(scheduler.log_dir, _run_name(run))) as log:
             run_id = log.info().run_id
             rows = log.final_episodes()
         if status is not None:
@@ -129,10 +137,10 @@ def _routes(scheduler: JobScheduler) -> APIRouter:
 
     @router.post("/runs/{run}/cancel", response_model=JobStatus, summary="Cancel the queued or running job of a run")
     def cancel(run: str) -> JobStatus:
-        """A queued job is cancelled at once; a running one is stopped (SIGTERM, then SIGKILL after the grace
-        period) and its run marked `cancelled`, resumable by resubmitting the same spec. 404 for an unknown run,
-        409 when the run has no queued or running job."""
-        job = scheduler.active_job(run)
+        """`run` is a run id or a unique prefix of one. A queued job is cancelled at once; a running one is stopped
+        (SIGTERM, then SIGKILL after the grace period) and its run marked `cancelled`, resumable by resubmitting the
+        same spec. 404 for an unknown run, 409 when the run has no queued or running job."""
+        job = scheduler.active_job(_run_name(run))
         if job is None:
             if not scheduler.store.for_run(run):
                 find_run(scheduler.log_dir, run)  # RunNotFound: 404 naming the run

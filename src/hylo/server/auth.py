@@ -1,24 +1,11 @@
-"""Bearer-token protection for the whole API, and the rule for when a token is required."""
+"""Bearer-token protection for the whole API."""
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-TOKEN_ENV = "HYLO_TOKEN"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether binding `host` keeps the server on this machine (`localhost`, 127.0.0.0/8, ::1)."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
 
 
 class BearerToken:

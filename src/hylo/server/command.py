@@ -1,4 +1,5 @@
-"""`hylo serve`: the eval REST API on this machine (`add_parser` adds it to `hylo`'s commands, `run` runs it)."""
+"""`hylo serve`: the eval REST API on this machine. `add_parser` adds it to `hylo`'s commands and `run` runs it;
+importing this module stays cheap (the server stack is imported when it runs)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from hylo.jobs.errors import SchedulerBusy
-from hylo.server.auth import TOKEN_ENV
-from hylo.server.serve import DEFAULT_HOST, DEFAULT_PORT, ServeRefused, serve
+from hylo.server.binding import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV, ServeRefused
 
 EXIT_BAD_INPUT = 2
 
@@ -43,6 +42,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C or SIGTERM (exit 0); 2 with one line when refused (no token off loopback, a log dir
     another scheduler owns)."""
+    from hylo.jobs.errors import SchedulerBusy
+    from hylo.server.serve import serve
+
     token = args.token or os.environ.get(TOKEN_ENV) or None
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # uvicorn re-raises the signal once it has shut down

@@ -6,29 +6,13 @@ from pathlib import Path
 
 import uvicorn
 
-from hylo.core.errors import HyloError
 from hylo.jobs.resources import Machine, MachineProbe
 from hylo.jobs.scheduler import JobScheduler
 from hylo.server.app import create_app
-from hylo.server.auth import TOKEN_ENV, is_loopback
+from hylo.server.binding import DEFAULT_HOST, DEFAULT_PORT, check_binding
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
 SHUTDOWN_GRACE_S = 5
 """How long open requests (an event stream follows its job until it ends) may delay the server's shutdown."""
-
-
-class ServeRefused(HyloError):
-    """The server would be unsafe or cannot start; the message says what to do."""
-
-
-def check_binding(host: str, token: str | None) -> None:
-    """Refuse to bind a non-loopback address without a token."""
-    if not token and not is_loopback(host):
-        raise ServeRefused(
-            f"binding {host!r} exposes the API beyond this machine: give a token (--token or {TOKEN_ENV}); "
-            "every request must then carry 'Authorization: Bearer <token>'"
-        )
 
 
 def serve(
