@@ -140,9 +140,10 @@ class RayPool:
             if any(slot.ready for slot in self._slots) and waited > PARTIAL_START_S:
                 return
             if waited > START_TIMEOUT_S:
+                free = ray.available_resources().get("CPU", 0)  # type: ignore[no-untyped-call]
                 raise WorkerFailed(
                     f"no Ray worker started within {START_TIMEOUT_S:.0f} s: does the cluster have a free CPU "
-                    f"({ray.available_resources().get('CPU', 0)} available)?"
+                    f"({free} available)?"
                 )
             self._wait(1.0)
 
