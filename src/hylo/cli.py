@@ -1,4 +1,4 @@
-"""The `hylo` command: `eval`, `runs`, `compare`, `list`, `demo`.
+"""The `hylo` command: `eval`, `runs`, `compare`, `list`, `demo`, `serve`.
 
 Exit status: 0 when a run completes (whatever its episodes' statuses); 3 with `--strict` when an episode is `error`
 or `infra_invalid`; 2 with one line naming the bad value for bad input; 1 for an aborted run; 130 when interrupted
@@ -162,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--log-dir", type=Path, default=None, help="where the demo's runs go (default: a temp dir)")
     demo.add_argument("--builtin", action="store_true", help="the dependency-free Kernel demo on built-in envs")
     demo.add_argument("--trace", type=Path, default=None, help="--builtin: write the JSONL trace here")
+    from hylo.server.command import add_parser as add_serve_parser
+
+    add_serve_parser(commands)
     return parser
 
 
@@ -199,6 +202,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _list(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command == "serve":
+            from hylo.server.command import run as serve
+
+            return serve(args)
     except ValidationError as exc:
         return _fail(EXIT_BAD_INPUT, _validation_message(exc))
     except (HyloError, ValueError, LookupError) as exc:

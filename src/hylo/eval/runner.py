@@ -36,7 +36,12 @@ logger = logging.getLogger(__name__)
 
 
 class EvalError(HyloError):
-    """A run that cannot start (bad input, a changed configuration); the message says what to do."""
+    """A run that cannot start (bad input, a changed configuration); the message says what to do, and `field`
+    names the spec field at fault when one is."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ def resolve(spec: EvalSpec, *, allow_import: bool = True) -> _Resolved:
     benchmark = get_benchmark(spec.benchmark, allow_import=allow_import)
     available, why = benchmark.available()
     if not available:
-        raise EvalError(f"benchmark {benchmark.name!r} is not available here: {why}")
+        raise EvalError(f"benchmark {benchmark.name!r} is not available here: {why}", field="benchmark")
     split = benchmark.check_split(spec.split)
     tasks = benchmark.check_tasks(split, spec.tasks)
     panel = BenchmarkPanel(benchmark, split=split, task=tasks[0])
@@ -140,7 +145,7 @@ def resolve(spec: EvalSpec, *, allow_import: bool = True) -> _Resolved:
             try:
                 budgets[task] = resolve_step_budget(spec.max_steps, loaded, benchmark.default_step_budget(task))
             except ValueError as exc:
-                raise EvalError(str(exc)) from None
+                raise EvalError(str(exc), field="max_steps") from None
     finally:
         driver.close()
     return _Resolved(benchmark, split, tasks, budgets, spec.model_copy(update={"split": split, "tasks": tasks}))
@@ -152,7 +157,9 @@ def run_id_for(spec: EvalSpec, budgets: dict[str, int]) -> str:
     run_id = spec.run_id or spec.default_run_id(budgets)
     if spec.fresh:
         if spec.run_id is not None and (spec.log_path / run_id).exists():
-            raise EvalError(f"--fresh: run {run_id!r} already exists in {spec.log_dir}; choose another --run-id")
+            raise EvalError(
+                f"--fresh: run {run_id!r} already exists in {spec.log_dir}; choose another --run-id", field="run_id"
+            )
         if spec.run_id is None:
             run_id = f"{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
             base, n = run_id, 1
@@ -162,12 +169,27 @@ def run_id_for(spec: EvalSpec, budgets: dict[str, int]) -> str:
     return run_id
 
 
+def choose_backend(spec: EvalSpec) -> str:
+    """Where a spec's episodes run: `inline`, `process` or `ray` (`auto`: inline for one worker, else process);
+    refuses combinations that cannot work."""
+    if spec.address is not None and spec.backend != "ray":
+        raise EvalError(f"--address {spec.address!r} is a Ray address: it needs --backend ray", field="address")
+    if spec.backend == "auto":
+        return "inline" if spec.workers == 1 else "process"
+    if spec.backend == "inline" and spec.workers > 1:
+        raise EvalError(
+            f"--backend inline runs one worker, not {spec.workers}; use --backend process or ray", field="backend"
+        )
+    return spec.backend
+
+
 def plan_run(spec: EvalSpec, *, allow_import: bool = True) -> EvalSpec:
     """Validate a spec without running it and fix its run: split, tasks and `run_id` filled in, `fresh` consumed.
     The agent is built once to check its name and arguments. Without `allow_import` (an HTTP request) only
     registered benchmarks and agents are accepted, never an import path. Raises a `HyloError` naming the bad value."""
     from hylo.agents.registry import make_agent
 
+    choose_backend(spec)
     resolved = resolve(spec, allow_import=allow_import)
     agent = make_agent(resolved.spec.agent, resolved.spec.agent_args, resolved.benchmark, allow_import=allow_import)
     close = getattr(agent, "close", None)
@@ -180,12 +202,14 @@ def plan_run(spec: EvalSpec, *, allow_import: bool = True) -> EvalSpec:
 def make_timing(spec: EvalSpec) -> Timing:
     if spec.timing == "sync":
         if spec.timing_options:
-            raise EvalError(f"timing options {sorted(spec.timing_options)} need --timing realtime")
+            raise EvalError(
+                f"timing options {sorted(spec.timing_options)} need --timing realtime", field="timing_options"
+            )
         return SyncTiming()
     try:
         return RealtimeTiming(**spec.timing_options)
     except (TypeError, ValueError) as exc:
-        raise EvalError(f"bad realtime timing options {spec.timing_options}: {exc}") from None
+        raise EvalError(f"bad realtime timing options {spec.timing_options}: {exc}", field="timing_options") from None
 
 
 class Evaluation:
@@ -328,14 +352,7 @@ class Evaluation:
 
     def backend(self) -> str:
         """Where the episodes run: `inline`, `process` or `ray` (`auto`: inline for one worker, else process)."""
-        spec = self.spec
-        if spec.address is not None and spec.backend != "ray":
-            raise EvalError(f"--address {spec.address!r} is a Ray address: it needs --backend ray")
-        if spec.backend == "auto":
-            return "inline" if spec.workers == 1 else "process"
-        if spec.backend == "inline" and spec.workers > 1:
-            raise EvalError(f"--backend inline runs one worker, not {spec.workers}; use --backend process or ray")
-        return spec.backend
+        return choose_backend(self.spec)
 
     def episode_limits(self) -> dict[str, float]:
         """Each task's wall-clock limit per episode: its step budget × the benchmark's per-step allowance (or the

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from hylo.agents.registry import AgentSpecError
 from hylo.core.errors import HyloError
 from hylo.envs.benchmark import UnknownChoice
-from hylo.eval.runner import plan_run
+from hylo.eval.runner import EvalError, plan_run
 from hylo.eval.spec import EvalSpec
 from hylo.jobs.errors import JobRefused
 
@@ -23,6 +23,8 @@ _CHOICE_FIELDS = {"benchmark": "benchmark", "agent": "agent", "split": "split", 
 def blamed_field(exc: Exception) -> str | None:
     """The spec field a `plan_run` error is about (None when no single field is)."""
     text = str(exc)
+    if isinstance(exc, EvalError) and exc.field is not None:
+        return exc.field
     if isinstance(exc, UnknownChoice):
         return _CHOICE_FIELDS.get(exc.what.split(" ", 1)[0])
     if isinstance(exc, AgentSpecError):

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from hylo.server.binding import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV, ServeRefused
 
@@ -25,9 +26,11 @@ def _port(text: str) -> int:
     return value
 
 
-def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add `serve` to a subparsers object (`hylo`'s commands); returns its parser."""
-    parser = commands.add_parser("serve", help="queue and run evaluations behind an HTTP API (docs/api.md)")
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "serve", help="queue and run evaluations behind an HTTP API (docs/api.md)"
+    )
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument("--log-dir", type=Path, default=Path("hylo-runs"), help="where runs and the job queue are kept")
