@@ -9,6 +9,7 @@ reason — and the worker is replaced. An episode that outlives its wall-clock l
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -29,6 +30,7 @@ from hylo.eval.worker import (
     EpisodeWorker,
     WorkerConfig,
     WorkerFailed,
+    limit_threads,
     lost_episode,
 )
 
@@ -56,8 +58,8 @@ class Pool(Protocol):
     def busy(self) -> int:
         """How many jobs are running."""
 
-    def submit(self, job: EpisodeJob) -> None:
-        """Hand a job to an idle worker."""
+    def submit(self, job: EpisodeJob) -> bool:
+        """Hand a job to an idle worker; False when it could not take it after all (it died idle: requeue it)."""
 
     def poll(self, timeout: float) -> list[EpisodeResult]:
         """Finished attempts (waiting at most `timeout` seconds for one)."""
@@ -97,8 +99,9 @@ class InlinePool:
     def busy(self) -> int:
         return 1 - self.idle()
 
-    def submit(self, job: EpisodeJob) -> None:
+    def submit(self, job: EpisodeJob) -> bool:
         self._job = job
+        return True
 
     def poll(self, timeout: float) -> list[EpisodeResult]:
         job, self._job = self._job, None
@@ -124,16 +127,20 @@ def _die_with_parent() -> None:
 def _worker_main(
     conn: multiprocessing.connection.Connection, config: WorkerConfig, name: str, clock: Any, parent: int
 ) -> None:
-    """A worker process: build once, run the jobs it is sent, close once. Ctrl-C and SIGTERM are its pool's to
-    handle (a terminal's Ctrl-C reaches the whole process group); the pool stops it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    """A worker process: build once, run the jobs it is sent, close once.
+
+    It leads a process group of its own: a terminal's Ctrl-C or a scheduler's SIGTERM to the run's group reaches the
+    pool only (which stops its workers itself, so no episode is mistaken for a dead worker), and the pool kills a
+    worker together with whatever it started."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
     _die_with_parent()
     if os.getppid() != parent:  # the pool died before the line above ran
         return
     worker = EpisodeWorker(config, name=name, clock=clock)
     try:
         worker.initialize()
+        limit_threads()
     except Exception as exc:
         conn.send(("failed", str(exc) if isinstance(exc, HyloError) else f"{type(exc).__name__}: {exc}"))
         return
@@ -166,9 +173,9 @@ def exit_reason(exitcode: int | None) -> str:
             name = f"signal {-exitcode}"
         why = {
             "SIGKILL": " (killed, or out of memory)",
-            "SIGSEGV": " (the simulator crashed)",
+            "SIGSEGV": " (a segmentation fault in the simulator or the agent)",
+            "SIGBUS": " (a bus error in the simulator or the agent)",
             "SIGABRT": " (aborted)",
-            "SIGBUS": " (the simulator crashed)",
         }.get(name, "")
         return f"worker died: {name}{why}"
     return f"worker died: exit code {exitcode}"
@@ -180,6 +187,7 @@ class _Slot:
     process: SpawnProcess
     conn: multiprocessing.connection.Connection
     clock: Any  # a shared double: when the env's current call began
+    replacement: bool = False
     ready: bool = False
     job: EpisodeJob | None = None
     started: float = 0.0  # wall clock (for the row)
@@ -188,6 +196,7 @@ class _Slot:
     pid: int | None = None
     failed_starts: int = 0
     spawned: float = 0.0  # monotonic
+    start_error: str | None = None
 
 
 class ProcessPool:
@@ -201,11 +210,12 @@ class ProcessPool:
         self._slots: list[_Slot] = []
         self._generation: dict[int, int] = {}
         self._results: list[EpisodeResult] = []
+        self._error: WorkerFailed | None = None
         self.replaced = 0
 
     # -- lifecycle ----------------------------------------------------------------------------------------------------
 
-    def _spawn(self, index: int) -> _Slot:
+    def _spawn(self, index: int, *, replacement: bool, failed_starts: int = 0) -> _Slot:
         generation = self._generation.get(index, 0) + 1
         self._generation[index] = generation
         name = f"w{index}" if generation == 1 else f"w{index}.{generation}"
@@ -216,30 +226,33 @@ class ProcessPool:
         )
         process.start()
         child.close()
-        return _Slot(name, process, parent, clock, spawned=time.monotonic())
+        return _Slot(name, process, parent, clock, replacement, failed_starts=failed_starts, spawned=time.monotonic())
 
     def start(self) -> None:
-        self._slots = [self._spawn(i) for i in range(self.size)]
+        self._slots = [self._spawn(i, replacement=False) for i in range(self.size)]
         while not all(slot.ready for slot in self._slots):
+            if self.replaced > START_ATTEMPTS * self.size:
+                raise WorkerFailed(f"workers keep dying while the pool starts ({self.replaced} replaced)")
             self._wait(self._slots, 1.0)
             for slot in list(self._slots):
                 self._check(slot)
+            self._raise()
 
     def close(self, *, kill: bool = False) -> None:
         slots, self._slots = self._slots, []
         for slot in slots:
             if kill or slot.job is not None or not slot.ready:
-                slot.process.kill()
+                _kill(slot.process)
             else:
                 try:
                     slot.conn.send(("stop",))
                 except OSError:
-                    slot.process.kill()
+                    _kill(slot.process)
         deadline = time.monotonic() + STOP_GRACE_S
         for slot in slots:
             slot.process.join(max(0.0, deadline - time.monotonic()))
             if slot.process.is_alive():
-                slot.process.kill()
+                _kill(slot.process)
                 slot.process.join()
             slot.conn.close()
 
@@ -251,26 +264,37 @@ class ProcessPool:
     def busy(self) -> int:
         return sum(slot.job is not None for slot in self._slots)
 
-    def submit(self, job: EpisodeJob) -> None:
+    def submit(self, job: EpisodeJob) -> bool:
         slot = next(slot for slot in self._slots if slot.ready and slot.job is None)
+        try:
+            slot.conn.send(("run", job))
+        except OSError:  # it died while idle: nothing was lost; the job goes back to the queue
+            slot.process.join()
+            self._replace(slot)
+            return False
         slot.job, slot.started = job, time.time()
         slot.limit_s = self.limits[job.task.task]
         slot.deadline = time.monotonic() + slot.limit_s
-        try:
-            slot.conn.send(("run", job))
-        except OSError:  # it died while idle: the next poll records the episode lost and replaces it
-            return
+        return True
 
     def poll(self, timeout: float) -> list[EpisodeResult]:
-        waiting = [slot for slot in self._slots if slot.job is not None or not slot.ready]
-        if not waiting:
-            return []
-        now = time.monotonic()
-        self._wait(waiting, max(0.0, min([timeout, *(s.deadline - now for s in waiting if s.job is not None)])))
-        for slot in waiting:
+        self._raise()
+        busy = [slot for slot in self._slots if slot.job is not None]
+        if busy or not all(slot.ready for slot in self._slots):
+            now = time.monotonic()
+            self._wait(self._slots, max(0.0, min([timeout, *(s.deadline - now for s in busy)])))
+        for slot in list(self._slots):
             self._check(slot)
         results, self._results = self._results, []
+        if not results:
+            self._raise()
         return results
+
+    def _raise(self) -> None:
+        """Raise a failure noticed while checking the workers (after the results collected with it were handed on)."""
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
     @staticmethod
     def _wait(slots: list[_Slot], timeout: float | None) -> None:
@@ -279,6 +303,8 @@ class ProcessPool:
 
     def _check(self, slot: _Slot) -> None:
         """Collect what a worker sent (ready, a result), or notice that it died or ran past its episode's limit."""
+        alive = slot.process.is_alive()  # before reading: whatever it sent before dying is read below
+        now = time.monotonic()
         try:
             while slot.conn.poll():
                 kind, payload = slot.conn.recv()
@@ -288,33 +314,42 @@ class ProcessPool:
                 elif kind == "ready":
                     slot.ready, slot.pid = True, payload
                 elif kind == "failed":
-                    raise WorkerFailed(f"worker {slot.name} could not start: {payload}")
+                    slot.start_error = str(payload)
                 elif kind == "crash":
-                    raise WorkerFailed(f"worker {slot.name} failed outside any episode:\n{payload}")
+                    self._error = WorkerFailed(f"worker {slot.name} failed outside any episode:\n{payload}")
         except (EOFError, OSError):
-            pass  # died: its exit code says how
-        if not slot.process.is_alive():
+            alive = False  # died: its exit code says how
+        if not alive:
             slot.process.join()
-            reason = exit_reason(slot.process.exitcode)
-            if slot.job is not None:
-                self._lost(slot, slot.job, EpisodeStatus.INFRA_INVALID, reason, f"{reason}; the worker was replaced")
-            elif not slot.ready:  # died while starting
-                if slot.failed_starts + 1 >= START_ATTEMPTS:
-                    raise WorkerFailed(f"worker {slot.name} could not start: {reason}")
-                self._replace(slot, failed_starts=slot.failed_starts + 1)
-            else:  # died while idle: nothing lost
-                self._replace(slot)
-            return
-        if not slot.ready and time.monotonic() - slot.spawned > START_TIMEOUT_S:
-            slot.process.kill()  # hung while building: the next check counts a failed start
-            return
-        if slot.job is not None and time.monotonic() >= slot.deadline:
-            now = time.monotonic()
+            self._died(slot)
+        elif not slot.ready and now - slot.spawned > START_TIMEOUT_S:
+            slot.start_error = f"it was not built within {START_TIMEOUT_S:.0f} s"
+            _kill(slot.process)  # the next check counts a failed start
+        elif slot.job is not None and now >= slot.deadline:
             env_since = slot.clock.value
             status, reason = blame(env_since, slot.limit_s, now)
-            slot.process.kill()
+            _kill(slot.process)
             slot.process.join()
             self._lost(slot, slot.job, status, reason, timeout_detail(slot.limit_s, env_since, now))
+
+    def _died(self, slot: _Slot) -> None:
+        reason = exit_reason(slot.process.exitcode)
+        if slot.job is not None:
+            self._lost(slot, slot.job, EpisodeStatus.INFRA_INVALID, reason, f"{reason}; the worker was replaced")
+        elif slot.ready:  # died while idle: nothing lost
+            self._replace(slot)
+        elif slot.start_error is not None and not slot.replacement:  # the first build failed: bad input, not infra
+            self._error = WorkerFailed(f"worker {slot.name} could not start: {slot.start_error}")
+            self._slots.remove(slot)
+        elif slot.failed_starts + 1 >= START_ATTEMPTS:
+            why = slot.start_error or reason
+            if slot.process.exitcode == 1 and not slot.replacement:
+                why += " (its traceback is above; a script that calls hylo.evaluate with workers needs an "
+                why += '`if __name__ == "__main__":` guard)'
+            self._error = WorkerFailed(f"worker {slot.name} could not start {START_ATTEMPTS} times: {why}")
+            self._slots.remove(slot)
+        else:
+            self._replace(slot, failed_starts=slot.failed_starts + 1)
 
     def _lost(self, slot: _Slot, job: EpisodeJob, status: EpisodeStatus, reason: str, detail: str) -> None:
         self._results.append(
@@ -327,6 +362,14 @@ class ProcessPool:
         slot.conn.close()
         index = self._slots.index(slot)
         self.replaced += 1
-        fresh = self._spawn(index)
-        fresh.failed_starts = failed_starts
-        self._slots[index] = fresh
+        self._slots[index] = self._spawn(index, replacement=True, failed_starts=failed_starts)
+
+
+def _kill(process: SpawnProcess) -> None:
+    """SIGKILL a worker and the process group it leads (whatever it started dies with it)."""
+    if process.pid is None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # not yet a group leader
+        process.kill()

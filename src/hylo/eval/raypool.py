@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
 from hylo.core.status import EpisodeStatus
 from hylo.eval.pool import START_ATTEMPTS, START_TIMEOUT_S, STOP_GRACE_S, blame, timeout_detail
@@ -26,6 +26,7 @@ from hylo.eval.worker import (
     LocalClock,
     WorkerConfig,
     WorkerFailed,
+    limit_threads,
     lost_episode,
 )
 
@@ -46,6 +47,7 @@ class _ActorWorker:
 
     def initialize(self) -> int:
         self.worker.initialize()
+        limit_threads()
         return os.getpid()
 
     def run(self, job: EpisodeJob) -> EpisodeResult:
@@ -81,6 +83,8 @@ class _Slot:
     deadline: float = 0.0
     limit_s: float = 0.0
     failed_starts: int = 0
+    replacement: bool = False
+    spawned: float = field(default_factory=time.monotonic)
 
     @property
     def ready(self) -> bool:
@@ -122,12 +126,12 @@ class RayPool:
             raise WorkerFailed(f"cannot join the Ray cluster at {self.address!r}: {exc}") from None
         self._owns_ray = True
 
-    def _spawn(self, index: int) -> _Slot:
+    def _spawn(self, index: int, *, replacement: bool = False) -> _Slot:
         generation = self._generation.get(index, 0) + 1
         self._generation[index] = generation
         name = f"ray{index}" if generation == 1 else f"ray{index}.{generation}"
         actor: Any = _Actor.remote(self.config, name)
-        return _Slot(name, actor, starting=actor.initialize.remote())
+        return _Slot(name, actor, starting=actor.initialize.remote(), replacement=replacement)
 
     def start(self) -> None:
         """Start the actors; return once all are built, or once one is and the others are still waiting for a CPU
@@ -167,12 +171,13 @@ class RayPool:
     def busy(self) -> int:
         return sum(slot.job is not None for slot in self._slots)
 
-    def submit(self, job: EpisodeJob) -> None:
+    def submit(self, job: EpisodeJob) -> bool:
         slot = next(slot for slot in self._slots if slot.ready and slot.job is None)
         slot.job, slot.started = job, time.time()
         slot.limit_s = self.limits[job.task.task]
         slot.deadline = time.monotonic() + slot.limit_s
         slot.future = slot.actor.run.remote(job)
+        return True
 
     def poll(self, timeout: float) -> list[EpisodeResult]:
         busy = [slot for slot in self._slots if slot.job is not None]
@@ -199,17 +204,24 @@ class RayPool:
         for slot in list(self._slots):
             if slot.job is not None and now >= slot.deadline:
                 self._timed_out(slot)
+            elif not slot.ready and now - slot.spawned > START_TIMEOUT_S:
+                self._failed_start(slot, f"it was not built within {START_TIMEOUT_S:.0f} s (no free CPU?)")
+
+    def _failed_start(self, slot: _Slot, why: str) -> None:
+        if slot.failed_starts + 1 >= START_ATTEMPTS:
+            raise WorkerFailed(f"worker {slot.name} could not start {START_ATTEMPTS} times: {why}")
+        self._replace(slot, failed_starts=slot.failed_starts + 1)
 
     def _collect(self, slot: _Slot, future: Any) -> None:
         if future is slot.starting:
             try:
                 ray.get(future)
-            except RayActorError as exc:  # died while starting
-                if slot.failed_starts + 1 >= START_ATTEMPTS:
-                    raise WorkerFailed(f"worker {slot.name} could not start: {_died(exc)}") from None
-                self._replace(slot, failed_starts=slot.failed_starts + 1)
             except RayTaskError as exc:
-                raise WorkerFailed(f"worker {slot.name} could not start: {exc.cause!r}") from None
+                if not slot.replacement:  # the first build failed: bad input, not infrastructure
+                    raise WorkerFailed(f"worker {slot.name} could not start: {exc.cause!r}") from None
+                self._failed_start(slot, repr(exc.cause))
+            except RayError as exc:  # died while starting
+                self._failed_start(slot, _died(exc))
             else:
                 slot.starting = None
             return
@@ -217,12 +229,13 @@ class RayPool:
         slot.job = slot.future = None
         try:
             self._results.append(ray.get(future))
-        except RayActorError as exc:
-            assert job is not None
-            detail = f"{_died(exc)}; the worker was replaced"
-            self._lost(slot, job, EpisodeStatus.INFRA_INVALID, "worker died: its Ray actor was lost", detail)
         except RayTaskError as exc:  # a defect in the runner, not in the episode: abort the run
             raise WorkerFailed(f"worker {slot.name} failed outside any episode: {exc}") from None
+        except RayError as exc:  # the actor died (a crash, out of memory, its node lost)
+            assert job is not None
+            detail = f"{_died(exc)}; the worker was replaced"
+            reason = f"worker died: its Ray actor was lost ({type(exc).__name__})"
+            self._lost(slot, job, EpisodeStatus.INFRA_INVALID, reason, detail)
 
     def _timed_out(self, slot: _Slot) -> None:
         job = slot.job
@@ -248,6 +261,6 @@ class RayPool:
         ray.kill(slot.actor, no_restart=True)
         index = self._slots.index(slot)
         self.replaced += 1
-        fresh = self._spawn(index)
+        fresh = self._spawn(index, replacement=True)
         fresh.failed_starts = failed_starts
         self._slots[index] = fresh

@@ -317,6 +317,9 @@ class Evaluation:
                         raise EvalError(str(exc)) from None
                 log = self._claim(log, planned)
                 self.started = True
+                if finals:  # what another invocation finished while the workers were being built is not re-run
+                    finals = log.done()
+                    todo = self._todo(plan, finals)
                 if pool is not None:
                     try:
                         executed = self.dispatch(log, pool, todo, finals, planned)
@@ -393,7 +396,9 @@ class Evaluation:
         try:
             while (queue and broken is None) or pool.busy():
                 while queue and broken is None and pool.idle():
-                    pool.submit(queue.popleft())
+                    job = queue.popleft()
+                    if not pool.submit(job):  # the worker died idle: the job never started
+                        queue.appendleft(job)
                 for result in pool.poll(0.5):
                     row = result.row
                     committer.put(row, result.trace)

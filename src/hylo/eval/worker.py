@@ -9,6 +9,7 @@ Ray actor, so an episode's result does not depend on where it ran.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,6 +140,25 @@ class BusyEnv(Environment):
             self.env.close()
         finally:
             self.clock.value = 0.0
+
+
+THREADS_ENV = "HYLO_WORKER_THREADS"
+"""The environment variable that sets how many BLAS / OpenMP threads each worker process uses (default 1)."""
+
+
+def limit_threads() -> None:
+    """Keep a worker's BLAS and OpenMP pools to `HYLO_WORKER_THREADS` threads (default 1): N workers on N cores, each
+    with a pool as wide as the machine, would fight over the cores. Call it after the simulator's libraries load."""
+    from threadpoolctl import threadpool_limits
+
+    text = os.environ.get(THREADS_ENV, "1")
+    try:
+        threads = int(text)
+    except ValueError:
+        raise WorkerFailed(f"{THREADS_ENV} must be a positive integer, got {text!r}") from None
+    if threads < 1:
+        raise WorkerFailed(f"{THREADS_ENV} must be a positive integer, got {text!r}")
+    threadpool_limits(limits=threads)
 
 
 def needs_images(agent: object) -> bool:
