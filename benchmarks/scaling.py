@@ -60,7 +60,7 @@ def timed(evaluation: Evaluation, pool: Pool, jobs: list[EpisodeJob], root: Path
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--episodes", type=int, default=12, help="episodes per task per repeat (default 12)")
+    parser.add_argument("--episodes", type=int, default=30, help="episodes per task per repeat (default 30)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats (default 3)")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray pool")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -87,7 +87,7 @@ def main() -> None:
             for pool in pools.values():
                 pool.start()
             for label, pool in pools.items():  # one warm-up pass each: first renders, caches, JIT of numpy paths
-                timed(evaluation, pool, jobs[: len(TASKS)], root, f"warm-{label}")
+                timed(evaluation, pool, jobs[: 2 * len(TASKS)], root, f"warm-{label}")
             for _ in range(args.repeats):
                 for label, pool in pools.items():
                     rates[label].append(timed(evaluation, pool, jobs, root, label))

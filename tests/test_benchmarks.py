@@ -69,3 +69,18 @@ def test_eval_breakdown_prints_every_layer_with_its_ratio_to_the_raw_loop():
     assert figures["raw"]["ratio"] == 1.0
     for row in figures.values():
         assert row["steps_per_s"] > 0
+
+
+def test_scaling_prints_one_json_object_with_every_figure():
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "scaling.py"), "--json", "--episodes", "1", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    for key in ("workers_1_eps_per_s", "workers_2_eps_per_s", "ratio", "ray_2_eps_per_s", "ray_ratio"):
+        assert isinstance(figures[key], float) and figures[key] > 0, key
+    assert abs(figures["ratio"] - figures["workers_2_eps_per_s"] / figures["workers_1_eps_per_s"]) < 1e-9
+    assert abs(figures["ray_ratio"] - figures["ray_2_eps_per_s"] / figures["workers_1_eps_per_s"]) < 1e-9

@@ -96,19 +96,27 @@ class IndexSleeper:
 
 
 class KillOnce:
-    """Kills its own process (SIGKILL, as the OOM killer would) in the first episode of index `index` to act,
-    once across processes (`marker` is created then); acts 1 otherwise, taking `seconds` per act."""
+    """Ends its own process in the first episode of index `index` to act, once across processes (`marker` is
+    created then): `how` is `sigkill` (as the OOM killer would), `segfault` (a null read) or `exit` (`os._exit(0)`).
+    Acts 1 otherwise, taking `seconds` per act."""
 
-    def __init__(self, marker: str, index: int = 1, seconds: float = 0.0) -> None:
+    def __init__(self, marker: str, index: int = 1, seconds: float = 0.0, how: str = "sigkill") -> None:
         self.marker = marker
         self.index = index
         self.seconds = seconds
+        self.how = how
 
     def reset(self, ctx):
         self.mine = ctx.task.index == self.index
 
     def act(self, obs):
         if self.mine and _first_time(self.marker):
+            if self.how == "segfault":
+                import ctypes
+
+                ctypes.string_at(0)
+            elif self.how == "exit":
+                os._exit(0)
             os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(self.seconds)
         return ActionChunk.single(1)
@@ -136,3 +144,26 @@ class HangOnceAgent:
         if _first_time(self.marker):
             time.sleep(3600)
         return ActionChunk.single(1)
+
+
+class KillOnceThenFailToBuild(KillOnce):
+    """KillOnce, and the first agent built after the kill (the replacement worker's) fails to build."""
+
+    def __init__(self, marker: str, index: int = 1, seconds: float = 0.0) -> None:
+        super().__init__(marker, index, seconds)
+        if Path(marker).exists() and _first_time(marker + ".build-failed"):
+            raise RuntimeError("cannot load the checkpoint (a flaky file system)")
+
+
+class SpawnAndHang:
+    """Starts a helper process (`sleep 600`, its pid written to `pidfile`), then never answers."""
+
+    def __init__(self, pidfile: str) -> None:
+        self.pidfile = pidfile
+
+    def act(self, obs):
+        import subprocess
+
+        helper = subprocess.Popen(["sleep", "600"])
+        Path(self.pidfile).write_text(str(helper.pid))
+        time.sleep(3600)

@@ -75,8 +75,9 @@ def test_a_worker_killed_mid_episode_costs_that_episode_only(tmp_path, monkeypat
     envs = tmp_path / "envs.log"
     monkeypatch.setenv("HYLO_TEST_ENV_LOG", str(envs))
     marker = tmp_path / "killed"
-    result = evaluate(COUNTED, agent="pool_fixtures:KillOnce", episodes=12, max_steps=5, workers=2,
-                      agent_args={"marker": str(marker), "index": 1, "seconds": 0.1}, log_dir=str(tmp_path))  # fmt: skip
+    args = {"marker": str(marker), "index": 1, "seconds": 0.1}
+    result = evaluate(COUNTED, agent="pool_fixtures:KillOnce", agent_args=args, episodes=12, max_steps=5, workers=2,
+                      log_dir=str(tmp_path))  # fmt: skip
     by_index = {r.index: r for r in result.episodes}
     lost = by_index[1]
     assert lost.status.value == "infra_invalid" and lost.reason.startswith("worker died: SIGKILL")
@@ -158,7 +159,8 @@ def _env() -> dict[str, str]:
 
 def test_killing_hylo_eval_kills_its_workers_and_the_rerun_resumes_without_duplicates(tmp_path):
     args = [sys.executable, "-m", "hylo", "eval", "babyai", "--task", "GoToLocal", "--agent",
-            "eval_agents:SleepyKillable", "--episodes", "24", "--max-steps", "8", "--workers", "2", "--json"]  # fmt: skip
+            "eval_agents:SleepyKillable", "--episodes", "24", "--max-steps", "8", "--workers", "2",
+            "--json"]  # fmt: skip
     first = subprocess.Popen(args, cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     db = None
     deadline = time.monotonic() + 90
@@ -238,3 +240,57 @@ def test_a_spec_file_runs_like_the_flags_and_refuses_flags_beside_it(tmp_path):
 def test_an_address_without_the_ray_backend_is_refused(tmp_path):
     with pytest.raises(EvalError, match="--address 'ray://head:10001' is a Ray address: it needs --backend ray"):
         Evaluation(EvalSpec(benchmark="babyai", agent="random", address="ray://head:10001", log_dir=str(tmp_path)))
+
+
+@pytest.mark.parametrize(
+    ("how", "reason"), [("segfault", "worker died: SIGSEGV"), ("exit", "worker died: exit code 0")]
+)
+def test_a_segfault_or_an_early_exit_costs_one_episode(tmp_path, how, reason):
+    result = evaluate(COUNTED, agent="pool_fixtures:KillOnce", agent_args={"marker": str(tmp_path / "m"), "how": how},
+                      episodes=4, max_steps=5, workers=2, log_dir=str(tmp_path))  # fmt: skip
+    assert [(r.index, r.status.value) for r in result.episodes if r.status.value != "success"] == [(1, "infra_invalid")]
+    assert result.episodes[1].reason.startswith(reason)
+
+
+def test_a_replacement_that_fails_to_build_is_tried_again(tmp_path):
+    marker = str(tmp_path / "killed")
+    result = evaluate(COUNTED, agent="pool_fixtures:KillOnceThenFailToBuild", episodes=12, max_steps=5, workers=2,
+                      agent_args={"marker": marker, "index": 1, "seconds": 0.1}, log_dir=str(tmp_path))  # fmt: skip
+    assert Path(marker + ".build-failed").exists()  # a replacement did fail to build...
+    assert result.summary.status_counts == {**result.summary.status_counts, "success": 11, "infra_invalid": 1}
+
+
+def test_an_idle_worker_that_dies_costs_no_episode(tmp_path):
+    from hylo.eval.pool import ProcessPool
+    from hylo.eval.worker import EpisodeJob, WorkerConfig
+
+    evaluation = Evaluation(EvalSpec(benchmark=COUNTED, agent="pool_fixtures:Forward", episodes=6, max_steps=5,
+                                     workers=2, log_dir=str(tmp_path)))  # fmt: skip
+    config = WorkerConfig(evaluation.spec, evaluation.run_id, tmp_path, evaluation.resolved.budgets)
+    pool = ProcessPool(config, 2, evaluation.episode_limits())
+    pool.start()
+    try:
+        victim = psutil.Process(pool._slots[0].process.pid)
+        victim.kill()
+        victim.wait(10)
+        jobs = [EpisodeJob(task) for task in evaluation._plan()]
+        results = []
+        while jobs or pool.busy():
+            while jobs and pool.idle():
+                job = jobs.pop(0)
+                if not pool.submit(job):
+                    jobs.insert(0, job)
+            results += pool.poll(0.5)
+    finally:
+        pool.close()
+    assert sorted(r.row.index for r in results) == list(range(6))
+    assert {r.row.status.value for r in results} == {"success"}
+
+
+def test_a_timed_out_worker_is_killed_with_the_processes_it_started(tmp_path):
+    pidfile = tmp_path / "helper.pid"
+    result = evaluate(COUNTED, agent="pool_fixtures:SpawnAndHang", agent_args={"pidfile": str(pidfile)}, episodes=1,
+                      max_steps=2, workers=2, log_dir=str(tmp_path))  # fmt: skip
+    assert (result.episodes[0].status.value, result.episodes[0].reason) == ("error", "agent timeout")
+    helper = int(pidfile.read_text())
+    assert not psutil.pid_exists(helper) or psutil.Process(helper).status() == psutil.STATUS_ZOMBIE
