@@ -303,7 +303,8 @@ def _eval(args: argparse.Namespace) -> int:
             if bad_input and not evaluation.started and not isinstance(exc, RunAborted):
                 raise  # refused before anything ran: bad input, one line, exit 2
             what = str(exc) if isinstance(exc, RunAborted) else f"{type(exc).__name__}: {exc}"
-            return _fail(EXIT_ABORTED, f"run {evaluation.run_id} aborted: {what}; fix the cause and re-run to resume")
+            advice = "" if "resume" in what else "; fix the cause and re-run to resume"
+            return _fail(EXIT_ABORTED, f"run {evaluation.run_id} aborted: {what}{advice}")
     if args.json:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
     else:

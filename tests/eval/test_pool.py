@@ -294,3 +294,16 @@ def test_a_timed_out_worker_is_killed_with_the_processes_it_started(tmp_path):
     assert (result.episodes[0].status.value, result.episodes[0].reason) == ("error", "agent timeout")
     helper = int(pidfile.read_text())
     assert not psutil.pid_exists(helper) or psutil.Process(helper).status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_command_exits_1_with_one_line_when_the_infrastructure_is_broken(tmp_path):
+    broken = tmp_path / "broken"
+    broken.touch()
+    run = subprocess.run([sys.executable, "-m", "hylo", "eval", COUNTED, "--agent", "pool_fixtures:KillWhileBroken",
+                          "-A", f"broken={broken}", "--episodes", "4", "--max-steps", "5", "--workers", "2",
+                          "--max-infra-failures", "2"], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert run.returncode == 1
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("hylo: error: run ") and "reached --max-infra-failures 2" in last
+    assert last.count("resume") == 1
