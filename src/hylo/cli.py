@@ -439,9 +439,10 @@ def _list(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(agents) + "\n")
         return 0
     console = _console()
+    width = max(len(name) for name in [*agents, "module:Class"])
     for name, target in agents.items():
-        console.print(f"{name:<12} {target}", highlight=False)
-    console.print(f"{'module:Class':<12} any class on the Python path, built as Class(**args) from -A key=value")
+        console.print(f"{name:<{width}} {target}", highlight=False)
+    console.print(f"{'module:Class':<{width}} any class on the Python path, built as Class(**args) from -A key=value")
     return 0
 
 

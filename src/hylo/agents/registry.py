@@ -26,6 +26,7 @@ _BUILTIN: dict[str, str] = {
     "random": "hylo.agents.basic:RandomAgent",
     "hold": "hylo.agents.basic:HoldAgent",
     "expert": "(the benchmark's scripted expert)",
+    "openpi-remote": "hylo.bridges.openpi_remote:OpenPiRemoteAgent",
 }
 
 

@@ -216,7 +216,7 @@ class EpisodeWorker:
         self._driver = PanelDriver(BenchmarkPanel(resolved.benchmark, split=resolved.split, task=first), kernel)
 
     def shutdown(self) -> None:
-        """Close the panel, the Kernel and the env, once."""
+        """Close the panel, the Kernel, the agent (a remote policy's connection, say) and the env, once."""
         driver, kernel, env, tap = self._driver, self._kernel, self._env, self._tap
         self._driver = self._kernel = self._env = self._tap = None
         try:
@@ -224,6 +224,9 @@ class EpisodeWorker:
                 driver.close()
             if kernel is not None:
                 kernel.close()
+            close_agent = getattr(self.agent, "close", None)
+            if kernel is not None and callable(close_agent):
+                close_agent()
         finally:
             if tap is not None or env is not None:
                 (tap or env).close()  # type: ignore[union-attr]
