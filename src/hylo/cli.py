@@ -1,4 +1,4 @@
-"""The `hylo` command: `eval`, `runs`, `compare`, `list`, `demo`, `serve`.
+"""The `hylo` command: `eval`, `runs`, `compare`, `list`, `demo`, `serve`, `bridge`.
 
 Exit status: 0 when a run completes (whatever its episodes' statuses); 3 with `--strict` when an episode is `error`
 or `infra_invalid`; 2 with one line naming the bad value for bad input; 1 for an aborted run; 130 when interrupted
@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     from hylo.server.command import add_parser as add_serve_parser
 
     add_serve_parser(commands)
+    from hylo.bridges.command import add_parser as add_bridge_parser
+
+    add_bridge_parser(commands)
     return parser
 
 
@@ -206,6 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from hylo.server.command import run as serve
 
             return serve(args)
+        if args.command == "bridge":
+            from hylo.bridges.command import run as bridge
+
+            return bridge(args)
     except ValidationError as exc:
         return _fail(EXIT_BAD_INPUT, _validation_message(exc))
     except (HyloError, ValueError, LookupError) as exc:

@@ -27,6 +27,7 @@ _BUILTIN: dict[str, str] = {
     "hold": "hylo.agents.basic:HoldAgent",
     "expert": "(the benchmark's scripted expert)",
     "openpi-remote": "hylo.bridges.openpi_remote:OpenPiRemoteAgent",
+    "vlaeval-remote": "hylo.bridges.vlaeval_remote:VlaEvalRemoteAgent",
 }
 
 

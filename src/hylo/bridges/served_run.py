@@ -1,0 +1,76 @@
+"""The EvalLog of one bridge process: every episode it served, recorded with `mode=served`.
+
+A served run has no plan — the harness decides which episodes come — so `n_planned` grows with the episodes that
+started, and the run is `complete` when the bridge stops. Episodes arrive from several connections at once; the log
+is written under one lock.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hylo.eval.provenance import package_versions
+from hylo.eval.store import EpisodeRow, EvalLog
+
+SERVED_BENCHMARK = "vla-eval"
+SERVED_SPLIT = "served"
+
+
+def default_run_id(agent: str) -> str:
+    """`served-<agent>-<UTC timestamp>`, with the agent's import path made safe for a directory name."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in agent).strip("-") or "agent"
+    return f"served-{safe}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+
+
+class ServedRun:
+    """One run directory `<log_dir>/<run_id>` holding the EvalLog of everything the bridge served."""
+
+    def __init__(self, log_dir: Path, *, run_id: str, agent: str, spec: dict[str, Any]) -> None:
+        self.run_id = run_id
+        self.run_dir = log_dir.resolve() / run_id
+        self._lock = threading.Lock()
+        self._serial = itertools.count(1)
+        self._started = 0
+        self._closed = False
+        self.log = EvalLog.create(
+            self.run_dir,
+            run_id=run_id,
+            benchmark=SERVED_BENCHMARK,
+            split=SERVED_SPLIT,
+            agent=agent,
+            digest="served",
+            spec=spec,
+            n_planned=0,
+            versions=package_versions(),
+            mode="served",
+        )
+
+    def episode_id(self, task: str, index: int) -> str:
+        """A fresh id for an episode of `task` (the harness's episode index): `<task>/<index>#<serial>`, unique
+        in the run even when two harnesses send the same task and index."""
+        with self._lock:
+            serial = next(self._serial)
+            self._started += 1
+        return f"{task}/{index:04d}#{serial}"
+
+    def record(self, row: EpisodeRow, trace: Sequence[bytes]) -> None:
+        """Commit one finished episode with its trace."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"served run {self.run_id!r} is closed")
+            self.log.record(row, trace)
+            self.log.update_run(n_planned=max(self._started, self.log.n_done()))
+
+    def close(self, message: str = "") -> None:
+        """Mark the run complete (the bridge stopped) and close the log; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self.log.update_run(status="complete", n_planned=self.log.n_done(), message=message)
+            self.log.close()

@@ -1,0 +1,377 @@
+"""A served session: one connection's episodes, driven by an external harness (004 §3).
+
+The harness owns the loop; the session owns what hylo guarantees around the agent — the ChunkExecutor (an agent is
+asked again only when its chunk is used up), the SafetyShield (every action reviewed), the trace (observations,
+chunks, reviews and actions on an `EventBus` in `served` mode) and an honest record of every episode in the run's
+EvalLog. It knows nothing of WebSockets: the bridge feeds it decoded messages.
+
+What the harness does not say is recorded as it happened: an episode abandoned by a new EPISODE_START, or by a
+dropped connection, is `infra_invalid` with the reason; an agent that raises is `error`; only EPISODE_END's
+`metrics.success` makes an episode `success` or `failure`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium.spaces as spaces
+import numpy as np
+
+from hylo.bridges.served_run import SERVED_BENCHMARK, SERVED_SPLIT, ServedRun
+from hylo.bridges.vlaeval_protocol import EncodedImage
+from hylo.core.agent import agent_name
+from hylo.core.bus import EventBus
+from hylo.core.chunk import ChunkExecutor, as_chunk
+from hylo.core.context import EpisodeContext
+from hylo.core.errors import AgentTimeout, InvalidAction, SafetyAbort
+from hylo.core.events import (
+    ActionEvent,
+    AgentChunkEvent,
+    EpisodeEndEvent,
+    EpisodeStartEvent,
+    ObservationEvent,
+    SafetyReviewEvent,
+    StepResultEvent,
+)
+from hylo.core.jsonable import jsonable
+from hylo.core.shield import SafetyShield
+from hylo.core.status import EpisodeOutcome, EpisodeStatus
+from hylo.core.types import EnvSpec, Observation, TaskInstance, derive_seed
+from hylo.eval.recording import TraceBuffer, serialize
+from hylo.eval.store import EpisodeRow
+
+_UNKNOWN_SPACE: spaces.Space[Any] = spaces.Box(-np.inf, np.inf, shape=(0,))
+
+
+class EpisodeRefused(Exception):
+    """The session cannot answer this observation with an action; the message is what the harness is told."""
+
+
+def _raised(who: str, exc: BaseException) -> str:
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{who} raised {type(exc).__name__}" + (f": {first}" if first else "")
+
+
+def _detail(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc)).strip()
+
+
+def harness_task(payload: Mapping[str, Any]) -> tuple[str, int, Any]:
+    """(task name, episode index, the raw task) from an EPISODE_START payload, whatever type its `task` is."""
+    task = payload.get("task")
+    if isinstance(task, Mapping):
+        name = task.get("name") or task.get("suite") or "task"
+        index = task.get("episode_idx", task.get("episode_id", 0))
+    else:
+        name, index = ("task" if task is None else task), 0
+    name = " ".join(str(name).split()).replace("/", "_")[:120] or "task"
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
+        index = 0
+    return name, int(index), task
+
+
+def to_observation(payload: Mapping[str, Any], instruction: str | None) -> tuple[Observation, dict[str, Any]]:
+    """vla-eval's observation (`images`, `state`, `task_description`, ...) under hylo's canonical keys (`images`,
+    `state`, `instruction`); every other key is kept as it came. Returns it with its trace summary, in which an image
+    that arrived encoded is named by the digest of its encoded bytes (`encoding`, `digest`, `shape`, `dtype`)."""
+    obs = Observation(payload)
+    description = obs.pop("task_description", None)
+    if description is not None:
+        obs["instruction"] = str(description)
+    elif instruction is not None and "instruction" not in obs:
+        obs["instruction"] = instruction
+    images = obs.get("images")
+    if not isinstance(images, Mapping):
+        return obs, jsonable(obs)
+    plain: dict[str, Any] = {}
+    shown: dict[str, Any] = {}
+    for name, image in images.items():
+        if isinstance(image, EncodedImage):
+            shown[str(name)] = {
+                "encoding": image.encoding,
+                "digest": image.encoded_digest,
+                "shape": list(image.shape),
+                "dtype": str(image.dtype),
+            }
+            image = image.view(np.ndarray)
+        else:
+            shown[str(name)] = jsonable(image)
+        plain[name] = image
+    obs["images"] = plain
+    summary = jsonable({key: value for key, value in obs.items() if key != "images"})
+    summary["images"] = shown
+    return obs, summary
+
+
+@dataclass(slots=True)
+class _Episode:
+    episode_id: str
+    task: str
+    index: int
+    seed: int
+    instruction: str | None
+    started_at: float
+    executor: ChunkExecutor = field(default_factory=ChunkExecutor)
+    steps: int = 0
+    interventions: int = 0
+    outcome: EpisodeOutcome | None = None
+
+
+class ServedSession:
+    """The episodes of one connection, in order. Not thread-safe: its owner calls it one message at a time.
+
+    - `start(payload)` begins an episode (an unfinished one is recorded `infra_invalid` first)
+    - `act(observation)` returns the one action to send, or raises `EpisodeRefused` (the episode is then recorded)
+    - `end(payload)` records the episode with EPISODE_END's `metrics.success`
+    - `close(why)` records an unfinished episode `infra_invalid` (the connection dropped, the bridge stopped)
+
+    `action_space` bounds the shield; when None (the agent declares none and the operator gave none), it is made
+    from the first action's shape with infinite bounds, so the shield rejects only non-finite actions.
+    """
+
+    def __init__(
+        self,
+        run: ServedRun,
+        agent: Any,
+        *,
+        shield: SafetyShield,
+        action_space: spaces.Space[Any] | None,
+        connection: str,
+    ) -> None:
+        self.run = run
+        self.agent = agent
+        self.agent_name = agent_name(agent)
+        self.shield = shield
+        self.connection = connection
+        self._space = action_space
+        if action_space is not None:
+            shield.bind(action_space)
+        self.bus = EventBus(run_id=run.run_id)
+        self._trace = TraceBuffer()
+        self.bus.subscribe(self._trace, critical=True)
+        self._episode: _Episode | None = None
+
+    @property
+    def in_episode(self) -> bool:
+        """Whether an episode is open and still waiting for its EPISODE_END."""
+        return self._episode is not None and self._episode.outcome is None
+
+    # -- the harness's messages ---------------------------------------------------------------------------------
+
+    def start(self, payload: Mapping[str, Any]) -> None:
+        """EPISODE_START: begin an episode; the agent hears `reset`. An agent that fails here ends the episode as
+        `error`, and the harness learns it at the first observation."""
+        self.close("a new EPISODE_START arrived before EPISODE_END (the harness abandoned the episode)")
+        name, index, task = harness_task(payload)
+        instruction = None
+        if isinstance(task, Mapping):
+            found = task.get("instruction") or task.get("task_description") or task.get("language")
+            instruction = str(found) if found is not None else None
+        seed_value = task.get("seed") if isinstance(task, Mapping) else None
+        seed = (
+            int(seed_value)
+            if isinstance(seed_value, (int, np.integer)) and not isinstance(seed_value, bool) and seed_value >= 0
+            else derive_seed(SERVED_BENCHMARK, name, index)
+        )
+        episode = _Episode(self.run.episode_id(name, index), name, index, seed, instruction, time.time())
+        self._episode = episode
+        self.bus.begin_episode(episode.episode_id)
+        harness = jsonable(task)
+        self.bus.emit_trusted(
+            EpisodeStartEvent,
+            task={
+                "episode_id": episode.episode_id,
+                "benchmark": SERVED_BENCHMARK,
+                "split": SERVED_SPLIT,
+                "task": name,
+                "index": index,
+                "base_seed": 0,
+                "instruction": instruction,
+                "harness_task": harness,
+                "connection": self.connection,
+            },
+            task_digest=hashlib.blake2b(repr((name, index, harness)).encode(), digest_size=8).hexdigest(),
+            seed=seed,
+            agent=self.agent_name,
+            guards=self.shield.guard_names,
+            timing="sync",
+            mode="served",
+        )
+        reset = getattr(self.agent, "reset", None)
+        if reset is None:
+            return
+        space = self._space if self._space is not None else _UNKNOWN_SPACE
+        ctx = EpisodeContext(
+            seed=seed,
+            env_spec=EnvSpec(spaces.Dict({}), space, name=f"{SERVED_BENCHMARK}:{name}"),
+            task=TaskInstance(SERVED_BENCHMARK, name, index, SERVED_SPLIT, seed=seed, instruction=instruction),
+            bus=self.bus,
+        )
+        try:
+            reset(ctx)
+        except Exception as exc:
+            self._finish(EpisodeStatus.ERROR, _raised("agent reset", exc), _detail(exc))
+
+    def act(self, payload: Mapping[str, Any]) -> Any:
+        """OBSERVATION: the next action, reviewed by the shield. The agent is asked only when the executor is empty.
+        Raises `EpisodeRefused` when there is no episode to act in or it ended here (agent failure, shield abort)."""
+        episode = self._episode
+        if episode is None:
+            raise EpisodeRefused("no episode in progress: send EPISODE_START before observations")
+        if episode.outcome is not None:
+            outcome = episode.outcome
+            raise EpisodeRefused(
+                f"episode {episode.episode_id} ended ({outcome.status.value}: {outcome.reason}); send EPISODE_START"
+            )
+        obs, summary = to_observation(payload, episode.instruction)
+        bus = self.bus
+        bus.emit_trusted(ObservationEvent, obs=summary)
+        executor = episode.executor
+        if executor.empty:
+            t0 = time.perf_counter()
+            try:
+                chunk = as_chunk(self.agent.act(obs))
+            except AgentTimeout as exc:
+                raise self._refuse(EpisodeStatus.ERROR, "timeout", str(exc)) from None
+            except Exception as exc:
+                raise self._refuse(EpisodeStatus.ERROR, _raised("agent", exc), _detail(exc)) from None
+            latency = time.perf_counter() - t0
+            executor.load(chunk)
+            bus.emit_trusted(
+                AgentChunkEvent,
+                size=len(chunk.actions),
+                execution_steps=chunk.execution_steps,
+                latency_s=latency,
+                requested_at=episode.steps,
+                actions=[jsonable(a) for a in chunk.actions],
+            )
+        action = executor.next()
+        if self._space is None:
+            self._space = spaces.Box(-np.inf, np.inf, shape=np.shape(action), dtype=np.float64)
+            self.shield.bind(self._space)
+        try:
+            review = self.shield.review(action, self._space)
+        except SafetyAbort as abort:
+            episode.interventions += 1
+            bus.emit_trusted(
+                SafetyReviewEvent, approved=False, modified=False, reasons=[abort.reason], guard=abort.guard
+            )
+            raise self._refuse(EpisodeStatus.SAFETY_ABORT, f"{abort.guard}: {abort.reason}") from None
+        except InvalidAction as exc:
+            raise self._refuse(EpisodeStatus.ERROR, f"agent returned a malformed action: {exc}") from None
+        except Exception as exc:
+            raise self._refuse(
+                EpisodeStatus.ERROR, _raised("shield review of the agent's action", exc), _detail(exc)
+            ) from None
+        if review.modified:
+            episode.interventions += 1
+            executor.clear()  # the plan was off: the agent replans at the next observation
+        bus.emit_trusted(SafetyReviewEvent, approved=True, modified=review.modified, reasons=list(review.reasons))
+        bus.emit_trusted(ActionEvent, step=episode.steps, action=jsonable(review.action))
+        episode.steps += 1
+        return review.action
+
+    def end(self, payload: Mapping[str, Any]) -> None:
+        """EPISODE_END `{"metrics": {"success": ...}, "steps", "elapsed_sec"}`: record the episode with the harness's
+        verdict. An episode that already ended here (error, safety abort) keeps its record."""
+        episode = self._episode
+        if episode is None or episode.outcome is not None:
+            return
+        metrics = payload.get("metrics")
+        if not isinstance(metrics, Mapping) or "success" not in metrics:
+            self._finish(EpisodeStatus.INFRA_INVALID, "EPISODE_END carried no metrics.success", harness=payload)
+            return
+        success = bool(metrics["success"])
+        self.bus.emit_trusted(
+            StepResultEvent,
+            step=max(episode.steps - 1, 0),
+            reward=0.0,
+            terminated=True,
+            truncated=False,
+            success=success,
+            info={"final": True, "harness": jsonable(dict(payload))},
+        )
+        status = EpisodeStatus.SUCCESS if success else EpisodeStatus.FAILURE
+        self._finish(status, "success" if success else "harness reported failure", harness=payload)
+
+    def close(self, why: str) -> None:
+        """Record an episode still waiting for its EPISODE_END as `infra_invalid`, reason `why`."""
+        episode = self._episode
+        if episode is not None and episode.outcome is None:
+            self._finish(EpisodeStatus.INFRA_INVALID, f"{why}; {episode.steps} actions served")
+
+    # -- endings ------------------------------------------------------------------------------------------------
+
+    def _refuse(self, status: EpisodeStatus, reason: str, detail: str | None = None) -> EpisodeRefused:
+        self._finish(status, reason, detail)
+        return EpisodeRefused(f"{status.value}: {reason}")
+
+    def _finish(
+        self, status: EpisodeStatus, reason: str, detail: str | None = None, harness: Mapping[str, Any] | None = None
+    ) -> None:
+        episode = self._episode
+        if episode is None or episode.outcome is not None:
+            return
+        metrics: dict[str, Any] = {"actions_served": episode.steps}
+        if harness is not None:
+            reported = harness.get("metrics")
+            if isinstance(reported, Mapping):
+                metrics.update(jsonable(dict(reported)))
+            for key in ("steps", "elapsed_sec"):
+                if key in harness:
+                    metrics[f"harness_{key}"] = jsonable(harness[key])
+        outcome = EpisodeOutcome(
+            status=status,
+            success=status is EpisodeStatus.SUCCESS,
+            steps=episode.steps,
+            reason=reason,
+            safety_interventions=episode.interventions,
+            detail=detail,
+            metrics=metrics,
+        )
+        episode.outcome = outcome
+        self.bus.emit_trusted(
+            EpisodeEndEvent,
+            status=status.value,
+            success=outcome.success,
+            steps=outcome.steps,
+            reason=reason,
+            safety_interventions=outcome.safety_interventions,
+            detail=detail,
+        )
+        on_end = getattr(self.agent, "on_episode_end", None)
+        if on_end is not None:
+            try:
+                on_end(outcome)
+            except Exception as exc:
+                detail = (
+                    f"{detail}\n{_raised('agent on_episode_end', exc)}"
+                    if detail
+                    else _raised("agent on_episode_end", exc)
+                )
+        ended = time.time()
+        row = EpisodeRow(
+            episode_id=episode.episode_id,
+            task=episode.task,
+            split=SERVED_SPLIT,
+            index=episode.index,
+            base_seed=0,
+            seed=episode.seed,
+            status=status,
+            reason=reason,
+            success=outcome.success,
+            steps=episode.steps,
+            safety_interventions=episode.interventions,
+            metrics={**metrics, "wall_s": round(ended - episode.started_at, 6)},
+            started_at=episode.started_at,
+            ended_at=ended,
+            detail=detail,
+            worker=self.connection,
+        )
+        self.run.record(row, serialize(self._trace.take()))

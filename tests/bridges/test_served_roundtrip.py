@@ -1,0 +1,32 @@
+"""The served round-trip benchmark runs end to end and prints the figures it promises."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "served_roundtrip.py"
+
+
+def test_served_roundtrip_prints_its_figures_as_one_json_object() -> None:
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--json", "--size", "32", "--steps", "5", "--episodes", "1", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stdout.splitlines()
+    figures = json.loads(line)
+    assert set(figures) == {
+        "hylo_bridge_steps_per_s",
+        "vlaeval_reference_steps_per_s",
+        "ratio",
+        "hylo_server_us_per_obs",
+        "reference_server_us_per_obs",
+    }
+    assert all(value > 0 for value in figures.values())
+    expected = figures["hylo_bridge_steps_per_s"] / figures["vlaeval_reference_steps_per_s"]
+    assert abs(figures["ratio"] - expected) <= 1e-3 * expected

@@ -1,0 +1,313 @@
+"""`hylo bridge vlaeval` against the real vla-eval 0.8.0: its Connection, its episode runner, its `run` orchestrator
+and its CLI's shards step a small benchmark through the bridge; every assertion is on what they got back and on the
+bridge's EvalLog (vla-eval's exit code is 0 even when every episode errors)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import anyio
+import numpy as np
+import pytest
+import vla_eval
+from vla_eval.connection import Connection
+from vla_eval.protocol.messages import MessageType
+from vla_eval.runners.base import ModelActError
+from vla_eval.runners.sync_runner import SyncEpisodeRunner
+from vlaeval_fixtures import BridgeProcess, ToyBenchmark, bridge_env, frame
+
+import hylo
+from hylo.eval.store import EvalLog
+
+OBS = {"images": {"front": frame(16, 16, 3, 1)}, "state": np.zeros(5), "task_description": "probe"}
+
+
+@pytest.fixture(scope="module")
+def bridge(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    served = BridgeProcess("--agent", "vlaeval_fixtures:ScriptedAgent", log_dir=tmp_path_factory.mktemp("bridge"))
+    yield served
+    assert served.stop() == 0
+
+
+def rows_of(bridge: BridgeProcess, *tasks: str, count: int | None = None) -> list[Any]:
+    """The bridge's rows for `tasks`, waiting (briefly) until `count` of them are committed."""
+    deadline = time.monotonic() + 15
+    while True:
+        rows = [row for row in bridge.rows() if row.task in tasks]
+        if count is None or len(rows) >= count or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.05)
+
+
+def events(trace: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [event for event in trace if event["event"] == kind]
+
+
+def run_episodes(url: str, tasks: list[str]) -> list[Any]:
+    """vla-eval's SyncEpisodeRunner on one connection; an episode that raises gives its exception."""
+
+    async def main() -> list[Any]:
+        conn = Connection(url, timeout=10)
+        await conn.connect()
+        benchmark = ToyBenchmark(tasks=tasks)
+        results: list[Any] = []
+        for task in benchmark.get_tasks():
+            try:
+                results.append(await SyncEpisodeRunner().run_episode(benchmark, task, conn, max_steps=20))
+            except Exception as exc:
+                results.append(exc)
+        await conn.close()
+        return results
+
+    return anyio.run(main)
+
+
+def test_hello_is_answered_again_on_reconnect_and_health_answers_200(bridge: BridgeProcess) -> None:
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        conn = Connection(bridge.url, timeout=10)
+        await conn.connect()
+        first = conn.server_info
+        await conn.reconnect()
+        second = conn.server_info
+        await conn.close()
+        return first, second
+
+    first, second = anyio.run(main)
+    assert first == second
+    assert first["protocol_version"] == 1
+    assert first["model_server"] == "hylo-bridge"
+    assert first["server_version"] == hylo.__version__
+    assert first["agent"] == "vlaeval_fixtures:ScriptedAgent"
+    assert first["action_spec"] == {"actions": {"name": "actions", "dims": 4, "format": "continuous", "range": [-1, 1]}}
+    with urllib.request.urlopen(f"http://127.0.0.1:{bridge.port}/health", timeout=10) as response:
+        assert response.status == 200
+        assert json.loads(response.read())["status"] == "ok"
+
+
+def test_runner_episode_is_recorded_with_the_observations_the_agent_saw(bridge: BridgeProcess) -> None:
+    (result,) = run_episodes(bridge.url, ["reach"])
+    assert result["metrics"] == {"success": True} and result["steps"] == 6
+
+    (row,) = rows_of(bridge, "reach", count=1)
+    assert (row.status.value, row.reason, row.steps, row.success) == ("success", "success", 6, True)
+    with EvalLog.open(bridge.run_dir) as log:
+        assert log.info().mode == "served"
+    trace = bridge.trace(row.episode_id)
+    assert trace[0]["event"] == "episode.start" and trace[0]["mode"] == "served"
+    assert trace[-1]["event"] == "episode.end" and trace[-1]["status"] == "success"
+    (final,) = events(trace, "step.result")  # served mode: no per-step results, only the harness's verdict
+    assert final["success"] is True and final["info"]["final"] is True
+    decisions = [event["content"] for event in events(trace, "agent.decision")]
+    assert len(decisions) == 6
+    for t, seen in enumerate(decisions):
+        assert seen["keys"] == ["images", "instruction", "state"]
+        assert seen["instruction"] == "reach the cube"
+        assert seen["image_shapes"] == {"front": [16, 16, 3], "wrist": [8, 8, 4]}
+        assert seen["image_sums"] == {"front": int(frame(16, 16, 3, 1).sum()), "wrist": int(frame(8, 8, 4, 2).sum())}
+        assert seen["state"] == [float(t + k) for k in range(5)]
+    assert [event["action"] for event in events(trace, "action")] == [[0.25] * 4] * 6
+    assert len(events(trace, "observation")) == 6
+
+
+def test_chunked_agent_is_asked_once_per_chunk_and_each_action_travels_alone(bridge: BridgeProcess) -> None:
+    async def main() -> list[Any]:
+        conn = Connection(bridge.url, timeout=10)
+        await conn.connect()
+        await conn.start_episode({"task": {"name": "chunked", "episode_idx": 3}})
+        replies = []
+        for _ in range(8):
+            seq = await conn.send(MessageType.OBSERVATION, OBS)
+            reply = await conn.recv(timeout=10)
+            replies.append((seq, reply))
+        await conn.end_episode({"metrics": {"success": False}, "steps": 8, "elapsed_sec": 0.1})
+        await conn.close()
+        return replies
+
+    replies = anyio.run(main)
+    for k, (seq, reply) in enumerate(replies):
+        assert reply.type is MessageType.ACTION and reply.seq == seq
+        assert set(reply.payload) == {"actions"}
+        np.testing.assert_allclose(reply.payload["actions"], np.full(4, 0.01 * k, dtype=np.float32))
+    (row,) = rows_of(bridge, "chunked", count=1)
+    assert (row.status.value, row.reason, row.index, row.steps) == ("failure", "harness reported failure", 3, 8)
+    trace = bridge.trace(row.episode_id)
+    assert [chunk["size"] for chunk in events(trace, "agent.chunk")] == [4, 4]
+    assert [d["content"]["call"] for d in events(trace, "agent.decision")] == [1, 2]
+
+
+def test_agent_failure_answers_error_and_the_next_episode_starts_without_episode_end(bridge: BridgeProcess) -> None:
+    failed, after = run_episodes(bridge.url, ["fail", "after-fail"])
+    assert isinstance(failed, ModelActError) and "agent raised ValueError" in str(failed)
+    assert after["metrics"] == {"success": True}
+    (row,) = rows_of(bridge, "fail", count=1)
+    assert row.status.value == "error"
+    assert row.reason == "agent raised ValueError: scripted failure at the third act"
+    assert row.steps == 2
+    assert [r.status.value for r in rows_of(bridge, "after-fail", count=1)] == ["success"]
+
+
+def test_shield_clips_an_out_of_range_action_and_blocks_a_non_finite_one(bridge: BridgeProcess) -> None:
+    async def main() -> list[Any]:
+        conn = Connection(bridge.url, timeout=10)
+        await conn.connect()
+        await conn.start_episode({"task": {"name": "wild"}})
+        replies = []
+        for _ in range(2):
+            await conn.send(MessageType.OBSERVATION, OBS)
+            replies.append(await conn.recv(timeout=10))
+        await conn.close()
+        return replies
+
+    clipped, blocked = anyio.run(main)
+    assert clipped.type is MessageType.ACTION
+    np.testing.assert_array_equal(clipped.payload["actions"], np.ones(4, dtype=np.float32))
+    assert blocked.type is MessageType.ERROR and "safety_abort" in blocked.payload["error"]
+    (row,) = rows_of(bridge, "wild", count=1)
+    assert row.status.value == "safety_abort" and row.reason.startswith("finite:")
+    assert row.safety_interventions == 2
+    reviews = events(bridge.trace(row.episode_id), "safety.review")
+    assert reviews[0]["modified"] is True and "clipped" in reviews[0]["reasons"][0]
+    assert reviews[1]["approved"] is False and reviews[1]["guard"] == "finite"
+
+
+def test_abandoned_and_dropped_episodes_are_recorded_and_any_task_type_is_accepted(bridge: BridgeProcess) -> None:
+    async def main() -> list[Any]:
+        conn = Connection(bridge.url, timeout=10)
+        await conn.connect()
+        types = []
+        for task in ("a plain string", 7, None, ["a", "list"]):
+            await conn.start_episode({"task": task} if task is not None else {})
+            types.append((await conn.act(OBS))["actions"].shape)
+            await conn.end_episode({"metrics": {"success": True}, "steps": 1, "elapsed_sec": 0.0})
+        await conn.start_episode({"task": {"name": "abandoned"}})
+        await conn.act(OBS)
+        await conn.act(OBS)
+        await conn.start_episode({"task": {"name": "dropped"}})
+        await conn.act(OBS)
+        await conn.close()
+        return types
+
+    assert anyio.run(main) == [(4,)] * 4
+    assert {r.task for r in rows_of(bridge, "a plain string", "7", "task", "['a', 'list']", count=4)} == {
+        "a plain string",
+        "7",
+        "task",
+        "['a', 'list']",
+    }
+    (abandoned,) = rows_of(bridge, "abandoned", count=1)
+    assert abandoned.status.value == "infra_invalid" and "new EPISODE_START" in abandoned.reason
+    assert abandoned.steps == 2
+    (dropped,) = rows_of(bridge, "dropped", count=1)
+    assert dropped.status.value == "infra_invalid" and "connection closed" in dropped.reason
+
+
+def _config(url: str, tasks: list[str], output: Path, episodes: int = 2) -> dict[str, Any]:
+    return {
+        "server": {"url": url, "timeout": 20},
+        "output_dir": str(output),
+        "benchmarks": [
+            {
+                "benchmark": "vlaeval_fixtures:ToyBenchmark",
+                "episodes_per_task": episodes,
+                "params": {"tasks": tasks, "steps": 4},
+            }
+        ],
+    }
+
+
+def test_two_vla_eval_orchestrators_at_once(bridge: BridgeProcess, tmp_path: Path) -> None:
+    results: dict[str, Any] = {}
+
+    def orchestrate(name: str) -> None:
+        config = _config(bridge.url, [f"{name}-1", f"{name}-2"], tmp_path / name)
+        results[name] = vla_eval.run(config, docker=False, no_save=True)
+
+    threads = [threading.Thread(target=orchestrate, args=(name,)) for name in ("orch-a", "orch-b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=90)
+    for name in ("orch-a", "orch-b"):
+        (benchmark,) = results[name]
+        episodes = [episode for task in benchmark["tasks"] for episode in task["episodes"]]
+        assert len(episodes) == 4 and all(e["metrics"]["success"] is True for e in episodes)
+        assert not any(e.get("failure_reason") for e in episodes)
+    rows = rows_of(bridge, "orch-a-1", "orch-a-2", "orch-b-1", "orch-b-2", count=8)
+    assert len(rows) == 8 and {row.status.value for row in rows} == {"success"}
+    assert len({row.episode_id for row in rows}) == 8
+    assert sorted((row.task, row.index) for row in rows) == sorted(
+        (f"{name}-{k}", index) for name in ("orch-a", "orch-b") for k in (1, 2) for index in (0, 1)
+    )
+    assert len({row.worker for row in rows}) == 2  # one connection per orchestrator
+
+
+def test_vla_eval_cli_shards_share_one_bridge(bridge: BridgeProcess, tmp_path: Path) -> None:
+    import yaml
+
+    config = tmp_path / "eval.yaml"
+    config.write_text(yaml.safe_dump(_config(bridge.url, ["shard-1", "shard-2"], tmp_path / "out", episodes=3)))
+    vla_cli = Path(sys.executable).with_name("vla-eval")
+    run_args = [str(vla_cli), "run", "-c", str(config), "--no-docker", "--no-save"]
+    shards = [
+        subprocess.Popen(
+            [*run_args, "--shard-id", str(shard), "--num-shards", "2"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=bridge_env(),
+            cwd=tmp_path,
+        )
+        for shard in (0, 1)
+    ]
+    for shard in shards:
+        shard.communicate(timeout=90)
+    rows = rows_of(bridge, "shard-1", "shard-2", count=6)
+    assert sorted((row.task, row.index) for row in rows) == [(t, i) for t in ("shard-1", "shard-2") for i in range(3)]
+    assert {row.status.value for row in rows} == {"success"}
+    assert len({row.worker for row in rows}) == 2
+
+
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [("no-such-agent", "unknown agent 'no-such-agent'"), ("no_such_module:Agent", "cannot import agent module")],
+)
+def test_an_agent_that_cannot_be_built_is_one_line_and_exit_2(agent: str, message: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "hylo.bridges", "vlaeval", "--agent", agent, "--port", "0", "--log-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=bridge_env(),
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hylo: error: ") and message in lines[0]
+    assert not any(tmp_path.iterdir())  # no run was created
+
+
+def test_stopping_the_bridge_records_the_open_episode(tmp_path: Path) -> None:
+    served = BridgeProcess("--agent", "vlaeval_fixtures:ScriptedAgent", "--no-shield", log_dir=tmp_path)
+
+    async def main() -> Any:
+        conn = Connection(served.url, timeout=10)
+        await conn.connect()
+        await conn.start_episode({"task": {"name": "interrupted"}})
+        reply = await conn.act(OBS)
+        assert served.stop() == 0
+        await conn.close()
+        return reply
+
+    anyio.run(main)
+    (row,) = served.rows()
+    assert row.status.value == "infra_invalid" and "bridge stopped" in row.reason and row.steps == 1
+    with EvalLog.open(served.run_dir) as log:
+        info = log.info()
+    assert (info.status, info.mode, info.n_done) == ("complete", "served", 1)
+    assert events(served.trace(row.episode_id), "episode.start")[0]["guards"] == []

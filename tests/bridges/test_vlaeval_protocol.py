@@ -1,0 +1,66 @@
+"""hylo's own codec for vla-eval frames reads what vla-eval writes and writes what vla-eval reads."""
+
+from __future__ import annotations
+
+import io
+
+import msgpack
+import numpy as np
+import pytest
+from PIL import Image
+from vla_eval.protocol.messages import Message as VlaMessage
+from vla_eval.protocol.messages import MessageType as VlaType
+from vla_eval.protocol.messages import pack_message, unpack_message
+
+from hylo.bridges.vlaeval_protocol import MessageType, ProtocolError, pack, unpack
+
+
+def image(channels: int) -> np.ndarray:
+    return np.random.default_rng(channels).integers(0, 256, size=(6, 5, channels), dtype=np.uint8)
+
+
+@pytest.mark.parametrize("channels", [3, 4])
+def test_png_images_from_vla_eval_decode_exactly(channels: int) -> None:
+    frame = pack_message(
+        VlaMessage(VlaType.OBSERVATION, {"images": {"cam": image(channels)}, "state": np.arange(3.0)}, 9)
+    )
+    message = unpack(frame)
+    assert message.type is MessageType.OBSERVATION and message.seq == 9
+    np.testing.assert_array_equal(message.payload["images"]["cam"], image(channels))
+    np.testing.assert_array_equal(message.payload["state"], np.arange(3.0))
+
+
+def test_single_channel_png_and_raw_images_decode_to_hwc() -> None:
+    buffer = io.BytesIO()
+    Image.fromarray(image(1)[:, :, 0]).save(buffer, format="PNG")
+    png = {"__image__": True, "format": "png", "data": buffer.getvalue(), "shape": [6, 5, 1]}
+    raw = {"__image__": True, "format": "raw", "data": image(1).tobytes(), "dtype": "|u1", "shape": [6, 5, 1]}
+    frame = msgpack.packb({"type": "observation", "payload": {"a": png, "b": raw}, "seq": 1, "timestamp": 0.0})
+    payload = unpack(frame).payload
+    np.testing.assert_array_equal(payload["a"], image(1))
+    np.testing.assert_array_equal(payload["b"], image(1))
+
+
+def test_hylo_frames_decode_in_vla_eval() -> None:
+    sent = {"images": {"rgb": image(3), "rgba": image(4), "grey": image(1)}, "state": np.arange(4, dtype=np.float32)}
+    message = unpack_message(pack(MessageType.OBSERVATION, sent, 5, images=True))
+    assert message.type is VlaType.OBSERVATION and message.seq == 5
+    np.testing.assert_array_equal(message.payload["images"]["rgb"], image(3))
+    np.testing.assert_array_equal(message.payload["images"]["rgba"], image(4))
+    np.testing.assert_array_equal(message.payload["images"]["grey"].reshape(6, 5, 1), image(1))
+    action = unpack_message(pack(MessageType.ACTION, {"actions": np.ones((2, 7), dtype=np.float32)}, 5))
+    assert action.payload["actions"].shape == (2, 7) and action.payload["actions"].dtype == np.float32
+
+
+def test_object_arrays_and_malformed_frames_are_refused_with_the_reason() -> None:
+    evil = {"__ndarray__": True, "data": b"", "dtype": "|O", "shape": [0]}
+    frame = msgpack.packb({"type": "observation", "payload": {"x": evil}, "seq": 1, "timestamp": 0.0})
+    with pytest.raises(ProtocolError, match="dtype object refused"):
+        unpack(frame)
+    with pytest.raises(ProtocolError, match="unknown message type 'bogus'"):
+        unpack(msgpack.packb({"type": "bogus", "payload": {}, "seq": 1, "timestamp": 0.0}))
+    with pytest.raises(ProtocolError, match="lacks"):
+        unpack(msgpack.packb({"type": "hello"}))
+    short = {"__ndarray__": True, "data": b"abc", "dtype": "<f8", "shape": [1]}
+    with pytest.raises(ProtocolError, match="does not fit"):
+        unpack(msgpack.packb({"type": "action", "payload": {"x": short}, "seq": 1, "timestamp": 0.0}))

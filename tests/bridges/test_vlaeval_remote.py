@@ -1,0 +1,145 @@
+"""`vlaeval-remote` drives real vla-eval model servers (vla-eval's PredictModelServer, served by vla-eval) from
+`hylo eval`, on a Gymnasium env whose action is one float: chunks, a hard deadline, an unreachable server, and a
+server that dies mid-run."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from vlaeval_fixtures import bridge_env
+
+from hylo.eval.store import EvalLog
+
+HERE = Path(__file__).resolve().parent
+AGENT = "hylo.bridges.vlaeval_remote:VlaEvalRemoteAgent"
+ENV = "gym:MountainCarContinuous-v0"
+
+
+class ModelServer:
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "vlaeval_model_server.py"), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
+    def wait_port(self) -> int:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line.startswith("PORT "), line
+        self.port = int(line.split()[1])
+        return self.port
+
+    def wait_observations(self, n: int) -> None:
+        assert self.proc.stdout is not None
+        for _ in range(n):
+            assert self.proc.stdout.readline().startswith("OBS")
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def servers() -> Any:
+    started = {"chunk": ModelServer("--horizon", "4"), "slow": ModelServer("--delay", "5")}
+    for server in started.values():
+        server.wait_port()
+    yield started
+    for server in started.values():
+        server.kill()
+
+
+def hylo_eval(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hylo", "eval", ENV, "--agent", AGENT, "--json", "--log-dir", str(cwd), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env=bridge_env(),
+    )
+
+
+def finish(proc: subprocess.Popen[str]) -> tuple[int, dict[str, Any] | None, str]:
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, (json.loads(out) if out.strip() else None), err
+
+
+def test_remote_policy_chunks_are_played_out_by_hylo(servers: dict[str, ModelServer], tmp_path: Path) -> None:
+    url = servers["chunk"].url
+    code, result, err = finish(hylo_eval("-A", f"url={url}", "--episodes", "2", "--max-steps", "10", cwd=tmp_path))
+    assert code == 0, err
+    assert result is not None
+    assert [(e["status"], e["reason"], e["steps"]) for e in result["episodes"]] == [("failure", "max_steps", 10)] * 2
+    with EvalLog.open(Path(result["log_dir"])) as log:
+        trace = log.trace(result["episodes"][0]["episode_id"])
+    chunks = [event for event in trace if event["event"] == "agent.chunk"]
+    assert [chunk["size"] for chunk in chunks] == [4, 4, 4]  # asked at steps 0, 4 and 8 of 10
+    assert [event["action"] for event in trace if event["event"] == "action"] == [[0.5]] * 10
+
+
+def test_a_reply_past_the_deadline_is_an_error_timeout(servers: dict[str, ModelServer], tmp_path: Path) -> None:
+    url = servers["slow"].url
+    args = ("-A", f"url={url}", "-A", "timeout=0.5", "--episodes", "1", "--max-steps", "3")
+    code, result, err = finish(hylo_eval(*args, cwd=tmp_path))
+    assert code == 0, err
+    assert result is not None
+    assert [(e["status"], e["reason"]) for e in result["episodes"]] == [("error", "timeout")]
+
+
+def test_an_unreachable_server_fails_the_run_before_any_episode(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"ws://127.0.0.1:{port}"
+    code, result, err = finish(hylo_eval("-A", f"url={url}", "-A", "timeout=2", "--episodes", "2", cwd=tmp_path))
+    assert code == 2 and result is None
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[-1].startswith("hylo: error: ") and url in lines[-1]
+    assert not list(tmp_path.rglob("evallog.sqlite"))
+
+
+def test_a_server_restarted_mid_run_is_reconnected(tmp_path: Path) -> None:
+    server = ModelServer("--delay", "0.01")
+    port = server.wait_port()
+    args = ("-A", f"url={server.url}", "-A", "retries=8", "-A", "backoff=0.2", "--episodes", "3", "--max-steps", "40")
+    run = hylo_eval(*args, cwd=tmp_path)
+    server.wait_observations(10)
+    server.kill()
+    replacement = ModelServer("--delay", "0.01", "--port", str(port))
+    try:
+        replacement.wait_port()
+        code, result, err = finish(run)
+    finally:
+        replacement.kill()
+    assert code == 0, err
+    assert result is not None
+    assert [(e["status"], e["steps"]) for e in result["episodes"]] == [("failure", 40)] * 3
+
+
+def test_a_server_killed_for_good_makes_the_remaining_episodes_errors(tmp_path: Path) -> None:
+    server = ModelServer("--delay", "0.01")
+    server.wait_port()
+    args = ("-A", f"url={server.url}", "-A", "retries=1", "-A", "backoff=0.1", "--episodes", "3", "--max-steps", "60")
+    run = hylo_eval(*args, cwd=tmp_path)
+    server.wait_observations(10)
+    server.kill()
+    code, result, err = finish(run)
+    assert code == 0, err
+    assert result is not None
+    episodes = result["episodes"]
+    assert len(episodes) == 3 and {e["status"] for e in episodes} == {"error"}
+    assert all(server.url in e["reason"] for e in episodes)
+    assert "lost the vla-eval model server" in episodes[0]["reason"]
