@@ -42,7 +42,9 @@ class ScriptedAgent(AgentBase):
     """
 
     name = "scripted"
-    requirements = AgentRequirements(action_space=spaces.Box(-1.0, 1.0, shape=(ACTION_DIM,), dtype=np.float32))
+    requirements = AgentRequirements(
+        action_space=spaces.Box(-1.0, 1.0, shape=(ACTION_DIM,), dtype=np.float32), needs_images=True
+    )
 
     def reset(self, ctx: EpisodeContext) -> None:
         self.ctx = ctx

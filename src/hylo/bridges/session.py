@@ -23,7 +23,7 @@ import gymnasium.spaces as spaces
 import numpy as np
 
 from hylo.bridges.served_run import SERVED_BENCHMARK, SERVED_SPLIT, ServedRun
-from hylo.bridges.vlaeval_protocol import EncodedImage
+from hylo.bridges.vlaeval_protocol import EncodedImage, UndecodedImage
 from hylo.core.agent import agent_name
 from hylo.core.bus import EventBus
 from hylo.core.chunk import ChunkExecutor, as_chunk
@@ -79,7 +79,9 @@ def harness_task(payload: Mapping[str, Any]) -> tuple[str, int, Any]:
 def to_observation(payload: Mapping[str, Any], instruction: str | None) -> tuple[Observation, dict[str, Any]]:
     """vla-eval's observation (`images`, `state`, `task_description`, ...) under hylo's canonical keys (`images`,
     `state`, `instruction`); every other key is kept as it came. Returns it with its trace summary, in which an image
-    that arrived encoded is named by the digest of its encoded bytes (`encoding`, `digest`, `shape`, `dtype`)."""
+    that arrived encoded is named by the digest of its encoded bytes (`encoding`, `digest`, `shape`, `dtype`).
+    Images left compressed (`UndecodedImage`: the agent declared it needs none) are traced and not passed on, as in
+    driven mode, where such an agent's env renders none."""
     obs = Observation(payload)
     description = obs.pop("task_description", None)
     if description is not None:
@@ -92,6 +94,14 @@ def to_observation(payload: Mapping[str, Any], instruction: str | None) -> tuple
     plain: dict[str, Any] = {}
     shown: dict[str, Any] = {}
     for name, image in images.items():
+        if isinstance(image, UndecodedImage):
+            shown[str(name)] = {
+                "encoding": image.encoding,
+                "digest": image.digest,
+                "shape": list(image.shape),
+                "dtype": "uint8",
+            }
+            continue
         if isinstance(image, EncodedImage):
             shown[str(name)] = {
                 "encoding": image.encoding,
@@ -103,7 +113,10 @@ def to_observation(payload: Mapping[str, Any], instruction: str | None) -> tuple
         else:
             shown[str(name)] = jsonable(image)
         plain[name] = image
-    obs["images"] = plain
+    if plain:
+        obs["images"] = plain
+    else:
+        del obs["images"]
     summary = jsonable({key: value for key, value in obs.items() if key != "images"})
     summary["images"] = shown
     return obs, summary

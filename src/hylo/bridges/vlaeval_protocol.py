@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -57,6 +59,20 @@ class EncodedImage(np.ndarray):
 
     encoding: str
     encoded_digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class UndecodedImage:
+    """A compressed image left as it came (for an agent that declared it needs no images): its format, bytes and
+    declared shape; `digest` names it in the trace as `EncodedImage.encoded_digest` would."""
+
+    encoding: str
+    data: bytes
+    shape: tuple[int, ...]
+
+    @property
+    def digest(self) -> str:
+        return hashlib.blake2b(self.data, digest_size=12).hexdigest()
 
 
 def is_image(array: np.ndarray[Any, Any]) -> bool:
@@ -115,12 +131,68 @@ def _ndarray(data: Any, dtype_text: Any, shape: Any) -> np.ndarray[Any, Any]:
         ) from None
 
 
+class _PendingImage:
+    """An `__image__` frame met while unpacking, decoded once the whole frame is read (several at once)."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: dict[str, Any]) -> None:
+        self.frame = frame
+
+
 def _decode_hook(obj: dict[Any, Any]) -> Any:
     if _IMAGE in obj:
-        return decode_image(obj)
+        return _PendingImage(obj) if obj.get("format") in ("png", "jpeg") else decode_image(obj)
     if _NDARRAY in obj:
         return _ndarray(obj.get("data"), obj.get("dtype"), obj.get("shape"))
     return obj
+
+
+_decoders: ThreadPoolExecutor | None = None
+
+
+def _decode_all(pending: list[_PendingImage]) -> list[np.ndarray[Any, Any]]:
+    """Decode a frame's compressed images; two or more at once on a thread pool (Pillow's decoders release the
+    interpreter), so a multi-camera observation costs about one decode of wall time, not one per camera."""
+    global _decoders
+    if len(pending) < 2:
+        return [decode_image(image.frame) for image in pending]
+    if _decoders is None:
+        _decoders = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="hylo-png")
+    return list(_decoders.map(decode_image, [image.frame for image in pending]))
+
+
+def _undecoded(frame: dict[str, Any]) -> UndecodedImage:
+    data, shape = frame.get("data"), frame.get("shape")
+    if not isinstance(data, bytes):
+        raise ProtocolError(f"__image__ frame without bytes in 'data' (got {type(data).__name__})")
+    if not (isinstance(shape, list) and all(isinstance(n, int) for n in shape)):
+        raise ProtocolError(f"__image__ frame with a bad shape {shape!r}")
+    return UndecodedImage(str(frame.get("format")), data, tuple(shape))
+
+
+def _resolve(value: Any, pending: list[_PendingImage]) -> Any:
+    """Collect the pending images of a decoded frame (first pass) ..."""
+    if isinstance(value, _PendingImage):
+        pending.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _resolve(item, pending)
+    elif isinstance(value, list):
+        for item in value:
+            _resolve(item, pending)
+    return value
+
+
+def _substitute(value: Any, decoded: dict[int, Any]) -> Any:
+    """... then put each one's array in its place (second pass)."""
+    if isinstance(value, _PendingImage):
+        return decoded[id(value)]
+    if isinstance(value, dict):
+        return {key: _substitute(item, decoded) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_substitute(item, decoded) for item in value]
+    return value
 
 
 def _encode_plain(obj: Any) -> Any:
@@ -161,8 +233,9 @@ def pack(
     return data
 
 
-def unpack(data: bytes | str) -> Message:
-    """Decode one frame; raises `ProtocolError` naming what is wrong."""
+def unpack(data: bytes | str, *, decode_images: bool = True) -> Message:
+    """Decode one frame; raises `ProtocolError` naming what is wrong. With `decode_images=False`, PNG and JPEG
+    images stay compressed (`UndecodedImage`)."""
     if isinstance(data, str):
         raise ProtocolError("text frame received; the vla-eval protocol sends binary msgpack frames")
     try:
@@ -183,6 +256,11 @@ def unpack(data: bytes | str) -> Message:
             f"unknown message type {raw['type']!r}; expected one of {[t.value for t in MessageType]}"
         ) from None
     payload = raw["payload"]
+    pending: list[_PendingImage] = []
+    _resolve(payload, pending)
+    if pending:
+        arrays: list[Any] = _decode_all(pending) if decode_images else [_undecoded(image.frame) for image in pending]
+        payload = _substitute(payload, {id(image): array for image, array in zip(pending, arrays, strict=True)})
     if not isinstance(payload, dict):
         raise ProtocolError(f"{kind.value} payload must be a map, got {type(payload).__name__}")
     seq = raw["seq"]

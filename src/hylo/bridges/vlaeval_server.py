@@ -31,6 +31,7 @@ from websockets.http11 import Request, Response
 from hylo.bridges.served_run import ServedRun
 from hylo.bridges.session import EpisodeRefused, ServedSession
 from hylo.bridges.vlaeval_protocol import PROTOCOL_VERSION, Message, MessageType, ProtocolError, pack, unpack
+from hylo.core.agent import AgentRequirements
 from hylo.core.shield import SafetyShield
 
 log = logging.getLogger(__name__)
@@ -98,10 +99,14 @@ class ConnectionHandler:
     def __init__(self, bridge: VlaEvalBridge, session: ServedSession) -> None:
         self.bridge = bridge
         self.session = session
+        # An agent that declares its requirements without images never sees any (as in driven mode): its frames'
+        # images are traced by the digest of their bytes and never decoded.
+        requirements = getattr(session.agent, "requirements", None)
+        self.decode_images = not isinstance(requirements, AgentRequirements) or requirements.needs_images
 
     def handle(self, frame: bytes | str) -> bytes | None:
         try:
-            message = unpack(frame)
+            message = unpack(frame, decode_images=self.decode_images)
         except ProtocolError as exc:
             return self._undecodable(frame, exc)
         kind = message.type
