@@ -27,7 +27,7 @@ from hylo.core.agent import AgentRequirements
 from hylo.core.types import Observation
 
 SERVER = Path(__file__).with_name("openpi_server.py")
-AGENT = "hylo.bridges.openpi_remote:OpenPiRemoteAgent"
+AGENT = "openpi-remote"
 STEPS = 10
 
 

@@ -279,8 +279,9 @@ def test_vla_eval_cli_shards_share_one_bridge(bridge: BridgeProcess, tmp_path: P
     [("no-such-agent", "unknown agent 'no-such-agent'"), ("no_such_module:Agent", "cannot import agent module")],
 )
 def test_an_agent_that_cannot_be_built_is_one_line_and_exit_2(agent: str, message: str, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "hylo", "bridge", "vlaeval", "--agent", agent, "--port", "0"]
     result = subprocess.run(
-        [sys.executable, "-m", "hylo.bridges", "vlaeval", "--agent", agent, "--port", "0", "--log-dir", str(tmp_path)],
+        [*command, "--log-dir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,

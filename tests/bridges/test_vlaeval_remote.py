@@ -17,7 +17,7 @@ from vlaeval_fixtures import bridge_env
 from hylo.eval.store import EvalLog
 
 HERE = Path(__file__).resolve().parent
-AGENT = "hylo.bridges.vlaeval_remote:VlaEvalRemoteAgent"
+AGENT = "vlaeval-remote"
 ENV = "gym:MountainCarContinuous-v0"
 
 

@@ -138,7 +138,7 @@ class BridgeProcess:
 
     def __init__(self, *args: str, log_dir: Path, cwd: Path | None = None) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hylo.bridges", "vlaeval", *args, "--port", "0", "--log-dir", str(log_dir)],
+            [sys.executable, "-m", "hylo", "bridge", "vlaeval", *args, "--port", "0", "--log-dir", str(log_dir)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
