@@ -70,8 +70,11 @@ def hylo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def eval_pendulum(url: str, *agent_args: str, cwd: Path, episodes: int = 2) -> dict:
-    """`hylo eval gym:Pendulum-v1` with the remote agent, `STEPS` steps an episode; the `--json` result."""
+def eval_pendulum(url: str, *agent_args: str, cwd: Path, episodes: int = 2, images: bool = False) -> dict:
+    """`hylo eval gym:Pendulum-v1` with the remote agent, `STEPS` steps an episode; the `--json` result. Pendulum's
+    only camera is its render, so the agent asks for no images unless `images`."""
+    if not images:
+        agent_args = (*agent_args, "images=false")
     a_args = [item for arg in (f"url={url}", *agent_args) for item in ("-A", arg)]
     result = hylo("eval", "gym:Pendulum-v1", "--agent", AGENT, *a_args, "--episodes", str(episodes),
                   "--max-steps", str(STEPS), "--json", cwd=cwd)  # fmt: skip
@@ -171,7 +174,10 @@ def test_observation_mapping(tmp_path):
             assert set(sent) == set(DEFAULT_OBS_MAP)
             assert sent["observation/image"] is obs["images"]["front"] and sent["prompt"] == "pick up the cube"
             assert default.request(Observation(state=obs["state"])) == {"observation/state": obs["state"]}
-            assert default.requirements is None  # the default mapping binds to any env
+            # the default mapping binds to any env, and asks it for camera images (a VLA policy wants them)
+            assert default.requirements == AgentRequirements(needs_images=True)
+        with OpenPiRemoteAgent(server.url, images=False) as blind:
+            assert blind.requirements == AgentRequirements(needs_images=False)
 
         custom = {"observation/wrist_image": "images/wrist", "observation/state": "state"}
         with OpenPiRemoteAgent(server.url, obs_map=custom, extra={"prompt": "swing up"}) as mapped:
@@ -183,6 +189,9 @@ def test_observation_mapping(tmp_path):
             with pytest.raises(ValueError, match="'images/wrist', which the observation lacks"):
                 mapped.request(Observation(state=obs["state"]))
 
+        with OpenPiRemoteAgent(server.url, obs_map=custom, images=False) as still_mapped:  # the map reads images
+            assert still_mapped.requirements == mapped.requirements
+
         with OpenPiRemoteAgent(server.url, passthrough=True) as passing:
             assert passing.request(obs) == dict(obs)
 
@@ -190,6 +199,16 @@ def test_observation_mapping(tmp_path):
             OpenPiRemoteAgent(server.url, extra={"prompt": "x"})
         with pytest.raises(ValueError, match="must start with an observation key"):
             OpenPiRemoteAgent(server.url, obs_map={"observation/image": "*/front"})
+
+
+def test_the_policy_gets_the_env_camera_by_default(tmp_path):
+    with policy_server(tmp_path) as server:
+        result = eval_pendulum(server.url, cwd=tmp_path, episodes=1, images=True)
+        calls = server.calls()
+    assert result["episodes"][0]["steps"] == STEPS
+    assert calls and all(call["keys"] == ["observation/image", "observation/state"] for call in calls)
+    (height, width, channels), dtype = calls[0]["image"]
+    assert channels == 3 and height > 0 and width > 0 and dtype == "uint8"
 
 
 def test_slow_server_is_a_timeout(tmp_path):

@@ -5,15 +5,18 @@ bridge's EvalLog (vla-eval's exit code is 0 even when every episode errors)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import anyio
+import msgpack
 import numpy as np
 import pytest
 import vla_eval
@@ -22,8 +25,11 @@ from vla_eval.protocol.messages import MessageType
 from vla_eval.runners.base import ModelActError
 from vla_eval.runners.sync_runner import SyncEpisodeRunner
 from vlaeval_fixtures import BridgeProcess, ToyBenchmark, bridge_env, frame
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
 
 import hylo
+from hylo.bridges import vlaeval_protocol as wire
 from hylo.eval.store import EvalLog
 
 OBS = {"images": {"front": frame(16, 16, 3, 1)}, "state": np.zeros(5), "task_description": "probe"}
@@ -312,3 +318,109 @@ def test_stopping_the_bridge_records_the_open_episode(tmp_path: Path) -> None:
         info = log.info()
     assert (info.status, info.mode, info.n_done) == ("complete", "served", 1)
     assert events(served.trace(row.episode_id), "episode.start")[0]["guards"] == []
+
+
+# -- frames sent with hylo's own codec, for what vla-eval's client never sends ----------------------------------------
+
+
+def ask(ws: ClientConnection, kind: wire.MessageType, payload: dict[str, Any], seq: int) -> wire.Message:
+    ws.send(wire.pack(kind, payload, seq, images=True))
+    return wire.unpack(ws.recv(timeout=10))
+
+
+def start(ws: ClientConnection, task: dict[str, Any], seq: int = 2) -> None:
+    ws.send(wire.pack(wire.MessageType.EPISODE_START, {"task": task}, seq))
+
+
+def test_an_action_that_cannot_travel_is_an_error_and_never_served(bridge: BridgeProcess) -> None:
+    with connect(bridge.url) as ws:
+        assert ask(ws, wire.MessageType.HELLO, {}, 1).type is wire.MessageType.HELLO
+        start(ws, {"name": "text"})
+        reply = ask(ws, wire.MessageType.OBSERVATION, OBS, 3)
+        assert reply.type is wire.MessageType.ERROR and reply.seq == 3
+        assert "cannot be sent: a str action (dtype <U5)" in reply.payload["error"]
+        assert ask(ws, wire.MessageType.HELLO, {}, 4).type is wire.MessageType.HELLO  # the connection goes on
+    (row,) = rows_of(bridge, "text", count=1)
+    assert (row.status.value, row.steps) == ("error", 0) and "dtype <U5" in row.reason
+    assert not events(bridge.trace(row.episode_id), "action")
+
+
+def test_a_seed_and_index_past_int64_are_kept_in_the_trace_and_the_episode_is_recorded(bridge: BridgeProcess) -> None:
+    with connect(bridge.url) as ws:
+        start(ws, {"name": "bigseed", "seed": 2**63, "episode_idx": 2**64 - 1})
+        assert ask(ws, wire.MessageType.OBSERVATION, OBS, 3).type is wire.MessageType.ACTION
+        ws.send(wire.pack(wire.MessageType.EPISODE_END, {"metrics": {"success": True}}, 4))
+        assert ask(ws, wire.MessageType.HELLO, {}, 5).type is wire.MessageType.HELLO
+    (row,) = rows_of(bridge, "bigseed", count=1)
+    assert (row.status.value, row.index) == ("success", 0) and 0 <= row.seed < 2**63
+    harness = events(bridge.trace(row.episode_id), "episode.start")[0]["task"]["harness_task"]
+    assert (harness["seed"], harness["episode_idx"]) == (2**63, 2**64 - 1)
+
+
+def test_an_episode_whose_record_fails_is_recorded_without_its_trace(bridge: BridgeProcess) -> None:
+    with connect(bridge.url) as ws:
+        start(ws, {"name": "surrogate"})
+        reply = ask(ws, wire.MessageType.OBSERVATION, OBS, 3)
+        assert reply.type is wire.MessageType.ERROR and "agent raised ValueError" in reply.payload["error"]
+    (row,) = rows_of(bridge, "surrogate", count=1)
+    assert row.status.value == "error" and row.reason == "agent raised ValueError: bad \\udcff text"
+    assert "recording the episode raised UnicodeEncodeError" in (row.detail or "")
+
+
+def test_bad_frames_and_verdicts_are_answered_and_recorded_and_the_connection_goes_on(bridge: BridgeProcess) -> None:
+    nested: list[Any] = [0]
+    for _ in range(1000):
+        nested = [nested]
+    with connect(bridge.url) as ws:
+        start(ws, {"name": "deep"})
+        reply = ask(ws, wire.MessageType.OBSERVATION, {"state": nested}, 3)
+        assert reply.type is wire.MessageType.ERROR and reply.seq == 3 and "nested too deeply" in reply.payload["error"]
+        ws.send(msgpack.packb({"type": "observation", "payload": {}, "seq": "three", "timestamp": 0.0}))
+        reply = wire.unpack(ws.recv(timeout=10))
+        assert (
+            reply.type is wire.MessageType.ERROR and reply.seq == 0 and "seq must be an integer" in str(reply.payload)
+        )
+        start(ws, {"name": "verdict"}, 4)
+        assert ask(ws, wire.MessageType.OBSERVATION, OBS, 5).type is wire.MessageType.ACTION
+        ws.send(wire.pack(wire.MessageType.EPISODE_END, {"metrics": {"success": "false"}}, 6))
+        assert ask(ws, wire.MessageType.HELLO, {}, 7).type is wire.MessageType.HELLO
+    (deep,) = rows_of(bridge, "deep", count=1)
+    assert deep.status.value == "infra_invalid" and "undecodable observation" in deep.reason
+    (verdict,) = rows_of(bridge, "verdict", count=1)
+    assert verdict.status.value == "infra_invalid" and verdict.success is False
+    assert verdict.reason == "EPISODE_END metrics.success must be true or false, got 'false'"
+
+
+def test_a_new_connection_is_served_while_33_others_wait_on_their_agents(bridge: BridgeProcess, tmp_path: Path) -> None:
+    """More busy connections than the 32 threads a shared pool had: each connection has its own thread."""
+    gate = tmp_path / "gate"
+    with ExitStack() as stack:
+        stack.callback(gate.touch)  # whatever happens, the agents stop waiting
+        busy = [stack.enter_context(connect(bridge.url)) for _ in range(33)]
+        for ws in busy:
+            start(ws, {"name": "gated", "instruction": str(gate)})
+            ws.send(wire.pack(wire.MessageType.OBSERVATION, OBS, 3, images=True))
+        with connect(bridge.url) as late:
+            assert ask(late, wire.MessageType.HELLO, {}, 1).type is wire.MessageType.HELLO
+        assert not gate.exists()  # answered while every one of the 33 was still acting
+        gate.touch()
+        assert {wire.unpack(ws.recv(timeout=20)).type for ws in busy} == {wire.MessageType.ACTION}
+
+
+def test_sigterm_during_a_stuck_act_records_the_episode_and_completes_the_run(tmp_path: Path) -> None:
+    served = BridgeProcess("--agent", "vlaeval_fixtures:ScriptedAgent", "--max-frame-mb", "1", log_dir=tmp_path)
+    with connect(served.url, max_size=None) as big:  # a frame over --max-frame-mb closes its connection
+        big.send(wire.pack(wire.MessageType.HELLO, {"pad": b"\0" * 2**21}, 1))
+        with pytest.raises(ConnectionClosed) as closed:
+            big.recv(timeout=10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    with connect(served.url) as ws:
+        start(ws, {"name": "gated", "instruction": str(tmp_path / "never")})
+        ws.send(wire.pack(wire.MessageType.OBSERVATION, OBS, 3, images=True))
+        time.sleep(0.5)  # let the act begin (the episode is recorded the same way if it has not)
+        served.proc.send_signal(signal.SIGTERM)
+        assert served.proc.wait(timeout=30) == 0
+    (row,) = served.rows()
+    assert row.status.value == "infra_invalid" and row.reason.startswith("the bridge stopped mid-episode")
+    with EvalLog.open(served.run_dir) as log:
+        assert log.info().status == "complete"

@@ -12,7 +12,8 @@ from vla_eval.protocol.messages import Message as VlaMessage
 from vla_eval.protocol.messages import MessageType as VlaType
 from vla_eval.protocol.messages import pack_message, unpack_message
 
-from hylo.bridges.vlaeval_protocol import MessageType, ProtocolError, pack, unpack
+from hylo.bridges import vlaeval_protocol
+from hylo.bridges.vlaeval_protocol import MessageType, ProtocolError, UndecodedImage, pack, unpack
 
 
 def image(channels: int) -> np.ndarray:
@@ -64,3 +65,55 @@ def test_object_arrays_and_malformed_frames_are_refused_with_the_reason() -> Non
     short = {"__ndarray__": True, "data": b"abc", "dtype": "<f8", "shape": [1]}
     with pytest.raises(ProtocolError, match="does not fit"):
         unpack(msgpack.packb({"type": "action", "payload": {"x": short}, "seq": 1, "timestamp": 0.0}))
+
+
+def _png(pixels: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _observation(payload: dict) -> bytes:
+    return msgpack.packb({"type": "observation", "payload": payload, "seq": 1, "timestamp": 0.0})
+
+
+def test_a_compressed_image_larger_than_declared_or_than_the_cap_is_refused_before_decoding(monkeypatch) -> None:
+    bomb = {"__image__": True, "format": "png", "data": _png(np.zeros((300, 200, 4), np.uint8)), "shape": [8, 8, 3]}
+    with pytest.raises(ProtocolError, match=r"png image is \[300, 200, 4\].*declares \[8, 8, 3\]"):
+        unpack(_observation({"images": {"cam": bomb}}))
+    monkeypatch.setattr(vlaeval_protocol, "MAX_IMAGE_PIXELS", 1000)
+    honest = {**bomb, "shape": [300, 200, 4]}
+    with pytest.raises(ProtocolError, match="300x200 pixels refused: over the 1000 pixel limit"):
+        unpack(_observation({"images": {"cam": honest}}))
+    with pytest.raises(ProtocolError, match="bad shape None"):
+        unpack(_observation({"images": {"cam": {**honest, "shape": None}}}))
+
+
+def test_an_array_must_be_exactly_as_large_as_its_declared_shape() -> None:
+    for shape in ([-1], [2, -4], ["3"]):
+        frame = {"__ndarray__": True, "data": b"\0" * 8, "dtype": "<f8", "shape": shape}
+        with pytest.raises(ProtocolError, match="bad shape"):
+            unpack(_observation({"x": frame}))
+    frame = {"__ndarray__": True, "data": b"\0" * 8, "dtype": "<f8", "shape": [1000000, 1000000]}
+    with pytest.raises(ProtocolError, match=r"of 8 bytes does not fit dtype float64 shape \[1000000, 1000000\]"):
+        unpack(_observation({"x": frame}))
+
+
+def test_non_numeric_arrays_are_never_sent() -> None:
+    with pytest.raises(ProtocolError, match="dtype object"):
+        pack(MessageType.ACTION, {"actions": np.array([{"a": 1}], dtype=object)})
+    with pytest.raises(ProtocolError, match="dtype <U5"):
+        pack(MessageType.ACTION, {"actions": np.array(["hello"])})
+
+
+def test_skipping_images_skips_only_those_under_images_and_deep_frames_are_protocol_errors() -> None:
+    camera, mask = image(3), image(1)
+    frame = pack(MessageType.OBSERVATION, {"images": {"cam": camera}, "mask": mask}, 3, images=True)
+    payload = unpack(frame, decode_images=False).payload
+    assert isinstance(payload["images"]["cam"], UndecodedImage) and payload["images"]["cam"].shape == (6, 5, 3)
+    np.testing.assert_array_equal(payload["mask"], mask)
+    nested: list = [0]
+    for _ in range(1000):
+        nested = [nested]
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        unpack(_observation({"x": nested}))

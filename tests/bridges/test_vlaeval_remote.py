@@ -1,19 +1,26 @@
 """`vlaeval-remote` drives real vla-eval model servers (vla-eval's PredictModelServer, served by vla-eval) from
-`hylo eval`, on a Gymnasium env whose action is one float: chunks, a hard deadline, an unreachable server, and a
-server that dies mid-run."""
+`hylo eval`, on a Gymnasium env whose action is one float: chunks, cameras, a hard deadline (a slow and a frozen
+server), an unreachable server, a server that dies mid-run, and one that refuses the handshake."""
 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from vlaeval_fixtures import bridge_env
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.server import ServerConnection, serve
 
+from hylo.bridges.vlaeval_protocol import MessageType, pack, unpack
+from hylo.bridges.vlaeval_remote import RemotePolicyUnreachable, VlaEvalRemoteAgent
 from hylo.eval.store import EvalLog
 
 HERE = Path(__file__).resolve().parent
@@ -37,10 +44,15 @@ class ModelServer:
         self.port = int(line.split()[1])
         return self.port
 
-    def wait_observations(self, n: int) -> None:
+    def wait_observations(self, n: int) -> list[dict[str, Any]]:
+        """The cameras (name → [shape, dtype]) of the next `n` observations the server gets."""
         assert self.proc.stdout is not None
+        seen = []
         for _ in range(n):
-            assert self.proc.stdout.readline().startswith("OBS")
+            line = self.proc.stdout.readline()
+            assert line.startswith("OBS"), line
+            seen.append(json.loads(line.split(" ", 2)[2]))
+        return seen
 
     @property
     def url(self) -> str:
@@ -61,7 +73,10 @@ def servers() -> Any:
         server.kill()
 
 
-def hylo_eval(*args: str, cwd: Path) -> subprocess.Popen[str]:
+def hylo_eval(*args: str, cwd: Path, images: bool = False) -> subprocess.Popen[str]:
+    """`hylo eval` of the remote agent on MountainCar, whose only camera is its render: no images unless `images`."""
+    if not images:
+        args = (*args, "-A", "images=false")
     return subprocess.Popen(
         [sys.executable, "-m", "hylo", "eval", ENV, "--agent", AGENT, "--json", "--log-dir", str(cwd), *args],
         stdout=subprocess.PIPE,
@@ -143,3 +158,71 @@ def test_a_server_killed_for_good_makes_the_remaining_episodes_errors(tmp_path: 
     assert len(episodes) == 3 and {e["status"] for e in episodes} == {"error"}
     assert all(server.url in e["reason"] for e in episodes)
     assert "lost the vla-eval model server" in episodes[0]["reason"]
+
+
+def test_the_policy_gets_the_env_camera_by_default(tmp_path: Path) -> None:
+    server = ModelServer("--horizon", "4")
+    server.wait_port()
+    try:
+        args = ("-A", f"url={server.url}", "--episodes", "1", "--max-steps", "4")
+        code, result, err = finish(hylo_eval(*args, cwd=tmp_path, images=True))
+        (cameras,) = server.wait_observations(1)
+    finally:
+        server.kill()
+    assert code == 0, err
+    assert result is not None and result["episodes"][0]["steps"] == 4
+    assert list(cameras) == ["render"]
+    (height, width, channels), dtype = cameras["render"]
+    assert (channels, dtype) == (3, "uint8") and height > 0 and width > 0
+
+
+def test_a_frozen_server_times_out_near_the_deadline(tmp_path: Path) -> None:
+    server = ModelServer()
+    server.wait_port()
+    args = ("-A", f"url={server.url}", "-A", "timeout=1", "-A", "retries=0", "--episodes", "1", "--max-steps", "50")
+    run = hylo_eval(*args, cwd=tmp_path)
+    try:
+        server.wait_observations(1)
+        server.proc.send_signal(signal.SIGSTOP)  # the server stops answering, and never closes its side
+        frozen = time.monotonic()
+        code, result, err = finish(run)
+        took = time.monotonic() - frozen
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        server.kill()
+    assert code == 0, err
+    assert result is not None and [(e["status"], e["reason"]) for e in result["episodes"]] == [("error", "timeout")]
+    assert took < 1 + 5  # the deadline, plus a generous margin: closing the dead connection must not take 10 s
+
+
+class _Refusing:
+    """A server that answers HELLO with ERROR (or, `silent`, not at all), noting when each connection ends."""
+
+    def __init__(self, silent: bool) -> None:
+        self.silent = silent
+        self.ended = threading.Event()
+        self.server = serve(self.handle, "127.0.0.1", 0)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"ws://127.0.0.1:{self.server.socket.getsockname()[1]}"
+
+    def handle(self, ws: ServerConnection) -> None:
+        try:
+            for frame in ws:
+                message = unpack(frame)
+                if message.type is MessageType.HELLO and not self.silent:
+                    ws.send(pack(MessageType.ERROR, {"error": "no"}, message.seq))
+        except ConnectionClosed:
+            return
+        finally:
+            self.ended.set()
+
+
+@pytest.mark.parametrize("silent", [False, True])
+def test_a_failed_handshake_closes_its_connection(silent: bool) -> None:
+    refusing = _Refusing(silent)
+    try:
+        with pytest.raises(RemotePolicyUnreachable, match=refusing.url):
+            VlaEvalRemoteAgent(refusing.url, timeout=0.5)
+        assert refusing.ended.wait(10), "the agent left its connection open"
+    finally:
+        refusing.server.shutdown()

@@ -38,6 +38,9 @@ class ScriptedAgent(AgentBase):
     - `fail`: raises ValueError at its third act
     - `chunked`: returns 4 actions per act (action k of the episode is 0.01·k in every dimension)
     - `wild`: 5.0 first (outside the ±1 bounds: clipped), then NaN (rejected)
+    - `gated`: each act waits (up to a minute) until the file named by the task's `instruction` exists
+    - `text`: returns a string, which no ACTION can carry
+    - `surrogate`: raises ValueError with a lone surrogate in its message (which SQLite cannot store)
     - anything else: 0.25 in every dimension
     """
 
@@ -49,10 +52,19 @@ class ScriptedAgent(AgentBase):
     def reset(self, ctx: EpisodeContext) -> None:
         self.ctx = ctx
         self.task = ctx.task.task
+        self.gate = Path(ctx.task.instruction or "")
         self.calls = 0
 
-    def act(self, obs: Observation) -> ActionChunk:
+    def act(self, obs: Observation) -> Any:
         self.calls += 1
+        if self.task == "gated":
+            deadline = time.monotonic() + 60
+            while not self.gate.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        if self.task == "text":
+            return "hello"
+        if self.task == "surrogate":
+            raise ValueError("bad \udcff text")
         images = obs.get("images", {})
         self.ctx.emit(
             "agent.decision",

@@ -1,5 +1,6 @@
 """A vla-eval model server for the remote-agent tests: vla-eval's own `PredictModelServer`, served by its own
-`serve_async` on a free loopback port (printed as `PORT <n>`); each observation is announced as `OBS <step>`.
+`serve_async` on a free loopback port (printed as `PORT <n>`); each observation is announced as `OBS <step> <json>`, the
+json mapping each camera under `images` to its shape and dtype.
 
     python vlaeval_model_server.py [--value V] [--dim D] [--horizon H] [--delay S] [--port P]
 """
@@ -7,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from typing import Any
 
@@ -25,7 +27,10 @@ class ConstantPolicy(PredictModelServer):
         self.value, self.dim, self.horizon, self.delay = value, dim, horizon, delay
 
     def predict(self, obs: dict[str, Any], ctx: SessionContext) -> dict[str, Any]:
-        print(f"OBS {ctx.step}", flush=True)
+        cameras = {
+            name: [list(np.shape(image)), str(np.asarray(image).dtype)] for name, image in obs.get("images", {}).items()
+        }
+        print(f"OBS {ctx.step} {json.dumps(cameras)}", flush=True)
         if "state" not in obs:
             raise KeyError(f"no state in the observation (keys {sorted(obs)})")
         if self.delay:

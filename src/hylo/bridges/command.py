@@ -47,6 +47,16 @@ def _bound(text: str) -> float:
     return value
 
 
+def _megabytes(text: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a size in MiB (> 0), got {text!r}") from None
+    if not (0 < value < math.inf) or value * 2**20 < 1:
+        raise argparse.ArgumentTypeError(f"expected a size in MiB (> 0), got {text!r}")
+    return int(value * 2**20)
+
+
 def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add `bridge` (with its `vlaeval` subcommand) to a subparsers object (`hylo`'s commands); returns `bridge`'s
     parser."""
@@ -69,12 +79,21 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
     vla.add_argument("--action-dim", type=_dim, default=None, help="the action vector's length (bounds the shield)")
     vla.add_argument("--action-low", type=_bound, default=-math.inf, help="lower bound of every action dimension")
     vla.add_argument("--action-high", type=_bound, default=math.inf, help="upper bound of every action dimension")
+    vla.add_argument(
+        "--max-frame-mb",
+        dest="max_frame_bytes",
+        type=_megabytes,
+        default=256 * 2**20,
+        metavar="MB",
+        help="the largest frame read, in MiB (default 256); a larger one closes its connection",
+    )
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until Ctrl-C or SIGTERM (exit 0; an episode still open is recorded `infra_invalid`); 2 with one line for
-    bad input (an unknown agent, bad arguments, a port that cannot be bound)."""
+    """Serve until Ctrl-C or SIGTERM (exit 0: acts in flight get a grace period, then every episode still open is
+    recorded `infra_invalid` and the run `complete`; a second signal skips the grace); 2 with one line for bad input
+    (an unknown agent, bad arguments, a port that cannot be bound)."""
     from hylo.agents.registry import make_agent, parse_agent_args
     from hylo.core.errors import HyloError
 
@@ -120,6 +139,7 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
         agent_label=args.agent,
         shield=SafetyShield.permissive if args.no_shield else SafetyShield,
         action_space=space,
+        max_frame_bytes=args.max_frame_bytes,
     )
     if args.host not in _LOOPBACK:
         print(f"hylo bridge: warning: serving on {args.host}, beyond loopback, with no authentication", file=sys.stderr)
@@ -133,20 +153,10 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-
-        def stop() -> None:
-            bridge.stopping = True  # before the connections close: their open episodes say why
-            if task is not None:
-                task.cancel()
-
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(signum, stop)
-        try:
-            await bridge.serve(args.host, args.port, started=started)
-        except asyncio.CancelledError:
-            bridge.stopping = True
+                loop.add_signal_handler(signum, bridge.request_stop)
+        await bridge.serve(args.host, args.port, started=started)
 
     try:
         asyncio.run(main())

@@ -147,7 +147,8 @@ class OpenPiRemoteAgent(AgentBase):
     run before any episode starts (`RemotePolicyUnreachable`, naming the URL). Each `act` maps the observation
     (`obs_map`, `passthrough`, `extra`), sends it and turns the reply's `actions` (horizon × action_dim) into an
     `ActionChunk` of which `execution_steps` are executed (default: the whole horizon) before the server is asked
-    again.
+    again. `images` (default true: a VLA policy wants its cameras) declares that the agent needs camera images, so
+    the env renders them; a mapping that reads `images` needs them whatever `images` says.
 
     Failures end the episode as `error`: no reply within `timeout` seconds of the call (connecting included) raises
     `AgentTimeout`, so the reason is `timeout`, and the connection is dropped (a late reply must not answer the next
@@ -170,6 +171,7 @@ class OpenPiRemoteAgent(AgentBase):
         action_dim: int | None = None,
         retries: int = 3,
         backoff: float = 0.5,
+        images: bool = True,
     ) -> None:
         self.url = _normal_url(url)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (0 < timeout < math.inf):
@@ -189,9 +191,11 @@ class OpenPiRemoteAgent(AgentBase):
         if not isinstance(passthrough, bool):
             raise ValueError(f"passthrough must be true or false, got {passthrough!r}")
         self.passthrough = passthrough
+        if not isinstance(images, bool):
+            raise ValueError(f"images must be true or false, got {images!r}")
         self.obs_map, self._strict = self._check_map(obs_map, passthrough)
         self.extra = self._check_extra(extra)
-        self.requirements = self._requirements() if self._strict else None
+        self.requirements = self._requirements(images)
         self.metadata: dict[str, Any] = {}
         self._conn: ClientConnection | None = None
         self._closing = ExitStack()
@@ -227,8 +231,11 @@ class OpenPiRemoteAgent(AgentBase):
             raise ValueError(f"extra sets {clash}, which obs_map also maps; give each key one source")
         return dict(extra)
 
-    def _requirements(self) -> AgentRequirements:
-        """What a mapping the user gave needs: each path up to its first `*`; images when it reads `images`."""
+    def _requirements(self, images: bool) -> AgentRequirements:
+        """What the agent needs: camera images when `images` (so the env renders them) or when a mapping the user
+        gave reads `images`; and the observation keys of such a mapping, each path up to its first `*`."""
+        if not self._strict:
+            return AgentRequirements(needs_images=images)
         keys: list[str] = []
         for path in self.obs_map.values():
             parts = path.split("/")
@@ -236,8 +243,8 @@ class OpenPiRemoteAgent(AgentBase):
             if not fixed or not all(fixed):
                 raise ValueError(f"obs_map path {path!r} must start with an observation key, like images/* or state")
             keys.append("/".join(fixed))
-        images = any(key.split("/")[0] == "images" for key in keys)
-        return AgentRequirements(observation_keys=tuple(dict.fromkeys(keys)), needs_images=images)
+        reads_images = any(key.split("/")[0] == "images" for key in keys)
+        return AgentRequirements(observation_keys=tuple(dict.fromkeys(keys)), needs_images=images or reads_images)
 
     # -- the agent interface ---------------------------------------------------------------------------------
 

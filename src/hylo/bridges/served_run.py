@@ -8,6 +8,7 @@ is written under one lock.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -16,6 +17,8 @@ from typing import Any
 
 from hylo.eval.provenance import package_versions
 from hylo.eval.store import EpisodeRow, EvalLog
+
+log = logging.getLogger(__name__)
 
 SERVED_BENCHMARK = "vla-eval"
 SERVED_SPLIT = "served"
@@ -59,12 +62,15 @@ class ServedRun:
         return f"{task}/{index:04d}#{serial}"
 
     def record(self, row: EpisodeRow, trace: Sequence[bytes]) -> None:
-        """Commit one finished episode with its trace."""
+        """Commit one finished episode with its trace; raises only when the episode was not committed."""
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"served run {self.run_id!r} is closed")
             self.log.record(row, trace)
-            self.log.update_run(n_planned=max(self._started, self.log.n_done()))
+            try:
+                self.log.update_run(n_planned=max(self._started, self.log.n_done()))
+            except Exception as exc:  # the episode is in; the count is refreshed with the next one, or at close
+                log.warning("served run %s: updating n_planned failed: %r", self.run_id, exc)
 
     def close(self, message: str = "") -> None:
         """Mark the run complete (the bridge stopped) and close the log; idempotent."""

@@ -13,18 +13,20 @@ dropped connection, is `infra_invalid` with the reason; an agent that raises is 
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
 import time
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import gymnasium.spaces as spaces
 import numpy as np
 
 from hylo.bridges.served_run import SERVED_BENCHMARK, SERVED_SPLIT, ServedRun
-from hylo.bridges.vlaeval_protocol import EncodedImage, UndecodedImage
-from hylo.core.agent import agent_name
+from hylo.bridges.vlaeval_protocol import EncodedImage, ProtocolError, UndecodedImage, wire_action
+from hylo.core.agent import AgentRequirements, agent_name
 from hylo.core.bus import EventBus
 from hylo.core.chunk import ChunkExecutor, as_chunk
 from hylo.core.context import EpisodeContext
@@ -45,7 +47,11 @@ from hylo.core.types import EnvSpec, Observation, TaskInstance, derive_seed
 from hylo.eval.recording import TraceBuffer, serialize
 from hylo.eval.store import EpisodeRow
 
+log = logging.getLogger(__name__)
+
 _UNKNOWN_SPACE: spaces.Space[Any] = spaces.Box(-np.inf, np.inf, shape=(0,))
+_INT64_LIMIT = 2**63
+"""Seeds and indices are stored as SQLite integers (signed 64-bit); a harness's value past that is not used as is."""
 
 
 class EpisodeRefused(Exception):
@@ -62,8 +68,14 @@ def _detail(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc)).strip()
 
 
+def _storable(value: Any) -> bool:
+    """Whether `value` is an int hylo can store as a seed or an index (0 <= value < 2**63)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 0 <= int(value) < _INT64_LIMIT
+
+
 def harness_task(payload: Mapping[str, Any]) -> tuple[str, int, Any]:
-    """(task name, episode index, the raw task) from an EPISODE_START payload, whatever type its `task` is."""
+    """(task name, episode index, the raw task) from an EPISODE_START payload, whatever type its `task` is. An index
+    that is not an int in [0, 2**63) is 0 (the raw task, kept in the trace, still has it)."""
     task = payload.get("task")
     if isinstance(task, Mapping):
         name = task.get("name") or task.get("suite") or "task"
@@ -71,55 +83,66 @@ def harness_task(payload: Mapping[str, Any]) -> tuple[str, int, Any]:
     else:
         name, index = ("task" if task is None else task), 0
     name = " ".join(str(name).split()).replace("/", "_")[:120] or "task"
-    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0:
-        index = 0
-    return name, int(index), task
+    return name, int(index) if _storable(index) else 0, task
 
 
-def to_observation(payload: Mapping[str, Any], instruction: str | None) -> tuple[Observation, dict[str, Any]]:
+def wants_images(agent: Any) -> bool:
+    """Whether the agent gets the observation's images: an agent that declares its requirements without images
+    gets none (as in driven mode, where its env renders none); one that declares nothing gets them."""
+    requirements = getattr(agent, "requirements", None)
+    return not isinstance(requirements, AgentRequirements) or requirements.needs_images
+
+
+def to_observation(
+    payload: Mapping[str, Any], instruction: str | None, *, images: bool = True
+) -> tuple[Observation, dict[str, Any]]:
     """vla-eval's observation (`images`, `state`, `task_description`, ...) under hylo's canonical keys (`images`,
     `state`, `instruction`); every other key is kept as it came. Returns it with its trace summary, in which an image
-    that arrived encoded is named by the digest of its encoded bytes (`encoding`, `digest`, `shape`, `dtype`).
-    Images left compressed (`UndecodedImage`: the agent declared it needs none) are traced and not passed on, as in
-    driven mode, where such an agent's env renders none."""
+    is named by its digest (`encoding`, `digest`, `shape`, `dtype`; the digest of its encoded bytes when it arrived
+    compressed). With `images=False` (the agent declared it needs none) the observation has no `images` at all, as in
+    driven mode, where such an agent's env renders none: they are only traced."""
     obs = Observation(payload)
     description = obs.pop("task_description", None)
     if description is not None:
         obs["instruction"] = str(description)
     elif instruction is not None and "instruction" not in obs:
         obs["instruction"] = instruction
-    images = obs.get("images")
-    if not isinstance(images, Mapping):
+    if "images" not in obs:
         return obs, jsonable(obs)
-    plain: dict[str, Any] = {}
-    shown: dict[str, Any] = {}
-    for name, image in images.items():
-        if isinstance(image, UndecodedImage):
-            shown[str(name)] = {
-                "encoding": image.encoding,
-                "digest": image.digest,
-                "shape": list(image.shape),
-                "dtype": "uint8",
-            }
-            continue
-        if isinstance(image, EncodedImage):
-            shown[str(name)] = {
-                "encoding": image.encoding,
-                "digest": image.encoded_digest,
-                "shape": list(image.shape),
-                "dtype": str(image.dtype),
-            }
-            image = image.view(np.ndarray)
-        else:
-            shown[str(name)] = jsonable(image)
-        plain[name] = image
-    if plain:
+    cameras = obs.pop("images")
+    plain, shown = _cameras(cameras)
+    if images and not (isinstance(cameras, Mapping) and not plain):
         obs["images"] = plain
-    else:
-        del obs["images"]
-    summary = jsonable({key: value for key, value in obs.items() if key != "images"})
+    summary = jsonable(obs)
     summary["images"] = shown
     return obs, summary
+
+
+def _cameras(value: Any) -> tuple[Any, Any]:
+    """(what the agent gets, what the trace shows) for the value of an observation's `images`, at any depth."""
+    if isinstance(value, UndecodedImage):
+        return None, {"encoding": value.encoding, "digest": value.digest, "shape": list(value.shape), "dtype": "uint8"}
+    if isinstance(value, EncodedImage):
+        encoded = {
+            "encoding": value.encoding,
+            "digest": value.encoded_digest,
+            "shape": list(value.shape),
+            "dtype": str(value.dtype),
+        }
+        return value.view(np.ndarray), encoded
+    if isinstance(value, np.ndarray):
+        digest = hashlib.blake2b(np.ascontiguousarray(value).data, digest_size=12).hexdigest()
+        return value, {"encoding": "raw", "digest": digest, "shape": list(value.shape), "dtype": str(value.dtype)}
+    if isinstance(value, Mapping):
+        plain: dict[Any, Any] = {}
+        shown: dict[str, Any] = {}
+        for name, item in value.items():
+            plain[name], shown[str(name)] = _cameras(item)
+        return plain, shown
+    if isinstance(value, (list, tuple)):
+        pairs = [_cameras(item) for item in value]
+        return [p for p, _ in pairs], [s for _, s in pairs]
+    return value, jsonable(value)
 
 
 @dataclass(slots=True)
@@ -134,18 +157,23 @@ class _Episode:
     steps: int = 0
     interventions: int = 0
     outcome: EpisodeOutcome | None = None
+    recorded: bool = False
 
 
 class ServedSession:
-    """The episodes of one connection, in order. Not thread-safe: its owner calls it one message at a time.
+    """The episodes of one connection, in order. Not thread-safe: its owner calls it one message at a time (only
+    `abandon` may be called from another thread).
 
     - `start(payload)` begins an episode (an unfinished one is recorded `infra_invalid` first)
     - `act(observation)` returns the one action to send, or raises `EpisodeRefused` (the episode is then recorded)
     - `end(payload)` records the episode with EPISODE_END's `metrics.success`
     - `close(why)` records an unfinished episode `infra_invalid` (the connection dropped, the bridge stopped)
+    - `fail(reason, detail)` records an unfinished episode `infra_invalid` after the bridge itself failed
 
     `action_space` bounds the shield; when None (the agent declares none and the operator gave none), it is made
     from the first action's shape with infinite bounds, so the shield rejects only non-finite actions.
+    `images=False` keeps the observation's `images` from the agent: they are only traced. By default that is so for
+    an agent that declares its requirements without images (`wants_images`).
     """
 
     def __init__(
@@ -156,12 +184,14 @@ class ServedSession:
         shield: SafetyShield,
         action_space: spaces.Space[Any] | None,
         connection: str,
+        images: bool | None = None,
     ) -> None:
         self.run = run
         self.agent = agent
         self.agent_name = agent_name(agent)
         self.shield = shield
         self.connection = connection
+        self.images = wants_images(agent) if images is None else images
         self._space = action_space
         if action_space is not None:
             shield.bind(action_space)
@@ -169,6 +199,7 @@ class ServedSession:
         self._trace = TraceBuffer()
         self.bus.subscribe(self._trace, critical=True)
         self._episode: _Episode | None = None
+        self._claim = threading.Lock()  # whoever sets `recorded` first records the episode, exactly once
 
     @property
     def in_episode(self) -> bool:
@@ -187,9 +218,10 @@ class ServedSession:
             found = task.get("instruction") or task.get("task_description") or task.get("language")
             instruction = str(found) if found is not None else None
         seed_value = task.get("seed") if isinstance(task, Mapping) else None
+        # a seed that does not fit (negative, past 2**63) is replaced; the raw task in the trace keeps it
         seed = (
             int(seed_value)
-            if isinstance(seed_value, (int, np.integer)) and not isinstance(seed_value, bool) and seed_value >= 0
+            if seed_value is not None and _storable(seed_value)
             else derive_seed(SERVED_BENCHMARK, name, index)
         )
         episode = _Episode(self.run.episode_id(name, index), name, index, seed, instruction, time.time())
@@ -231,9 +263,10 @@ class ServedSession:
         except Exception as exc:
             self._finish(EpisodeStatus.ERROR, _raised("agent reset", exc), _detail(exc))
 
-    def act(self, payload: Mapping[str, Any]) -> Any:
-        """OBSERVATION: the next action, reviewed by the shield. The agent is asked only when the executor is empty.
-        Raises `EpisodeRefused` when there is no episode to act in or it ended here (agent failure, shield abort)."""
+    def act(self, payload: Mapping[str, Any]) -> np.ndarray[Any, Any]:
+        """OBSERVATION: the next action, reviewed by the shield, as the array an ACTION carries. The agent is asked
+        only when the executor is empty. Raises `EpisodeRefused` when there is no episode to act in or it ended here
+        (agent failure, an action that cannot be sent, shield abort)."""
         episode = self._episode
         if episode is None:
             raise EpisodeRefused("no episode in progress: send EPISODE_START before observations")
@@ -242,7 +275,7 @@ class ServedSession:
             raise EpisodeRefused(
                 f"episode {episode.episode_id} ended ({outcome.status.value}: {outcome.reason}); send EPISODE_START"
             )
-        obs, summary = to_observation(payload, episode.instruction)
+        obs, summary = to_observation(payload, episode.instruction, images=self.images)
         bus = self.bus
         bus.emit_trusted(ObservationEvent, obs=summary)
         executor = episode.executor
@@ -265,18 +298,30 @@ class ServedSession:
                 actions=[jsonable(a) for a in chunk.actions],
             )
         action = executor.next()
+        try:
+            wire_action(action)
+        except ProtocolError as exc:
+            hint = (
+                "; the bridge knows no action space: declare requirements.action_space or give --action-dim"
+                if self._space is None and np.size(action) == 0
+                else ""
+            )
+            raise self._refuse(
+                EpisodeStatus.ERROR, f"agent returned an action that cannot be sent: {exc}{hint}"
+            ) from None
         if self._space is None:
             self._space = spaces.Box(-np.inf, np.inf, shape=np.shape(action), dtype=np.float64)
             self.shield.bind(self._space)
         try:
             review = self.shield.review(action, self._space)
+            sent = wire_action(review.action)
         except SafetyAbort as abort:
             episode.interventions += 1
             bus.emit_trusted(
                 SafetyReviewEvent, approved=False, modified=False, reasons=[abort.reason], guard=abort.guard
             )
             raise self._refuse(EpisodeStatus.SAFETY_ABORT, f"{abort.guard}: {abort.reason}") from None
-        except InvalidAction as exc:
+        except (InvalidAction, ProtocolError) as exc:
             raise self._refuse(EpisodeStatus.ERROR, f"agent returned a malformed action: {exc}") from None
         except Exception as exc:
             raise self._refuse(
@@ -288,11 +333,12 @@ class ServedSession:
         bus.emit_trusted(SafetyReviewEvent, approved=True, modified=review.modified, reasons=list(review.reasons))
         bus.emit_trusted(ActionEvent, step=episode.steps, action=jsonable(review.action))
         episode.steps += 1
-        return review.action
+        return sent
 
     def end(self, payload: Mapping[str, Any]) -> None:
         """EPISODE_END `{"metrics": {"success": ...}, "steps", "elapsed_sec"}`: record the episode with the harness's
-        verdict. An episode that already ended here (error, safety abort) keeps its record."""
+        verdict (`success` a bool, or 0 / 1). An episode that already ended here (error, safety abort) keeps its
+        record."""
         episode = self._episode
         if episode is None or episode.outcome is not None:
             return
@@ -300,7 +346,17 @@ class ServedSession:
         if not isinstance(metrics, Mapping) or "success" not in metrics:
             self._finish(EpisodeStatus.INFRA_INVALID, "EPISODE_END carried no metrics.success", harness=payload)
             return
-        success = bool(metrics["success"])
+        verdict = metrics["success"]
+        if not isinstance(verdict, (bool, np.bool_, int, np.integer)) or verdict not in (0, 1):
+            shown = repr(verdict)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            self._finish(
+                EpisodeStatus.INFRA_INVALID,
+                f"EPISODE_END metrics.success must be true or false, got {shown}",
+                harness=payload,
+            )
+            return
+        success = bool(verdict)
         self.bus.emit_trusted(
             StepResultEvent,
             step=max(episode.steps - 1, 0),
@@ -319,7 +375,45 @@ class ServedSession:
         if episode is not None and episode.outcome is None:
             self._finish(EpisodeStatus.INFRA_INVALID, f"{why}; {episode.steps} actions served")
 
+    def fail(self, reason: str, detail: str | None = None) -> None:
+        """Record an episode still open as `infra_invalid` after the bridge failed handling one of its messages."""
+        self._finish(EpisodeStatus.INFRA_INVALID, reason, detail)
+
+    def abandon(self, why: str) -> None:
+        """From another thread, while the owner is stuck in the agent (the bridge is stopping): record the open
+        episode `infra_invalid` from what is known of it, without its trace; the owner records nothing more."""
+        episode = self._episode
+        if episode is None or not self._take(episode):
+            return
+        now = time.time()
+        row = EpisodeRow(
+            episode_id=episode.episode_id,
+            task=episode.task,
+            split=SERVED_SPLIT,
+            index=episode.index,
+            base_seed=0,
+            seed=episode.seed,
+            status=EpisodeStatus.INFRA_INVALID,
+            reason=f"{why}; {episode.steps} actions served",
+            success=False,
+            steps=episode.steps,
+            safety_interventions=episode.interventions,
+            metrics={"actions_served": episode.steps, "wall_s": round(now - episode.started_at, 6)},
+            started_at=episode.started_at,
+            ended_at=now,
+            detail="the agent was still acting; the episode's trace was not recorded",
+            worker=self.connection,
+        )
+        self._record(row, [])
+
     # -- endings ------------------------------------------------------------------------------------------------
+
+    def _take(self, episode: _Episode) -> bool:
+        with self._claim:
+            if episode.recorded:
+                return False
+            episode.recorded = True
+            return True
 
     def _refuse(self, status: EpisodeStatus, reason: str, detail: str | None = None) -> EpisodeRefused:
         self._finish(status, reason, detail)
@@ -349,25 +443,27 @@ class ServedSession:
             metrics=metrics,
         )
         episode.outcome = outcome
-        self.bus.emit_trusted(
-            EpisodeEndEvent,
-            status=status.value,
-            success=outcome.success,
-            steps=outcome.steps,
-            reason=reason,
-            safety_interventions=outcome.safety_interventions,
-            detail=detail,
-        )
+        if episode.recorded:  # abandoned while the agent acted: recorded already
+            self._trace.take()
+            return
+        try:
+            self.bus.emit_trusted(
+                EpisodeEndEvent,
+                status=status.value,
+                success=outcome.success,
+                steps=outcome.steps,
+                reason=reason,
+                safety_interventions=outcome.safety_interventions,
+                detail=detail,
+            )
+        except Exception as exc:
+            detail = _joined(detail, _raised("tracing the episode's end", exc))
         on_end = getattr(self.agent, "on_episode_end", None)
         if on_end is not None:
             try:
                 on_end(outcome)
             except Exception as exc:
-                detail = (
-                    f"{detail}\n{_raised('agent on_episode_end', exc)}"
-                    if detail
-                    else _raised("agent on_episode_end", exc)
-                )
+                detail = _joined(detail, _raised("agent on_episode_end", exc))
         ended = time.time()
         row = EpisodeRow(
             episode_id=episode.episode_id,
@@ -387,4 +483,40 @@ class ServedSession:
             detail=detail,
             worker=self.connection,
         )
-        self.run.record(row, serialize(self._trace.take()))
+        trace = self._trace.take()
+        if self._take(episode):
+            self._record(row, serialize(trace))
+
+    def _record(self, row: EpisodeRow, trace: list[bytes]) -> None:
+        """Commit the episode; when that fails, commit it again without its trace or the harness's metrics, the
+        failure in `detail`, so the episode is never lost."""
+        try:
+            self.run.record(row, trace)
+            return
+        except Exception as exc:
+            failure = _raised("recording the episode", exc)
+        log.warning("%s: %s; recording %s without its trace", self.connection, failure, row.episode_id)
+        fallback = replace(
+            row,
+            reason=_storable_text(row.reason),
+            metrics={"actions_served": row.steps, "wall_s": row.metrics.get("wall_s", 0.0)},
+            detail=_storable_text(_joined(row.detail, f"{failure}; the trace and the harness's metrics were dropped")),
+        )
+        try:
+            self.run.record(fallback, [])
+        except Exception as exc:
+            log.error(
+                "%s: episode %s could not be recorded: %s",
+                self.connection,
+                row.episode_id,
+                f"{type(exc).__name__}: {exc}",
+            )
+
+
+def _storable_text(text: str) -> str:
+    """`text` with what UTF-8 cannot encode (a lone surrogate in an exception's message) escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _joined(detail: str | None, more: str) -> str:
+    return f"{detail}\n{more}" if detail else more

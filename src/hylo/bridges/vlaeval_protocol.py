@@ -3,14 +3,18 @@
 Each WebSocket frame is one msgpack map `{"type", "payload", "seq", "timestamp"}`. Arrays travel as
 `{"__ndarray__": True, "data", "dtype", "shape"}`; HWC uint8 images with 1, 3 or 4 channels as
 `{"__image__": True, "format": "png" | "jpeg" | "raw", "data", "shape"}`. Only bool, integer and float dtypes are
-accepted, so a frame can never make the decoder build an object array.
+accepted, so a frame can never make the decoder build an object array. Sizes are checked before anything is allocated:
+an array's bytes must match its declared shape and dtype, and a compressed image's header must match its declared
+shape and stay within `MAX_IMAGE_PIXELS`, so a small frame cannot decompress into gigabytes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import math
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,6 +33,10 @@ _NDARRAY = "__ndarray__"
 _IMAGE = "__image__"
 _DTYPE_KINDS = frozenset("biuf")
 _IMAGE_CHANNELS = (1, 3, 4)
+_MODE_CHANNELS = {"L": 1, "RGB": 3, "RGBA": 4}
+
+MAX_IMAGE_PIXELS = 50_000_000
+"""The largest compressed image (height × width) the decoder accepts; a larger one is refused before decoding."""
 
 
 class MessageType(StrEnum):
@@ -89,7 +97,8 @@ def encode_image(image: np.ndarray[Any, Any]) -> dict[str, Any]:
 
 
 def decode_image(frame: dict[str, Any]) -> np.ndarray[Any, Any]:
-    """The HWC uint8 array of an `__image__` frame (png, jpeg or raw)."""
+    """The HWC uint8 array of an `__image__` frame (png, jpeg or raw). A compressed image's header is checked
+    against the declared `shape` (and `MAX_IMAGE_PIXELS`) before it is decoded."""
     fmt = frame.get("format")
     shape = frame.get("shape")
     data = frame.get("data")
@@ -99,36 +108,68 @@ def decode_image(frame: dict[str, Any]) -> np.ndarray[Any, Any]:
         return _ndarray(data, frame.get("dtype", "|u1"), shape)
     if fmt not in ("png", "jpeg"):
         raise ProtocolError(f"__image__ frame of unknown format {fmt!r}; expected png, jpeg or raw")
+    declared = _image_shape(shape)
     try:
         with Image.open(io.BytesIO(data)) as img:
+            width, height = img.size
+            channels = _MODE_CHANNELS.get(img.mode)
+            if channels is None:
+                raise ProtocolError(f"{fmt} image of mode {img.mode!r} refused; expected L, RGB or RGBA")
+            if [height, width, channels] != declared:
+                raise ProtocolError(
+                    f"{fmt} image is {[height, width, channels]} (height, width, channels); "
+                    f"the frame declares {declared}"
+                )
+            if height * width > MAX_IMAGE_PIXELS:
+                raise ProtocolError(
+                    f"{fmt} image of {height}x{width} pixels refused: over the {MAX_IMAGE_PIXELS} pixel limit"
+                )
             array = np.array(img)
+    except ProtocolError:
+        raise
     except Exception as exc:
         raise ProtocolError(f"cannot decode a {fmt} image of {len(data)} bytes: {exc}") from None
     if array.ndim == 2:
         array = array[:, :, None]
-    if isinstance(shape, list) and len(shape) == 3 and list(array.shape) != shape:
-        raise ProtocolError(f"{fmt} image decodes to shape {list(array.shape)}, the frame declares {shape}")
+    if list(array.shape) != declared or array.dtype != np.uint8:
+        raise ProtocolError(f"{fmt} image decodes to {array.dtype} {list(array.shape)}, the frame declares {declared}")
     image = array.view(EncodedImage)
     image.encoding = fmt
     image.encoded_digest = hashlib.blake2b(data, digest_size=12).hexdigest()
     return image
 
 
+def _image_shape(shape: Any) -> list[int]:
+    """The declared [height, width, channels] of a compressed image, checked."""
+    if (
+        not isinstance(shape, list)
+        or len(shape) != 3
+        or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+        or shape[2] not in _IMAGE_CHANNELS
+    ):
+        raise ProtocolError(f"__image__ frame with a bad shape {shape!r}; expected [height, width, 1 | 3 | 4]")
+    return list(shape)
+
+
 def _ndarray(data: Any, dtype_text: Any, shape: Any) -> np.ndarray[Any, Any]:
+    if not isinstance(dtype_text, str):
+        raise ProtocolError(f"__ndarray__ frame with a bad dtype {dtype_text!r}; expected a dtype string like '<f4'")
     try:
         dtype = np.dtype(dtype_text)
-    except TypeError:
+    except (TypeError, ValueError):
         raise ProtocolError(f"__ndarray__ frame with unknown dtype {dtype_text!r}") from None
     if dtype.kind not in _DTYPE_KINDS:
         raise ProtocolError(f"__ndarray__ dtype {dtype} refused: only bool, integer and float arrays are accepted")
     if not isinstance(data, bytes) or not isinstance(shape, list):
         raise ProtocolError("__ndarray__ frame needs bytes in 'data' and a list in 'shape'")
-    try:
-        return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
-    except ValueError as exc:
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise ProtocolError(f"__ndarray__ frame with a bad shape {shape!r}; expected a list of sizes >= 0")
+    expected = math.prod(shape) * dtype.itemsize
+    if expected != len(data):
         raise ProtocolError(
-            f"__ndarray__ of {len(data)} bytes does not fit dtype {dtype} shape {shape}: {exc}"
-        ) from None
+            f"__ndarray__ of {len(data)} bytes does not fit dtype {dtype} shape {shape} ({expected} bytes)"
+        )
+    return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
 
 
 class _PendingImage:
@@ -149,6 +190,7 @@ def _decode_hook(obj: dict[Any, Any]) -> Any:
 
 
 _decoders: ThreadPoolExecutor | None = None
+_decoders_lock = threading.Lock()
 
 
 def _decode_all(pending: list[_PendingImage]) -> list[np.ndarray[Any, Any]]:
@@ -157,18 +199,18 @@ def _decode_all(pending: list[_PendingImage]) -> list[np.ndarray[Any, Any]]:
     global _decoders
     if len(pending) < 2:
         return [decode_image(image.frame) for image in pending]
-    if _decoders is None:
-        _decoders = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="hylo-png")
-    return list(_decoders.map(decode_image, [image.frame for image in pending]))
+    with _decoders_lock:
+        if _decoders is None:
+            _decoders = ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="hylo-png")
+        pool = _decoders
+    return list(pool.map(decode_image, [image.frame for image in pending]))
 
 
 def _undecoded(frame: dict[str, Any]) -> UndecodedImage:
-    data, shape = frame.get("data"), frame.get("shape")
+    data = frame.get("data")
     if not isinstance(data, bytes):
         raise ProtocolError(f"__image__ frame without bytes in 'data' (got {type(data).__name__})")
-    if not (isinstance(shape, list) and all(isinstance(n, int) for n in shape)):
-        raise ProtocolError(f"__image__ frame with a bad shape {shape!r}")
-    return UndecodedImage(str(frame.get("format")), data, tuple(shape))
+    return UndecodedImage(str(frame.get("format")), data, tuple(_image_shape(frame.get("shape"))))
 
 
 def _resolve(value: Any, pending: list[_PendingImage]) -> Any:
@@ -197,6 +239,11 @@ def _substitute(value: Any, decoded: dict[int, Any]) -> Any:
 
 def _encode_plain(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in _DTYPE_KINDS:
+            raise ProtocolError(
+                f"cannot send an array of dtype {obj.dtype} over the vla-eval protocol: only bool, integer and float "
+                "arrays travel"
+            )
         return {
             _NDARRAY: True,
             "data": np.ascontiguousarray(obj).tobytes(),
@@ -210,6 +257,23 @@ def _encode_plain(obj: Any) -> Any:
     if isinstance(obj, np.floating):
         return float(obj)
     raise TypeError(f"cannot send a {type(obj).__name__} over the vla-eval protocol")
+
+
+def wire_action(action: Any) -> np.ndarray[Any, Any]:
+    """`action` as the array an ACTION carries (a scalar becomes a 1-element array); raises `ProtocolError` naming
+    what cannot travel: a non-numeric action (a dict, a string, objects) or an empty one."""
+    try:
+        array = np.asarray(action)
+    except Exception as exc:
+        raise ProtocolError(f"a {type(action).__name__} action cannot be sent as an array: {exc}") from None
+    if array.dtype.kind not in _DTYPE_KINDS:
+        raise ProtocolError(
+            f"a {type(action).__name__} action (dtype {array.dtype}); only bool, integer and float arrays travel "
+            "over the vla-eval protocol"
+        )
+    if array.size == 0:
+        raise ProtocolError(f"an empty action (shape {array.shape})")
+    return array.reshape(1) if array.ndim == 0 else array
 
 
 def _encode_images(obj: Any) -> Any:
@@ -234,13 +298,20 @@ def pack(
 
 
 def unpack(data: bytes | str, *, decode_images: bool = True) -> Message:
-    """Decode one frame; raises `ProtocolError` naming what is wrong. With `decode_images=False`, PNG and JPEG
-    images stay compressed (`UndecodedImage`)."""
+    """Decode one frame; raises `ProtocolError` naming what is wrong. With `decode_images=False`, the PNG and JPEG
+    images under the payload's `images` key stay compressed (`UndecodedImage`); those elsewhere are decoded."""
     if isinstance(data, str):
         raise ProtocolError("text frame received; the vla-eval protocol sends binary msgpack frames")
     try:
+        return _unpack(data, decode_images)
+    except RecursionError:
+        raise ProtocolError(f"a frame of {len(data)} bytes is nested too deeply to decode") from None
+
+
+def _unpack(data: bytes, decode_images: bool) -> Message:
+    try:
         raw = msgpack.unpackb(data, object_hook=_decode_hook, raw=False)
-    except ProtocolError:
+    except (ProtocolError, RecursionError):
         raise
     except Exception as exc:
         raise ProtocolError(f"cannot decode a msgpack frame of {len(data)} bytes: {exc}") from None
@@ -259,8 +330,14 @@ def unpack(data: bytes | str, *, decode_images: bool = True) -> Message:
     pending: list[_PendingImage] = []
     _resolve(payload, pending)
     if pending:
-        arrays: list[Any] = _decode_all(pending) if decode_images else [_undecoded(image.frame) for image in pending]
-        payload = _substitute(payload, {id(image): array for image, array in zip(pending, arrays, strict=True)})
+        cameras: list[_PendingImage] = []
+        if not decode_images and isinstance(payload, dict):
+            _resolve(payload.get("images"), cameras)
+        skipped = {id(image) for image in cameras}
+        todo = [image for image in pending if id(image) not in skipped]
+        decoded: dict[int, Any] = {id(image): array for image, array in zip(todo, _decode_all(todo), strict=True)}
+        decoded.update({id(image): _undecoded(image.frame) for image in cameras})
+        payload = _substitute(payload, decoded)
     if not isinstance(payload, dict):
         raise ProtocolError(f"{kind.value} payload must be a map, got {type(payload).__name__}")
     seq = raw["seq"]

@@ -5,10 +5,12 @@ OBSERVATION → ACTION exchange per `act`, EPISODE_END with the verdict. Observa
 (`images` as PNG, `state`, `task_description`, the rest as they are); a reply `{"actions": array}` becomes an
 `ActionChunk` — a (horizon, dim) array is a chunk of `horizon` actions, played out by hylo's ChunkExecutor.
 
-Every call has a deadline (`timeout`): past it the act fails with `AgentTimeout` (the episode is `error`, reason
-`timeout`) and the connection is dropped, so a late reply can never be taken for the next one. A dropped connection is
-retried with exponential backoff (HELLO and EPISODE_START again); a server that cannot be reached when the agent is
-built fails the run before any episode, naming the URL.
+The agent asks for camera images (`images=True`, the default: a VLA policy wants its cameras), so the env renders
+them; `images=False` for a policy that reads none. Every call has a deadline (`timeout`): past it the act fails with
+`AgentTimeout` (the episode is `error`, reason `timeout`) and the connection is dropped (waiting at most
+`CLOSE_TIMEOUT_S` for the server's side of the close), so a late reply can never be taken for the next one. A
+dropped connection is retried with exponential backoff (HELLO and EPISODE_START again); a server that cannot be
+reached when the agent is built fails the run before any episode, naming the URL.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 from hylo.bridges.vlaeval_protocol import PROTOCOL_VERSION, Message, MessageType, ProtocolError, pack, unpack
-from hylo.core.agent import AgentBase
+from hylo.core.agent import AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.errors import AgentTimeout, HyloError
@@ -35,6 +37,10 @@ from hylo.core.types import Observation
 log = logging.getLogger(__name__)
 
 _TRANSPORT = (ConnectionClosed, WebSocketException, OSError, EOFError)
+
+CLOSE_TIMEOUT_S = 1.0
+"""How long closing a connection waits for the server's side of the closing handshake (a server that stopped
+answering must not hold `act` up much past its deadline)."""
 
 
 class RemotePolicyError(HyloError):
@@ -50,11 +56,14 @@ class VlaEvalRemoteAgent(AgentBase):
 
     - `timeout`: seconds each call may take (connection, HELLO, an action) before it fails
     - `retries`: reconnection attempts after a dropped connection, waiting `backoff`·2^k seconds before attempt k
+    - `images`: whether the policy gets camera images (declared in `requirements`, so the env renders them)
     """
 
     name = "vlaeval-remote"
 
-    def __init__(self, url: str, timeout: float = 30.0, retries: int = 3, backoff: float = 0.5) -> None:
+    def __init__(
+        self, url: str, timeout: float = 30.0, retries: int = 3, backoff: float = 0.5, images: bool = True
+    ) -> None:
         if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
             raise ValueError(f"url must be a ws:// or wss:// address, got {url!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
@@ -63,6 +72,9 @@ class VlaEvalRemoteAgent(AgentBase):
             raise ValueError(f"retries must be an int >= 0, got {retries!r}")
         if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or backoff < 0:
             raise ValueError(f"backoff must be a number of seconds >= 0, got {backoff!r}")
+        if not isinstance(images, bool):
+            raise ValueError(f"images must be true or false, got {images!r}")
+        self.requirements = AgentRequirements(needs_images=images)
         self.url = url
         self.timeout = float(timeout)
         self.retries = retries
@@ -158,18 +170,32 @@ class VlaEvalRemoteAgent(AgentBase):
                 time.sleep(wait)
 
     def _connect(self, deadline: float, *, resume: bool = False) -> None:
+        """Connect and say HELLO (and EPISODE_START again when resuming an episode); `self._ws` is set only once that
+        succeeded, and a connection whose handshake failed is closed."""
         remaining = max(deadline - time.monotonic(), 0.001)
-        ws = connect(self.url, open_timeout=remaining, max_size=None, compression=None, ping_interval=None)
-        self._ws = ws
-        hello = {"harness_version": _version(), "protocol_version": PROTOCOL_VERSION, "client": "hylo"}
-        seq = self._send(ws, MessageType.HELLO, hello)
-        reply = self._receive(ws, deadline)
-        if reply.type is not MessageType.HELLO or reply.seq != seq:
-            raise RemotePolicyError(f"{self.url} answered HELLO with {reply.type.value}")
+        ws = connect(
+            self.url,
+            open_timeout=remaining,
+            close_timeout=CLOSE_TIMEOUT_S,
+            max_size=None,
+            compression=None,
+            ping_interval=None,
+        ).__enter__()  # kept open past this call, closed by `_drop` (websockets 17 warns unless entered)
+        try:
+            hello = {"harness_version": _version(), "protocol_version": PROTOCOL_VERSION, "client": "hylo"}
+            seq = self._send(ws, MessageType.HELLO, hello)
+            reply = self._receive(ws, deadline)
+            if reply.type is not MessageType.HELLO or reply.seq != seq:
+                raise RemotePolicyError(f"{self.url} answered HELLO with {reply.type.value}")
+            if resume and self._episode is not None:  # the server lost the session with the connection
+                self._send(ws, MessageType.EPISODE_START, self._episode)
+        except BaseException:
+            _close(ws, self.url)
+            raise
         self.server_info = reply.payload
-        if resume and self._episode is not None:  # the server lost the session with the connection
-            self._send(ws, MessageType.EPISODE_START, self._episode)
+        if resume and self._episode is not None:
             self._resumed = True
+        self._ws = ws
 
     def _send(self, ws: ClientConnection, kind: MessageType, payload: Mapping[str, Any]) -> int:
         self._seq += 1
@@ -201,10 +227,7 @@ class VlaEvalRemoteAgent(AgentBase):
     def _drop(self) -> None:
         ws, self._ws = self._ws, None
         if ws is not None:
-            try:
-                ws.close()
-            except Exception as exc:
-                log.debug("closing %s: %r", self.url, exc)
+            _close(ws, self.url)
 
     def _chunk(self, actions: Any) -> ActionChunk:
         array = np.asarray(actions)
@@ -226,6 +249,13 @@ def to_vlaeval(obs: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(images, Mapping):
         payload["images"] = {str(name): np.ascontiguousarray(image) for name, image in images.items()}
     return payload
+
+
+def _close(ws: ClientConnection, url: str) -> None:
+    try:
+        ws.close()
+    except Exception as exc:
+        log.debug("closing %s: %r", url, exc)
 
 
 def _version() -> str:

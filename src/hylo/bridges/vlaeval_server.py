@@ -4,9 +4,11 @@ Per connection: HELLO is answered (again after a reconnect), EPISODE_START / OBS
 connection's `ServedSession`, and every OBSERVATION gets exactly one reply — an ACTION echoing its `seq` with one
 action as `{"actions": ndarray}`, or an ERROR saying why there is none. Nothing else is ever sent.
 
-Each message is decoded, handled and encoded on a worker thread (the agent's `act` included), so a slow agent on
-one connection never holds up the others and the event loop only moves frames. `GET /health` answers 200 on the
-same port.
+Each connection has its own worker thread: its agent is built or taken from the pool there, and each of its messages
+is decoded, handled and encoded there (the agent's `act` included), so a slow agent on one connection never holds up
+the others, however many there are, and the event loop only moves frames. `GET /health` answers 200 on the same
+port. Stopping (`request_stop`) stops accepting, gives acts in flight `SHUTDOWN_GRACE_S` to finish, then records
+every open episode `infra_invalid`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ import concurrent.futures
 import itertools
 import json
 import logging
+import queue
 import threading
+import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -29,14 +34,73 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from hylo.bridges.served_run import ServedRun
-from hylo.bridges.session import EpisodeRefused, ServedSession
+from hylo.bridges.session import EpisodeRefused, ServedSession, wants_images
 from hylo.bridges.vlaeval_protocol import PROTOCOL_VERSION, Message, MessageType, ProtocolError, pack, unpack
-from hylo.core.agent import AgentRequirements
 from hylo.core.shield import SafetyShield
 
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "hylo-bridge"
+
+DEFAULT_MAX_FRAME_BYTES = 256 * 2**20
+"""The largest frame the bridge reads (256 MiB); a larger one closes its connection (code 1009)."""
+
+SHUTDOWN_GRACE_S = 5.0
+"""How long a stopping bridge lets acts in flight finish before it records their episodes as stopped."""
+
+CLOSE_TIMEOUT_S = 1.0
+"""How long closing a connection waits for the harness's side of the closing handshake."""
+
+STOPPED = "the bridge stopped mid-episode"
+
+_SEQ_RANGE = range(-(2**63), 2**64)  # what msgpack can carry back as a reply's seq
+
+
+class ConnectionWorker:
+    """One connection's own thread: runs what is submitted to it in order, one thing at a time (a session is not
+    thread-safe). The thread is a daemon, so an agent stuck in `act` never keeps the process from exiting."""
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[
+            tuple[Callable[..., Any], tuple[Any, ...], concurrent.futures.Future[Any]] | None
+        ]
+        self._queue = queue.SimpleQueue()
+        self._pending = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=f"hylo-bridge-{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            self._pending += 1
+        self._queue.put((fn, args, future))
+        return future
+
+    @property
+    def idle(self) -> bool:
+        """Whether nothing submitted is waiting or running."""
+        with self._lock:
+            return self._pending == 0
+
+    def shutdown(self) -> None:
+        """End the thread once what was submitted before has run."""
+        self._queue.put(None)
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            fn, args, future = item
+            try:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        result = fn(*args)
+                    except BaseException as exc:
+                        future.set_exception(exc)
+                    else:
+                        future.set_result(result)
+            finally:
+                with self._lock:
+                    self._pending -= 1
 
 
 class AgentPool:
@@ -64,9 +128,13 @@ class AgentPool:
             self._idle.append(agent)
 
     def close(self) -> None:
-        """Close every agent that has a `close` (a remote policy's socket, a worker process)."""
+        """Close every idle agent that has a `close` (a remote policy's socket, a worker process); an agent still
+        acting on a connection's thread is left alone."""
         with self._lock:
-            agents, self._all, self._idle = self._all, [], []
+            agents, busy = self._idle, len(self._all) - len(self._idle)
+            self._all, self._idle = [], []
+        if busy:
+            log.warning("%d agent(s) still acting when the bridge stopped; not closed", busy)
         for agent in agents:
             close = getattr(agent, "close", None)
             if callable(close):
@@ -87,35 +155,44 @@ def action_spec(space: spaces.Space[Any] | None) -> dict[str, dict[str, Any]]:
     return {"actions": spec}
 
 
-def _plain_action(action: Any) -> np.ndarray[Any, Any]:
-    array = np.asarray(action)
-    return array.reshape(1) if array.ndim == 0 else array
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
 class ConnectionHandler:
     """The protocol for one connection, independent of the socket: `handle(frame)` returns the reply frame, or
-    None when the message takes none (EPISODE_START, EPISODE_END, a client's ERROR)."""
+    None when the message takes none (EPISODE_START, EPISODE_END, a client's ERROR). It never raises: a failure
+    while handling a message is logged, recorded against the open episode (`infra_invalid`) and, for a message that
+    expects a reply (OBSERVATION, HELLO), answered with an ERROR; the connection goes on."""
 
     def __init__(self, bridge: VlaEvalBridge, session: ServedSession) -> None:
         self.bridge = bridge
         self.session = session
-        # An agent that declares its requirements without images never sees any (as in driven mode): its frames'
-        # images are traced by the digest of their bytes and never decoded.
-        requirements = getattr(session.agent, "requirements", None)
-        self.decode_images = not isinstance(requirements, AgentRequirements) or requirements.needs_images
+        # An agent that declares its requirements without images never sees any (as in driven mode): the images of
+        # its frames are traced by the digest of their bytes and never decoded.
+        self.decode_images = session.images
 
     def handle(self, frame: bytes | str) -> bytes | None:
         try:
             message = unpack(frame, decode_images=self.decode_images)
         except ProtocolError as exc:
             return self._undecodable(frame, exc)
+        except Exception as exc:
+            return self._undecodable(frame, ProtocolError(f"cannot decode the frame: {_first_line(exc)}"))
+        try:
+            return self._dispatch(message)
+        except Exception as exc:
+            return self._failed(message, exc)
+
+    def _dispatch(self, message: Message) -> bytes | None:
         kind = message.type
         if kind is MessageType.OBSERVATION:
             try:
                 action = self.session.act(message.payload)
             except EpisodeRefused as exc:
-                return pack(MessageType.ERROR, {"error": str(exc)}, message.seq)
-            return pack(MessageType.ACTION, {"actions": _plain_action(action)}, message.seq)
+                return _error(str(exc), message.seq)
+            return pack(MessageType.ACTION, {"actions": action}, message.seq)
         if kind is MessageType.HELLO:
             return pack(MessageType.HELLO, self.bridge.hello(), message.seq)
         if kind is MessageType.EPISODE_START:
@@ -128,29 +205,68 @@ class ConnectionHandler:
             log.warning("%s: ignoring a %s message (a model server never receives one)", self.session.connection, kind)
         return None
 
+    def _failed(self, message: Message, exc: Exception) -> bytes | None:
+        reason = f"the bridge failed handling {message.type.value} (seq {message.seq}): {_first_line(exc)}"
+        detail = "".join(traceback.format_exception(exc)).strip()
+        log.error("%s: %s\n%s", self.session.connection, reason, detail)
+        try:
+            self.session.fail(reason, detail)
+        except Exception as again:
+            log.error("%s: recording the failure failed too: %s", self.session.connection, _first_line(again))
+        if message.type in (MessageType.OBSERVATION, MessageType.HELLO):
+            return _error(reason, message.seq)
+        return None
+
     def _undecodable(self, frame: bytes | str, exc: ProtocolError) -> bytes | None:
-        """Answer a frame that cannot be decoded only if it expects an answer (HELLO, OBSERVATION); an observation's
-        episode cannot go on and is recorded as the harness's fault."""
-        kind, seq = None, 0
-        if isinstance(frame, bytes):
-            try:
-                raw = msgpack.unpackb(frame, raw=False)
-                kind, seq = raw.get("type"), int(raw.get("seq", 0))
-            except Exception:
-                kind = None
+        """Answer a frame that cannot be decoded only if it expects an answer (HELLO, OBSERVATION), with its `seq`
+        when that can be read (else 0); an observation's episode cannot go on and is recorded as the harness's
+        fault."""
+        kind, seq = _kind_and_seq(frame)
         log.warning("%s: undecodable frame: %s", self.session.connection, exc)
         if kind == MessageType.OBSERVATION.value and self.session.in_episode:
             self.session.close(f"the harness sent an undecodable observation ({exc})")
         if kind in (MessageType.OBSERVATION.value, MessageType.HELLO.value):
-            return pack(MessageType.ERROR, {"error": f"bad frame: {exc}"}, seq)
+            return _error(f"bad frame: {exc}", seq)
         return None
+
+
+def _error(text: str, seq: int) -> bytes:
+    """An ERROR frame; what UTF-8 cannot carry in `text` (a lone surrogate in an agent's message) is escaped."""
+    return pack(MessageType.ERROR, {"error": text.encode("utf-8", "backslashreplace").decode("utf-8")}, seq)
+
+
+def _kind_and_seq(frame: bytes | str) -> tuple[Any, int]:
+    """The `type` and `seq` of a frame that does not decode as a message, as far as they can be read."""
+    if not isinstance(frame, bytes):
+        return None, 0
+    try:
+        raw = msgpack.unpackb(frame, raw=False)
+    except Exception:
+        return None, 0
+    if not isinstance(raw, dict):
+        return None, 0
+    kind, seq = raw.get("type"), raw.get("seq")
+    if not isinstance(kind, str):
+        kind = None
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq not in _SEQ_RANGE:
+        seq = 0
+    return kind, seq
+
+
+@dataclass(eq=False)
+class _Connection:
+    name: str
+    worker: ConnectionWorker
+    task: asyncio.Task[Any] | None
+    session: ServedSession | None = None
+    open: bool = True
 
 
 class VlaEvalBridge:
     """Serves an agent (one per connection, from `agents`) to vla-eval harnesses, recording into `run`.
 
     `shield` makes each session's shield (`SafetyShield` for the default one); `action_space` bounds it and is
-    announced in HELLO. `max_workers` bounds how many messages are handled at once (one per connection at most)."""
+    announced in HELLO. `max_frame_bytes` bounds the frames it reads."""
 
     def __init__(
         self,
@@ -161,20 +277,25 @@ class VlaEvalBridge:
         shield: Callable[[], SafetyShield] = SafetyShield,
         action_space: spaces.Space[Any] | None = None,
         observation_spec: dict[str, Any] | None = None,
-        max_workers: int = 32,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     ) -> None:
         from hylo import __version__
 
+        if isinstance(max_frame_bytes, bool) or not isinstance(max_frame_bytes, int) or max_frame_bytes < 1:
+            raise ValueError(f"max_frame_bytes must be a positive int, got {max_frame_bytes!r}")
         self.agents = agents
         self.run = run
         self.agent_label = agent_label
         self.shield = shield
         self.action_space = action_space
+        self.max_frame_bytes = max_frame_bytes
         self.version = __version__
         self._observation_spec = observation_spec or {}
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers, thread_name_prefix="hylo-bridge")
-        self._connections = itertools.count(1)
-        self._live: set[ServerConnection] = set()
+        self._names = itertools.count(1)
+        self._connections: dict[str, _Connection] = {}
+        self._lock = threading.Lock()
+        self._stop: asyncio.Event | None = None
+        self._hurry = False
         self.stopping = False
 
     def hello(self) -> dict[str, Any]:
@@ -196,7 +317,9 @@ class VlaEvalBridge:
         return payload
 
     def health(self) -> dict[str, Any]:
-        return {"status": "ok", "agent": self.agent_label, "run_id": self.run.run_id, "connections": len(self._live)}
+        with self._lock:
+            live = sum(connection.open for connection in self._connections.values())
+        return {"status": "ok", "agent": self.agent_label, "run_id": self.run.run_id, "connections": live}
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         if request.path.split("?", 1)[0] == "/health":
@@ -206,47 +329,125 @@ class VlaEvalBridge:
         return None
 
     async def handle_connection(self, ws: ServerConnection) -> None:
-        """Serve one connection until it closes; an episode it leaves unfinished is recorded `infra_invalid`."""
-        loop = asyncio.get_running_loop()
-        run_in = self._executor
-        name = f"conn-{next(self._connections)}"
-        agent = await loop.run_in_executor(run_in, self.agents.acquire)
-        session = ServedSession(self.run, agent, shield=self.shield(), action_space=self.action_space, connection=name)
-        handler = ConnectionHandler(self, session)
-        self._live.add(ws)
+        """Serve one connection on its own worker thread until it closes; an episode it leaves unfinished is
+        recorded `infra_invalid`."""
+        name = f"conn-{next(self._names)}"
+        worker = ConnectionWorker(name)
+        connection = _Connection(name, worker, asyncio.current_task())
+        with self._lock:
+            self._connections[name] = connection
+        agent: Any = None
         try:
+            agent = await asyncio.wrap_future(worker.submit(self.agents.acquire))
+            session = ServedSession(
+                self.run,
+                agent,
+                shield=self.shield(),
+                action_space=self.action_space,
+                connection=name,
+            )
+            connection.session = session
+            handler = ConnectionHandler(self, session)
             async for frame in ws:
-                reply = await loop.run_in_executor(run_in, handler.handle, frame)
+                if self.stopping:
+                    break  # the bridge records the open episode; nothing new starts
+                reply = await asyncio.wrap_future(worker.submit(handler.handle, frame))
                 if reply is not None:
                     await ws.send(reply)
-        except ConnectionClosed:
-            pass
+        except ConnectionClosed as closed:
+            log.debug("%s: closed by the harness (%s)", name, closed)
+        except asyncio.CancelledError:
+            if not self.stopping:
+                raise
+        except Exception as exc:
+            log.error("%s: %s", name, _first_line(exc))
         finally:
-            self._live.discard(ws)
-            why = "the bridge stopped mid-episode" if self.stopping else "the connection closed mid-episode"
-            try:
-                await asyncio.shield(loop.run_in_executor(run_in, session.close, why))
-            finally:
+            connection.open = False
+            teardown = worker.submit(self._teardown, connection, agent)
+            worker.shutdown()
+            if not self.stopping:  # when stopping, `_drain` waits for it (or records the episode without it)
+                await asyncio.shield(asyncio.wrap_future(teardown))
+
+    def _teardown(self, connection: _Connection, agent: Any) -> None:
+        """On the connection's thread: record its open episode, give its agent back, forget it."""
+        try:
+            if connection.session is not None:
+                why = STOPPED if self.stopping else "the connection closed mid-episode"
+                connection.session.close(why)
+        finally:
+            if agent is not None:
                 self.agents.release(agent)
+            with self._lock:
+                self._connections.pop(connection.name, None)
+
+    def request_stop(self) -> None:
+        """Stop serving (a signal handler, on the event loop's thread); a second request skips the grace period."""
+        if self.stopping:
+            self._hurry = True
+        self.stopping = True
+        if self._stop is not None:
+            self._stop.set()
 
     async def serve(self, host: str, port: int, *, started: Callable[[int], None] | None = None) -> None:
-        """Serve until cancelled; `started(port)` is called once the socket listens (port 0 picks a free one)."""
+        """Serve until `request_stop` (or cancelled); `started(port)` is called once the socket listens (port 0
+        picks a free one). Returns once every open episode is recorded."""
+        self._stop = asyncio.Event()
+        if self.stopping:
+            self._stop.set()
         async with serve(
             self.handle_connection,
             host,
             port,
             process_request=self._process_request,
             compression=None,
-            max_size=None,
+            max_size=self.max_frame_bytes,
             ping_interval=None,
+            close_timeout=CLOSE_TIMEOUT_S,
         ) as server:
             if started is not None:
                 started(_bound_port(server))
-            await asyncio.Future()  # until cancelled
+            try:
+                await self._stop.wait()
+            finally:
+                await self._drain(server)
+
+    async def _drain(self, server: Server) -> None:
+        """Stop accepting; give acts in flight `SHUTDOWN_GRACE_S`; record every open episode `infra_invalid` (on
+        its connection's thread when that is free, else from here, without its trace); close the connections."""
+        self.stopping = True
+        loop = asyncio.get_running_loop()
+        server.server.close()  # no new connections
+        began = loop.time()
+        deadline = began + SHUTDOWN_GRACE_S
+        while not self._hurry and loop.time() < deadline and not all(c.worker.idle for c in self._snapshot()):
+            await asyncio.sleep(0.05)
+        for connection in self._snapshot():
+            session = connection.session
+            if session is None:
+                continue
+            if connection.worker.idle:
+                done = connection.worker.submit(session.close, STOPPED)
+                try:
+                    await asyncio.wait_for(asyncio.wrap_future(done), SHUTDOWN_GRACE_S)
+                    continue
+                except Exception as exc:
+                    log.warning("%s: closing the session: %s", connection.name, _first_line(exc) or "timed out")
+            session.abandon(f"{STOPPED} (the agent was still acting {loop.time() - began:.1f} s after the stop)")
+        for connection in self._snapshot():
+            if connection.task is not None and not connection.task.done():
+                connection.task.cancel()
+        server.close()
+        try:
+            await asyncio.wait_for(server.wait_closed(), SHUTDOWN_GRACE_S)
+        except TimeoutError:
+            log.warning("connections still closing when the bridge stopped")
+
+    def _snapshot(self) -> list[_Connection]:
+        with self._lock:
+            return list(self._connections.values())
 
     def close(self) -> None:
-        """After serving: wait for the handlers' threads, close the agents and the run."""
-        self._executor.shutdown(wait=True)
+        """After serving: close the idle agents and the run (marked complete)."""
         self.agents.close()
         self.run.close()
 
@@ -258,4 +459,12 @@ def _bound_port(server: Server) -> int:
     raise RuntimeError("the bridge's server has no socket")
 
 
-__all__ = ["AgentPool", "ConnectionHandler", "Message", "VlaEvalBridge", "action_spec"]
+__all__ = [
+    "AgentPool",
+    "ConnectionHandler",
+    "ConnectionWorker",
+    "Message",
+    "VlaEvalBridge",
+    "action_spec",
+    "wants_images",
+]
