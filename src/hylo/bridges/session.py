@@ -111,10 +111,10 @@ def to_observation(
         return obs, jsonable(obs)
     cameras = obs.pop("images")
     plain, shown = _cameras(cameras)
+    summary = jsonable(obs)  # before the cameras go back in: they are traced by digest, not hashed again
+    summary["images"] = shown
     if images and not (isinstance(cameras, Mapping) and not plain):
         obs["images"] = plain
-    summary = jsonable(obs)
-    summary["images"] = shown
     return obs, summary
 
 
