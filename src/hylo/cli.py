@@ -12,7 +12,7 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from hylo import __version__
+from hylo.argtypes import non_negative_int, positive_int
 from hylo.core.errors import HyloError
 
 if TYPE_CHECKING:
@@ -36,25 +37,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _int_at_least(minimum: int, expected: str) -> Callable[[str], int]:
-    """An argparse type: an integer >= `minimum`; the error says `expected ..., got '<text>'`."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_at_least(1, "a positive integer")
-_non_negative_int = _int_at_least(0, "an integer >= 0")
 
 
 def _int(text: str) -> int:
@@ -93,22 +75,22 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "-A", dest="agent_args", action="append", default=[], metavar="K=V", help="agent argument (JSON literal)"
     )
-    ev.add_argument("--episodes", type=_positive_int, default=10, help="episodes per task (default 10)")
-    ev.add_argument("--seed", type=_non_negative_int, default=0, help="base seed (default 0)")
+    ev.add_argument("--episodes", type=positive_int, default=10, help="episodes per task (default 10)")
+    ev.add_argument("--seed", type=non_negative_int, default=0, help="base seed (default 0)")
     ev.add_argument("--max-steps", type=_int, default=None, help="step budget per episode (default: the panel's)")
     ev.add_argument("--act-timeout", type=_seconds, default=None, metavar="SECONDS", help="an act slower is an error")
     ev.add_argument("--no-shield", action="store_true", help="run without the default safety shield")
     ev.add_argument("--timing", choices=("sync", "realtime"), default="sync", help="loop timing (default sync)")
-    ev.add_argument("--refill-steps", type=_non_negative_int, default=None, help="realtime: refill threshold")
-    ev.add_argument("--max-hold-steps", type=_positive_int, default=None, help="realtime: watchdog holds")
+    ev.add_argument("--refill-steps", type=non_negative_int, default=None, help="realtime: refill threshold")
+    ev.add_argument("--max-hold-steps", type=positive_int, default=None, help="realtime: watchdog holds")
     ev.add_argument("--latency", type=float, default=None, metavar="SECONDS", help="realtime: fixed act latency")
     ev.add_argument("--clock", choices=("virtual", "wall"), default=None, help="realtime: clock")
     _add_log_dir(ev)
     ev.add_argument("--run-id", default=None, help="name the run (default: derived from the configuration)")
     ev.add_argument("--fresh", action="store_true", help="start a new run instead of resuming")
-    ev.add_argument("--video", type=_non_negative_int, default=0, metavar="N", help="mp4 of the first N per task")
+    ev.add_argument("--video", type=non_negative_int, default=0, metavar="N", help="mp4 of the first N per task")
     ev.add_argument("--strict", action="store_true", help="exit 3 when any episode is error or infra_invalid")
-    ev.add_argument("--workers", type=_positive_int, default=1, metavar="N", help="worker processes (default 1)")
+    ev.add_argument("--workers", type=positive_int, default=1, metavar="N", help="worker processes (default 1)")
     ev.add_argument(
         "--backend",
         choices=("auto", "inline", "process", "ray"),
@@ -116,9 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="inline (this process), process (isolated workers), ray; auto: inline for 1 worker, else process",
     )
     ev.add_argument("--address", default=None, help="ray: the cluster to join (default: start a local Ray)")
-    ev.add_argument("--retry-infra", type=_non_negative_int, default=0, metavar="K", help="retry infra_invalid K times")
+    ev.add_argument("--retry-infra", type=non_negative_int, default=0, metavar="K", help="retry infra_invalid K times")
     ev.add_argument(
-        "--max-infra-failures", type=_positive_int, default=None, metavar="M", help="stop the run at M infra failures"
+        "--max-infra-failures", type=positive_int, default=None, metavar="M", help="stop the run at M infra failures"
     )
     ev.add_argument(
         "--episode-timeout",
@@ -157,8 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true")
 
     demo = commands.add_parser("demo", help="evaluate experts and random agents on BabyAI and Meta-World")
-    demo.add_argument("--episodes", type=_positive_int, default=20, help="episodes per task (default 20)")
-    demo.add_argument("--seed", type=_non_negative_int, default=0, help="base seed (default 0)")
+    demo.add_argument("--episodes", type=positive_int, default=20, help="episodes per task (default 20)")
+    demo.add_argument("--seed", type=non_negative_int, default=0, help="base seed (default 0)")
     demo.add_argument("--log-dir", type=Path, default=None, help="where the demo's runs go (default: a temp dir)")
     demo.add_argument("--builtin", action="store_true", help="the dependency-free Kernel demo on built-in envs")
     demo.add_argument("--trace", type=Path, default=None, help="--builtin: write the JSONL trace here")

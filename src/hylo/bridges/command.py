@@ -12,29 +12,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from hylo.argtypes import port, positive_int
+
 EXIT_BAD_INPUT = 2
 DEFAULT_HOST = "127.0.0.1"
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {text!r}")
-    return value
-
-
-def _dim(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def _bound(text: str) -> float:
@@ -70,13 +52,15 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
         "-A", dest="agent_args", action="append", default=[], metavar="KEY=VALUE", help="agent argument (repeatable)"
     )
     vla.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
-    vla.add_argument("--port", type=_port, required=True, help="port to listen on (0 picks a free one)")
+    vla.add_argument("--port", type=port, required=True, help="port to listen on (0 picks a free one)")
     vla.add_argument(
         "--log-dir", type=Path, default=Path("hylo-runs"), help="where the run is kept (default ./hylo-runs)"
     )
     vla.add_argument("--run-id", default=None, help="the run's id (default served-<agent>-<timestamp>)")
     vla.add_argument("--no-shield", action="store_true", help="approve every action unchanged (no safety shield)")
-    vla.add_argument("--action-dim", type=_dim, default=None, help="the action vector's length (bounds the shield)")
+    vla.add_argument(
+        "--action-dim", type=positive_int, default=None, help="the action vector's length (bounds the shield)"
+    )
     vla.add_argument("--action-low", type=_bound, default=-math.inf, help="lower bound of every action dimension")
     vla.add_argument("--action-high", type=_bound, default=math.inf, help="upper bound of every action dimension")
     vla.add_argument(

@@ -159,6 +159,27 @@ class _Episode:
     outcome: EpisodeOutcome | None = None
     recorded: bool = False
 
+    def row(self, outcome: EpisodeOutcome, ended: float, connection: str) -> EpisodeRow:
+        """The EvalLog row of this episode ending with `outcome` (its metrics plus `wall_s`)."""
+        return EpisodeRow(
+            episode_id=self.episode_id,
+            task=self.task,
+            split=SERVED_SPLIT,
+            index=self.index,
+            base_seed=0,
+            seed=self.seed,
+            status=outcome.status,
+            reason=outcome.reason,
+            success=outcome.success,
+            steps=self.steps,
+            safety_interventions=self.interventions,
+            metrics={**outcome.metrics, "wall_s": round(ended - self.started_at, 6)},
+            started_at=self.started_at,
+            ended_at=ended,
+            detail=outcome.detail,
+            worker=connection,
+        )
+
 
 class ServedSession:
     """The episodes of one connection, in order. Not thread-safe: its owner calls it one message at a time (only
@@ -385,26 +406,16 @@ class ServedSession:
         episode = self._episode
         if episode is None or not self._take(episode):
             return
-        now = time.time()
-        row = EpisodeRow(
-            episode_id=episode.episode_id,
-            task=episode.task,
-            split=SERVED_SPLIT,
-            index=episode.index,
-            base_seed=0,
-            seed=episode.seed,
+        outcome = EpisodeOutcome(
             status=EpisodeStatus.INFRA_INVALID,
-            reason=f"{why}; {episode.steps} actions served",
             success=False,
             steps=episode.steps,
+            reason=f"{why}; {episode.steps} actions served",
             safety_interventions=episode.interventions,
-            metrics={"actions_served": episode.steps, "wall_s": round(now - episode.started_at, 6)},
-            started_at=episode.started_at,
-            ended_at=now,
             detail="the agent was still acting; the episode's trace was not recorded",
-            worker=self.connection,
+            metrics={"actions_served": episode.steps},
         )
-        self._record(row, [])
+        self._record(episode.row(outcome, time.time(), self.connection), [])
 
     # -- endings ------------------------------------------------------------------------------------------------
 
@@ -464,25 +475,7 @@ class ServedSession:
                 on_end(outcome)
             except Exception as exc:
                 detail = _joined(detail, _raised("agent on_episode_end", exc))
-        ended = time.time()
-        row = EpisodeRow(
-            episode_id=episode.episode_id,
-            task=episode.task,
-            split=SERVED_SPLIT,
-            index=episode.index,
-            base_seed=0,
-            seed=episode.seed,
-            status=status,
-            reason=reason,
-            success=outcome.success,
-            steps=episode.steps,
-            safety_interventions=episode.interventions,
-            metrics={**metrics, "wall_s": round(ended - episode.started_at, 6)},
-            started_at=episode.started_at,
-            ended_at=ended,
-            detail=detail,
-            worker=self.connection,
-        )
+        row = episode.row(replace(outcome, detail=detail), time.time(), self.connection)
         trace = self._trace.take()
         if self._take(episode):
             self._record(row, serialize(trace))

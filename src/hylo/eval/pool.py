@@ -199,26 +199,55 @@ class _Slot:
     start_error: str | None = None
 
 
-class ProcessPool:
-    """`size` worker processes (spawned: no state inherited from the parent), each owning its env manager."""
+class SlotPool:
+    """What the process and Ray pools share: `size` slots, each a worker that is `ready` or not and runs at most one
+    `job` against its deadline; a replaced worker keeps its slot's index and gets the next generation's name."""
 
     def __init__(self, config: WorkerConfig, size: int, limits: Mapping[str, float]) -> None:
         self.config = config
         self.size = size
         self.limits = dict(limits)
-        self._context = multiprocessing.get_context("spawn")
-        self._slots: list[_Slot] = []
+        self._slots: list[Any] = []
         self._generation: dict[int, int] = {}
         self._results: list[EpisodeResult] = []
-        self._error: WorkerFailed | None = None
         self.replaced = 0
+
+    def _name(self, prefix: str, index: int) -> str:
+        """`w0` for a slot's first worker, then `w0.2`, `w0.3`, … for its replacements."""
+        generation = self._generation.get(index, 0) + 1
+        self._generation[index] = generation
+        return f"{prefix}{index}" if generation == 1 else f"{prefix}{index}.{generation}"
+
+    def idle(self) -> int:
+        return sum(slot.ready and slot.job is None for slot in self._slots)
+
+    def busy(self) -> int:
+        return sum(slot.job is not None for slot in self._slots)
+
+    def _idle_slot(self) -> Any:
+        return next(slot for slot in self._slots if slot.ready and slot.job is None)
+
+    def _assign(self, slot: Any, job: EpisodeJob) -> None:
+        """The slot runs `job` from now, within its task's wall-clock limit."""
+        slot.job, slot.started = job, time.time()
+        slot.limit_s = self.limits[job.task.task]
+        slot.deadline = time.monotonic() + slot.limit_s
+
+
+class ProcessPool(SlotPool):
+    """`size` worker processes (spawned: no state inherited from the parent), each owning its env manager."""
+
+    _slots: list[_Slot]
+
+    def __init__(self, config: WorkerConfig, size: int, limits: Mapping[str, float]) -> None:
+        super().__init__(config, size, limits)
+        self._context = multiprocessing.get_context("spawn")
+        self._error: WorkerFailed | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------------------------
 
     def _spawn(self, index: int, *, replacement: bool, failed_starts: int = 0) -> _Slot:
-        generation = self._generation.get(index, 0) + 1
-        self._generation[index] = generation
-        name = f"w{index}" if generation == 1 else f"w{index}.{generation}"
+        name = self._name("w", index)
         parent, child = self._context.Pipe()
         clock = self._context.RawValue("d", 0.0)
         process = self._context.Process(
@@ -258,23 +287,15 @@ class ProcessPool:
 
     # -- jobs ---------------------------------------------------------------------------------------------------------
 
-    def idle(self) -> int:
-        return sum(slot.ready and slot.job is None for slot in self._slots)
-
-    def busy(self) -> int:
-        return sum(slot.job is not None for slot in self._slots)
-
     def submit(self, job: EpisodeJob) -> bool:
-        slot = next(slot for slot in self._slots if slot.ready and slot.job is None)
+        slot = self._idle_slot()
         try:
             slot.conn.send(("run", job))
         except OSError:  # it died while idle: nothing was lost; the job goes back to the queue
             slot.process.join()
             self._replace(slot)
             return False
-        slot.job, slot.started = job, time.time()
-        slot.limit_s = self.limits[job.task.task]
-        slot.deadline = time.monotonic() + slot.limit_s
+        self._assign(slot, job)
         return True
 
     def poll(self, timeout: float) -> list[EpisodeResult]:

@@ -18,7 +18,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
 from hylo.core.status import EpisodeStatus
-from hylo.eval.pool import START_ATTEMPTS, START_TIMEOUT_S, STOP_GRACE_S, blame, timeout_detail
+from hylo.eval.pool import START_ATTEMPTS, START_TIMEOUT_S, STOP_GRACE_S, SlotPool, blame, timeout_detail
 from hylo.eval.worker import (
     EpisodeJob,
     EpisodeResult,
@@ -96,21 +96,17 @@ def _died(exc: BaseException) -> str:
     return text[:2000]
 
 
-class RayPool:
+class RayPool(SlotPool):
     """`size` Ray actors, each owning its env manager (one CPU each)."""
+
+    _slots: list[_Slot]
 
     def __init__(
         self, config: WorkerConfig, size: int, limits: Mapping[str, float], *, address: str | None = None
     ) -> None:
-        self.config = config
-        self.size = size
-        self.limits = dict(limits)
+        super().__init__(config, size, limits)
         self.address = address
         self._owns_ray = False
-        self._slots: list[_Slot] = []
-        self._generation: dict[int, int] = {}
-        self._results: list[EpisodeResult] = []
-        self.replaced = 0
 
     # -- lifecycle ----------------------------------------------------------------------------------------------------
 
@@ -127,9 +123,7 @@ class RayPool:
         self._owns_ray = True
 
     def _spawn(self, index: int, *, replacement: bool = False) -> _Slot:
-        generation = self._generation.get(index, 0) + 1
-        self._generation[index] = generation
-        name = f"ray{index}" if generation == 1 else f"ray{index}.{generation}"
+        name = self._name("ray", index)
         actor: Any = _Actor.remote(self.config, name)
         return _Slot(name, actor, starting=actor.initialize.remote(), replacement=replacement)
 
@@ -165,17 +159,9 @@ class RayPool:
 
     # -- jobs ---------------------------------------------------------------------------------------------------------
 
-    def idle(self) -> int:
-        return sum(slot.ready and slot.job is None for slot in self._slots)
-
-    def busy(self) -> int:
-        return sum(slot.job is not None for slot in self._slots)
-
     def submit(self, job: EpisodeJob) -> bool:
-        slot = next(slot for slot in self._slots if slot.ready and slot.job is None)
-        slot.job, slot.started = job, time.time()
-        slot.limit_s = self.limits[job.task.task]
-        slot.deadline = time.monotonic() + slot.limit_s
+        slot = self._idle_slot()
+        self._assign(slot, job)
         slot.future = slot.actor.run.remote(job)
         return True
 

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from hylo.core.errors import HyloError
-from hylo.core.status import EpisodeStatus
+from hylo.core.status import EpisodeOutcome, EpisodeStatus
+from hylo.core.types import TaskInstance
 from hylo.eval.stats import EpisodeRecord
 
 SCHEMA_VERSION = 1
@@ -110,6 +111,41 @@ class EpisodeRow:
     detail: str | None = None
     worker: str | None = None
     video: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        task: TaskInstance,
+        outcome: EpisodeOutcome,
+        *,
+        started_at: float,
+        ended_at: float,
+        metrics: dict[str, Any],
+        attempt: int = 1,
+        worker: str | None = None,
+        video: str | None = None,
+    ) -> EpisodeRow:
+        """The row of one attempt of `task` that ended with `outcome`."""
+        return cls(
+            episode_id=task.episode_id,
+            task=task.task,
+            split=task.split,
+            index=task.index,
+            base_seed=task.base_seed,
+            seed=task.seed,
+            status=outcome.status,
+            reason=outcome.reason,
+            success=outcome.success,
+            steps=outcome.steps,
+            safety_interventions=outcome.safety_interventions,
+            metrics=metrics,
+            started_at=started_at,
+            ended_at=ended_at,
+            attempt=attempt,
+            detail=outcome.detail,
+            worker=worker,
+            video=video,
+        )
 
     def record(self) -> EpisodeRecord:
         return EpisodeRecord(

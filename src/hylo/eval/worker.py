@@ -254,23 +254,13 @@ class EpisodeWorker:
         ended = time.time()
         metrics: dict[str, Any] = {**outcome.metrics, "wall_s": round(ended - started, 6)}
         video = self._finish_video(task, outcome, video_dir, metrics) if tap is not None else None
-        row = EpisodeRow(
-            episode_id=task.episode_id,
-            task=task.task,
-            split=task.split,
-            index=task.index,
-            base_seed=task.base_seed,
-            seed=task.seed,
-            status=outcome.status,
-            reason=outcome.reason,
-            success=outcome.success,
-            steps=outcome.steps,
-            safety_interventions=outcome.safety_interventions,
-            metrics=metrics,
+        row = EpisodeRow.of(
+            task,
+            outcome,
             started_at=started,
             ended_at=ended,
+            metrics=metrics,
             attempt=job.attempt,
-            detail=outcome.detail,
             worker=self.name,
             video=video,
         )
@@ -299,26 +289,9 @@ def lost_episode(
     job: EpisodeJob, *, worker: str, status: EpisodeStatus, reason: str, detail: str | None, started: float
 ) -> EpisodeResult:
     """The row of an attempt whose worker died or was stopped: no steps, no trace, the reason says what happened."""
-    task = job.task
-    return EpisodeResult(
-        EpisodeRow(
-            episode_id=task.episode_id,
-            task=task.task,
-            split=task.split,
-            index=task.index,
-            base_seed=task.base_seed,
-            seed=task.seed,
-            status=status,
-            reason=reason,
-            success=False,
-            steps=0,
-            safety_interventions=0,
-            metrics={"wall_s": round(time.time() - started, 6)},
-            started_at=started,
-            ended_at=time.time(),
-            attempt=job.attempt,
-            detail=detail,
-            worker=worker,
-        ),
-        [],
-    )
+    ended = time.time()
+    outcome = EpisodeOutcome(status, False, 0, reason, detail=detail)
+    metrics = {"wall_s": round(ended - started, 6)}
+    row = EpisodeRow.of(job.task, outcome, started_at=started, ended_at=ended, metrics=metrics, attempt=job.attempt,
+                        worker=worker)  # fmt: skip
+    return EpisodeResult(row, [])

@@ -6,7 +6,7 @@ log dir.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated
 
@@ -64,21 +64,17 @@ def _add_error_handlers(app: FastAPI) -> None:
         loc = ["body", exc.field] if exc.field else ["body"]
         return JSONResponse({"detail": [{"loc": loc, "msg": exc.message, "type": "value_error"}]}, status_code=422)
 
-    @app.exception_handler(JobNotFound)
-    async def not_found(request: Request, exc: JobNotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
+    for error, status_code in ((JobNotFound, 404), (RunNotFound, 404), (JobConflict, 409), (SchedulerBusy, 503)):
+        app.add_exception_handler(error, _plain_error(status_code))
 
-    @app.exception_handler(RunNotFound)
-    async def run_not_found(request: Request, exc: RunNotFound) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
 
-    @app.exception_handler(JobConflict)
-    async def conflict(request: Request, exc: JobConflict) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
+def _plain_error(status_code: int) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    """A handler answering `{"detail": message}` with `status_code`."""
 
-    @app.exception_handler(SchedulerBusy)
-    async def busy(request: Request, exc: SchedulerBusy) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=503)
+    async def handle(request: Request, exc: Exception) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=status_code)
+
+    return handle
 
 
 def _run_name(run: str) -> str:

@@ -11,19 +11,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from hylo.argtypes import port
 from hylo.server.binding import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV, ServeRefused
 
 EXIT_BAD_INPUT = 2
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number (0-65535), got {text!r}")
-    return value
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
@@ -32,7 +23,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
         "serve", help="queue and run evaluations behind an HTTP API (docs/api.md)"
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
-    parser.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    parser.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument("--log-dir", type=Path, default=Path("hylo-runs"), help="where runs and the job queue are kept")
     parser.add_argument(
         "--token",
