@@ -1,4 +1,4 @@
-"""The `hylo` command: `eval`, `runs`, `compare`, `list`, `demo`, `serve`, `bridge`.
+"""The `hylo` command: `eval`, `runs`, `compare`, `list`, `demo`, `graph`, `nodes`, `serve`, `bridge`.
 
 Exit status: 0 when a run completes (whatever its episodes' statuses); 3 with `--strict` when an episode is `error`
 or `infra_invalid`; 2 with one line naming the bad value for bad input; 1 for an aborted run; 130 when interrupted
@@ -62,6 +62,43 @@ def _add_log_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options `hylo eval` and `hylo graph run` share."""
+    parser.add_argument("--episodes", type=positive_int, default=10, help="episodes per task (default 10)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="base seed (default 0)")
+    parser.add_argument("--max-steps", type=_int, default=None, help="step budget per episode (default: the panel's)")
+    parser.add_argument(
+        "--act-timeout", type=_seconds, default=None, metavar="SECONDS", help="an act slower is an error"
+    )
+    parser.add_argument("--no-shield", action="store_true", help="run without the default safety shield")
+    _add_log_dir(parser)
+    parser.add_argument("--run-id", default=None, help="name the run (default: derived from the configuration)")
+    parser.add_argument("--fresh", action="store_true", help="start a new run instead of resuming")
+    parser.add_argument("--video", type=non_negative_int, default=0, metavar="N", help="mp4 of the first N per task")
+    parser.add_argument("--strict", action="store_true", help="exit 3 when any episode is error or infra_invalid")
+    parser.add_argument("--workers", type=positive_int, default=1, metavar="N", help="worker processes (default 1)")
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "inline", "process", "ray"),
+        default="auto",
+        help="inline (this process), process (isolated workers), ray; auto: inline for 1 worker, else process",
+    )
+    parser.add_argument("--address", default=None, help="ray: the cluster to join (default: start a local Ray)")
+    parser.add_argument(
+        "--retry-infra", type=non_negative_int, default=0, metavar="K", help="retry infra_invalid K times"
+    )
+    parser.add_argument(
+        "--max-infra-failures", type=positive_int, default=None, metavar="M", help="stop the run at M infra failures"
+    )
+    parser.add_argument(
+        "--episode-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="wall-clock limit per episode in worker processes (default: step budget × the benchmark's per-step)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hylo", description="Truthful, fast, reproducible evaluation of embodied agents.")
     parser.add_argument("--version", action="version", version=f"hylo {__version__}")
@@ -75,40 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "-A", dest="agent_args", action="append", default=[], metavar="K=V", help="agent argument (JSON literal)"
     )
-    ev.add_argument("--episodes", type=positive_int, default=10, help="episodes per task (default 10)")
-    ev.add_argument("--seed", type=non_negative_int, default=0, help="base seed (default 0)")
-    ev.add_argument("--max-steps", type=_int, default=None, help="step budget per episode (default: the panel's)")
-    ev.add_argument("--act-timeout", type=_seconds, default=None, metavar="SECONDS", help="an act slower is an error")
-    ev.add_argument("--no-shield", action="store_true", help="run without the default safety shield")
+    _add_run_options(ev)
     ev.add_argument("--timing", choices=("sync", "realtime"), default="sync", help="loop timing (default sync)")
     ev.add_argument("--refill-steps", type=non_negative_int, default=None, help="realtime: refill threshold")
     ev.add_argument("--max-hold-steps", type=positive_int, default=None, help="realtime: watchdog holds")
     ev.add_argument("--latency", type=float, default=None, metavar="SECONDS", help="realtime: fixed act latency")
     ev.add_argument("--clock", choices=("virtual", "wall"), default=None, help="realtime: clock")
-    _add_log_dir(ev)
-    ev.add_argument("--run-id", default=None, help="name the run (default: derived from the configuration)")
-    ev.add_argument("--fresh", action="store_true", help="start a new run instead of resuming")
-    ev.add_argument("--video", type=non_negative_int, default=0, metavar="N", help="mp4 of the first N per task")
-    ev.add_argument("--strict", action="store_true", help="exit 3 when any episode is error or infra_invalid")
-    ev.add_argument("--workers", type=positive_int, default=1, metavar="N", help="worker processes (default 1)")
-    ev.add_argument(
-        "--backend",
-        choices=("auto", "inline", "process", "ray"),
-        default="auto",
-        help="inline (this process), process (isolated workers), ray; auto: inline for 1 worker, else process",
-    )
-    ev.add_argument("--address", default=None, help="ray: the cluster to join (default: start a local Ray)")
-    ev.add_argument("--retry-infra", type=non_negative_int, default=0, metavar="K", help="retry infra_invalid K times")
-    ev.add_argument(
-        "--max-infra-failures", type=positive_int, default=None, metavar="M", help="stop the run at M infra failures"
-    )
-    ev.add_argument(
-        "--episode-timeout",
-        type=_seconds,
-        default=None,
-        metavar="SECONDS",
-        help="wall-clock limit per episode in worker processes (default: step budget × the benchmark's per-step)",
-    )
     ev.add_argument("--spec", type=Path, default=None, metavar="FILE", help="read the whole spec from a JSON file")
     ev.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
 
@@ -144,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--log-dir", type=Path, default=None, help="where the demo's runs go (default: a temp dir)")
     demo.add_argument("--builtin", action="store_true", help="the dependency-free Kernel demo on built-in envs")
     demo.add_argument("--trace", type=Path, default=None, help="--builtin: write the JSONL trace here")
+    from hylo.graph.command import add_parsers as add_graph_parsers
+
+    add_graph_parsers(commands, _add_run_options)
     from hylo.server.command import add_parser as add_serve_parser
 
     add_serve_parser(commands)
@@ -187,6 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _list(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command in ("graph", "nodes"):
+            from hylo.graph.command import run as graph_command
+
+            return graph_command(args)
         if args.command == "serve":
             from hylo.server.command import run as serve
 
@@ -267,11 +283,7 @@ def _spec_file(args: argparse.Namespace) -> EvalSpec:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from hylo.envs.quiet import stdout_to_stderr
-    from hylo.eval.progress import ProgressBar
-    from hylo.eval.report import print_summary
-    from hylo.eval.runner import EvalError, Evaluation
-    from hylo.eval.writer import RunAborted
+    from hylo.eval.runner import EvalError
 
     if args.spec is not None:
         spec = _spec_file(args)
@@ -280,6 +292,18 @@ def _eval(args: argparse.Namespace) -> int:
             missing = "a benchmark" if args.benchmark is None else "--agent"
             raise EvalError(f"hylo eval needs {missing} (or --spec FILE)")
         spec = _spec_from_flags(args)
+    return run_evaluation(spec, json_out=args.json)
+
+
+def run_evaluation(spec: EvalSpec, *, json_out: bool) -> int:
+    """Run (or resume) `spec` with a progress bar on stderr; print the summary, or with `json_out` one JSON object on
+    stdout. Returns the exit status."""
+    from hylo.envs.quiet import stdout_to_stderr
+    from hylo.eval.progress import ProgressBar
+    from hylo.eval.report import print_summary
+    from hylo.eval.runner import Evaluation
+    from hylo.eval.writer import RunAborted
+
     _interrupt_on_sigterm()  # a scheduler's SIGTERM ends the run like Ctrl-C: finished episodes are committed first
     with stdout_to_stderr():  # simulators that print (minigrid, MuJoCo's C code) never reach stdout
         evaluation = Evaluation(spec)
@@ -294,7 +318,7 @@ def _eval(args: argparse.Namespace) -> int:
             what = str(exc) if isinstance(exc, RunAborted) else f"{type(exc).__name__}: {exc}"
             advice = "" if "resume" in what else "; fix the cause and re-run to resume"
             return _fail(EXIT_ABORTED, f"run {evaluation.run_id} aborted: {what}{advice}")
-    if args.json:
+    if json_out:
         sys.stdout.write(json.dumps(result.to_json()) + "\n")
     else:
         console = _console()

@@ -111,6 +111,14 @@ class SignalEvent(BaseEvent):
     scope_id: str = ""
 
 
+class ContainerCheckpointEvent(BaseEvent):
+    """The graph's state containers at the end of a loop iteration, before step_end clears the step ones."""
+
+    event: Literal["container.checkpoint"] = "container.checkpoint"
+    step: int
+    values: dict[str, Any]
+
+
 Event = Annotated[
     EpisodeStartEvent
     | ObservationEvent
@@ -123,7 +131,8 @@ Event = Annotated[
     | PrivilegedStateEvent
     | EpisodeEndEvent
     | MemoryWriteEvent
-    | SignalEvent,
+    | SignalEvent
+    | ContainerCheckpointEvent,
     Field(discriminator="event"),
 ]
 

@@ -284,12 +284,24 @@ def _checked_action(action: Any) -> np.ndarray[Any, Any]:
 
 
 class MetaWorldExpert(AgentBase):
-    """Meta-World's own scripted policy for the episode's task (reads only the state)."""
+    """Meta-World's own scripted policy for the episode's task (reads only the state).
+
+    `chunk_size` > 1 makes it a chunked policy: each act returns the current action held for `chunk_size` steps
+    (open loop), of which the first `execution_steps` (default: all) run before it is asked again.
+    """
 
     name = "expert"
     requirements = AgentRequirements(observation_keys=("state",), action_space=spaces.Box(-1.0, 1.0, (4,)))
 
-    def __init__(self) -> None:
+    def __init__(self, chunk_size: int = 1, execution_steps: int | None = None) -> None:
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
+        if execution_steps is not None and not (
+            isinstance(execution_steps, int) and not isinstance(execution_steps, bool) and 1 <= execution_steps <= chunk_size
+        ):
+            raise ValueError(f"execution_steps must be an int in 1..chunk_size={chunk_size}, got {execution_steps!r}")
+        self.chunk_size = chunk_size
+        self.execution_steps = execution_steps
         self._policy: Any = None
 
     def reset(self, ctx: EpisodeContext) -> None:
@@ -304,8 +316,10 @@ class MetaWorldExpert(AgentBase):
     def act(self, obs: Observation) -> ActionChunk:
         if self._policy is None:
             raise RuntimeError("MetaWorldExpert.act before reset")
-        action = self._policy.get_action(obs["state"])
-        return ActionChunk.single(np.clip(action, -1.0, 1.0).astype(np.float32))
+        action = np.clip(self._policy.get_action(obs["state"]), -1.0, 1.0).astype(np.float32)
+        if self.chunk_size == 1:
+            return ActionChunk.single(action)
+        return ActionChunk(np.repeat(action[None], self.chunk_size, axis=0), self.execution_steps)
 
 
 class MetaWorldBenchmark(Benchmark):

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, Protocol
 
+from hylo.core.bus import EventBus
 from hylo.core.errors import HyloError
-from hylo.core.kernel import Kernel
 from hylo.core.types import TaskInstance
 from hylo.panels.benchmark import BenchmarkPanel
 
@@ -21,8 +21,16 @@ class PlacementError(HyloError):
     """A panel refused a placement (its message names the bad value)."""
 
 
+class Signalled(Protocol):
+    """What a panel's signal intents reach: the Kernel, or a graph's runner."""
+
+    bus: EventBus
+
+    def signal(self, signal: Any) -> None: ...
+
+
 class PanelDriver:
-    def __init__(self, panel: BenchmarkPanel, kernel: Kernel | None = None) -> None:
+    def __init__(self, panel: BenchmarkPanel, kernel: Signalled | None = None) -> None:
         self.panel = panel
         self.kernel = kernel
         self._loop = asyncio.new_event_loop()

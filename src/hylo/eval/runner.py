@@ -29,6 +29,7 @@ from hylo.eval.stats import Summary, summarize, summarize_by_task
 from hylo.eval.store import FILENAME, EpisodeRow, EvalLog, RunBusy, RunInfo, records
 from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig, WorkerFailed
 from hylo.eval.writer import EvalLogWriter, RunAborted
+from hylo.graph.compile import Plan
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.budget import resolve_step_budget
 
@@ -125,6 +126,32 @@ class _Resolved:
     tasks: list[str]
     budgets: dict[str, int]
     spec: EvalSpec  # split and tasks filled in
+    plan: Plan | None = None  # the compiled graph of a graph run
+
+
+def compile_spec_graph(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bool = True) -> Plan | None:
+    """The compiled graph of a graph run (None for an agent run); refuses an invalid graph, or one whose env nodes
+    belong to another benchmark, naming the problem."""
+    if spec.graph is None:
+        return None
+    from hylo.graph.compile import GraphInvalid, compile_graph
+    from hylo.graph.model import Graph
+
+    graph = Graph.model_validate(spec.graph)
+    if spec.timing != "sync":
+        raise EvalError(
+            f"graph {graph.name!r} runs with sync timing; --timing {spec.timing} is for agents", field="timing"
+        )
+    try:
+        plan = compile_graph(graph, allow_import=allow_import)
+    except GraphInvalid as exc:
+        raise EvalError(str(exc), field="graph") from None
+    others = [name for name in plan.benchmarks if name != benchmark.name]
+    if others:
+        raise EvalError(
+            f"graph {graph.name!r} uses env nodes of {others}, but runs on benchmark {benchmark.name!r}", field="graph"
+        )
+    return plan
 
 
 def resolve(spec: EvalSpec, *, allow_import: bool = True) -> _Resolved:
@@ -135,7 +162,9 @@ def resolve(spec: EvalSpec, *, allow_import: bool = True) -> _Resolved:
         raise EvalError(f"benchmark {benchmark.name!r} is not available here: {why}", field="benchmark")
     split = benchmark.check_split(spec.split)
     tasks = benchmark.check_tasks(split, spec.tasks)
-    panel = BenchmarkPanel(benchmark, split=split, task=tasks[0])
+    plan = compile_spec_graph(spec, benchmark, allow_import=allow_import)
+    graph_budget = plan.graph.step_budget if plan is not None else None
+    panel = BenchmarkPanel(benchmark, split=split, task=tasks[0], default_step_budget=graph_budget)
     driver = PanelDriver(panel)
     budgets: dict[str, int] = {}
     try:
@@ -148,7 +177,7 @@ def resolve(spec: EvalSpec, *, allow_import: bool = True) -> _Resolved:
                 raise EvalError(str(exc), field="max_steps") from None
     finally:
         driver.close()
-    return _Resolved(benchmark, split, tasks, budgets, spec.model_copy(update={"split": split, "tasks": tasks}))
+    return _Resolved(benchmark, split, tasks, budgets, spec.model_copy(update={"split": split, "tasks": tasks}), plan)
 
 
 def run_id_for(spec: EvalSpec, budgets: dict[str, int]) -> str:
@@ -188,13 +217,21 @@ def plan_run(spec: EvalSpec, *, allow_import: bool = True) -> EvalSpec:
     The agent is built once to check its name and arguments. Without `allow_import` (an HTTP request) only
     registered benchmarks and agents are accepted, never an import path. Raises a `HyloError` naming the bad value."""
     from hylo.agents.registry import make_agent
+    from hylo.graph.agent_nodes import ReasonConfig
 
     choose_backend(spec)
     resolved = resolve(spec, allow_import=allow_import)
-    agent = make_agent(resolved.spec.agent, resolved.spec.agent_args, resolved.benchmark, allow_import=allow_import)
-    close = getattr(agent, "close", None)
-    if callable(close):
-        close()
+    if resolved.plan is None:
+        agents = [(resolved.spec.agent, resolved.spec.agent_args)]
+    else:
+        agents = [
+            (n.config.agent, n.config.args) for n in resolved.plan.nodes.values() if isinstance(n.config, ReasonConfig)
+        ]
+    for name, args in agents:
+        agent = make_agent(name, args, resolved.benchmark, allow_import=allow_import)
+        close = getattr(agent, "close", None)
+        if callable(close):
+            close()
     make_timing(resolved.spec)
     return resolved.spec.model_copy(update={"run_id": run_id_for(resolved.spec, resolved.budgets), "fresh": False})
 
@@ -221,7 +258,7 @@ class Evaluation:
         self.progress = progress
         make_timing(self.spec)  # refuse bad timing options before anything starts
         self.agent: object = None
-        if self.backend() == "inline":  # pooled workers build their own
+        if self.backend() == "inline" and self.resolved.plan is None:  # pooled workers and graphs build their own
             from hylo.agents.registry import make_agent
 
             self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 DIGEST_FIELDS = (
     "benchmark",
@@ -29,6 +29,7 @@ DIGEST_FIELDS = (
     "shield",
     "timing",
     "timing_options",
+    "graph",
 )
 """The fields that define an evaluation's results; everything else is a display or parallelism knob."""
 
@@ -63,6 +64,8 @@ class EvalSpec(BaseModel):
     shield: bool = True
     timing: Literal["sync", "realtime"] = "sync"
     timing_options: dict[str, Any] = Field(default_factory=dict)
+    graph: dict[str, Any] | None = None
+    """A graph document (hylo.graph) run instead of a bare agent; `agent` then names it (`graph:<name>`)."""
     # display and parallelism knobs: not in the digest
     log_dir: str = "hylo-runs"
     run_id: str | None = None
@@ -107,6 +110,23 @@ class EvalSpec(BaseModel):
             raise ValueError("address must be a Ray address such as ray://head:10001 or auto, got ''")
         return value
 
+    @field_validator("graph")
+    @classmethod
+    def _graph(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        from hylo.graph.model import parse_graph
+
+        return parse_graph(value).to_json()
+
+    @model_validator(mode="after")
+    def _graph_agent(self) -> EvalSpec:
+        if self.graph is not None and self.agent != f"graph:{self.graph['name']}":
+            raise ValueError(f"a graph run's agent is 'graph:{self.graph['name']}', got {self.agent!r}")
+        if self.graph is None and self.agent.startswith("graph:"):
+            raise ValueError(f"agent {self.agent!r} names a graph, but the spec holds none")
+        return self
+
     @field_validator("run_id")
     @classmethod
     def _run_id(cls, value: str | None) -> str | None:
@@ -118,6 +138,8 @@ class EvalSpec(BaseModel):
         """A hash of the fields that define the results (resolve split and tasks first for a stable digest), and of
         the resolved per-task step budget when given (a benchmark may change its default between versions)."""
         data = self.model_dump(mode="json", include=set(DIGEST_FIELDS))
+        if self.graph is not None:  # its layout and description do not change results
+            data["graph"] = {k: v for k, v in self.graph.items() if k not in ("layout", "description")}
         if step_budget is not None:
             data["step_budget"] = dict(step_budget)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
@@ -126,7 +148,8 @@ class EvalSpec(BaseModel):
     def default_run_id(self, step_budget: Mapping[str, int] | None = None) -> str:
         """The run a command resumes when it names none: benchmark, agent and digest."""
         bench = "".join(c if c.isalnum() else "-" for c in self.benchmark).strip("-")
-        agent = "".join(c if c.isalnum() else "-" for c in self.agent.rsplit(":", 1)[-1].rsplit(".", 1)[-1])
+        name = f"graph-{self.graph['name']}" if self.graph is not None else self.agent.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+        agent = "".join(c if c.isalnum() else "-" for c in name)
         return f"{bench}-{agent.strip('-').lower()}-{self.digest(step_budget)}"
 
     @property

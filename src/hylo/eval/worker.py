@@ -23,11 +23,13 @@ from hylo.core.kernel import Kernel
 from hylo.core.shield import SafetyShield
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
+from hylo.envs.benchmark import Benchmark
 from hylo.eval.placement import PanelDriver
 from hylo.eval.recording import FrameTap, TraceBuffer, serialize
 from hylo.eval.spec import EvalSpec
 from hylo.eval.store import EpisodeRow
 from hylo.eval.video import video_name
+from hylo.graph.compile import Plan
 from hylo.panels.benchmark import BenchmarkPanel
 
 logger = logging.getLogger(__name__)
@@ -166,6 +168,19 @@ def needs_images(agent: object) -> bool:
     return isinstance(requirements, AgentRequirements) and requirements.needs_images
 
 
+class Executes(Protocol):
+    """What runs one placed episode: the Kernel, or a graph's runner."""
+
+    max_steps: int
+    bus: EventBus
+
+    def run(self, task: TaskInstance) -> EpisodeOutcome: ...
+
+    def signal(self, signal: Any) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class EpisodeWorker:
     """One worker's env manager. `agent` may be given (inline, where the runner built it already)."""
 
@@ -178,19 +193,19 @@ class EpisodeWorker:
         self.agent = agent
         self._env: Environment | None = None
         self._tap: FrameTap | None = None
-        self._kernel: Kernel | None = None
+        self._kernel: Executes | None = None
         self._trace = TraceBuffer()
         self._driver: PanelDriver | None = None
 
     def initialize(self) -> None:
-        """Build the agent (unless given), the env, the Kernel and the panel; raise `WorkerFailed` naming the cause
-        when they cannot be built."""
+        """Build the agent (unless given), the env, the Kernel (or a graph's runner) and the panel; raise
+        `WorkerFailed` naming the cause when they cannot be built."""
         from hylo.agents.registry import make_agent
         from hylo.eval.runner import make_timing, resolve
 
         config, spec = self.config, self.config.spec
         resolved = resolve(spec)
-        if self.agent is None:
+        if self.agent is None and resolved.plan is None:
             self.agent = make_agent(spec.agent, spec.agent_args, resolved.benchmark)
         images = needs_images(self.agent)
         first = resolved.tasks[0]
@@ -199,21 +214,63 @@ class EpisodeWorker:
             tap = FrameTap(env, agent_needs_images=images) if spec.video else None
             bus = EventBus(run_id=config.run_id)
             bus.subscribe(self._trace, critical=True)
-            kernel = Kernel(
-                tap or env,
-                self.agent,
-                shield=SafetyShield() if spec.shield else SafetyShield.permissive(),
-                timing=make_timing(spec),
-                act_timeout_s=spec.act_timeout,
-                max_steps=config.budgets[first],
-                bus=bus,
-                auto_episode_reset=False,
-            )
+            shield = SafetyShield() if spec.shield else SafetyShield.permissive()
+            kernel: Executes
+            if resolved.plan is not None:
+                kernel = self._graph_runner(resolved.plan, resolved.benchmark, tap or env, shield, bus, first)
+            else:
+                kernel = Kernel(
+                    tap or env,
+                    self.agent,
+                    shield=shield,
+                    timing=make_timing(spec),
+                    act_timeout_s=spec.act_timeout,
+                    max_steps=config.budgets[first],
+                    bus=bus,
+                    auto_episode_reset=False,
+                )
         except BaseException:
             env.close()
             raise
         self._env, self._tap, self._kernel = env, tap, kernel
         self._driver = PanelDriver(BenchmarkPanel(resolved.benchmark, split=resolved.split, task=first), kernel)
+
+    def _graph_runner(
+        self, plan: Plan, benchmark: Benchmark, env: Environment, shield: SafetyShield, bus: EventBus, first: str
+    ) -> Executes:
+        """The runner of a graph run: its env nodes use this worker's env; its server-mode nodesets get one
+        subprocess each, tagged with this worker's index."""
+        from hylo.graph.executor import GraphRunner
+        from hylo.graph.node import Runtime
+
+        def envs(name: str) -> Environment:
+            if name != benchmark.name:
+                raise WorkerFailed(f"this worker runs benchmark {benchmark.name!r}, not {name!r}")
+            return env
+
+        runtime = Runtime(
+            worker=self.name,
+            envs=envs,
+            benchmark=benchmark,
+            env_spec=env.spec,
+            env_capabilities=env.capabilities,
+            privileged=env.privileged_state if env.capabilities.privileged_state else None,
+        )
+        remote = None
+        if any(options.mode == "server" for options in plan.graph.nodesets.values()):
+            from hylo.graph.remote import ServerNodesets
+
+            remote = ServerNodesets(runtime)
+        return GraphRunner(
+            plan,
+            runtime,
+            shield=shield,
+            max_steps=self.config.budgets[first],
+            act_timeout_s=self.config.spec.act_timeout,
+            bus=bus,
+            auto_episode_reset=False,
+            remote=remote,
+        )
 
     def shutdown(self) -> None:
         """Close the panel, the Kernel, the agent (a remote policy's connection, say) and the env, once."""

@@ -20,9 +20,19 @@ PLACEMENT_FIELDS = ("split", "task", "episode_index", "seed")
 class BenchmarkPanel(BaseEnvPanel):
     """Placement panel of one benchmark (`env_<benchmark>`)."""
 
-    def __init__(self, benchmark: Benchmark, *, split: str | None = None, task: str | None = None) -> None:
+    def __init__(
+        self,
+        benchmark: Benchmark,
+        *,
+        split: str | None = None,
+        task: str | None = None,
+        default_step_budget: int | None = None,
+    ) -> None:
+        """`default_step_budget`: the budget of what runs on this panel when the request gives none (a graph's own
+        `step_budget`); None reports the benchmark's default for the placed task."""
         super().__init__()
         self.benchmark = benchmark
+        self.default_step_budget = default_step_budget
         self.name = f"env_{benchmark.name}"
         self.display_name = benchmark.display_name or benchmark.name
         split = benchmark.check_split(split)
@@ -46,7 +56,7 @@ class BenchmarkPanel(BaseEnvPanel):
         return {
             "available": available,
             "status": why or ("ready" if available else "unavailable"),
-            "step_budget": self.benchmark.default_step_budget(p.task),
+            "step_budget": self.default_step_budget or self.benchmark.default_step_budget(p.task),
             "benchmark": p.benchmark,
             "split": p.split,
             "task": p.task,

@@ -1,0 +1,56 @@
+"""The graph engine (000, the canvas): one graph format, typed nodes in nodesets, validation, the banded executor."""
+
+from hylo.graph.builder import GraphBuilder, NodeRef
+from hylo.graph.compile import Band, GraphError, GraphInvalid, Plan, check_graph, compile_graph
+from hylo.graph.executor import GraphRunner, GraphSetupError, NodesetCrashed
+from hylo.graph.model import (
+    ContainerDecl,
+    EdgeSpec,
+    Graph,
+    GraphFormatError,
+    NodeSpec,
+    NodesetOptions,
+    Placement,
+    load_graph,
+    parse_graph,
+)
+from hylo.graph.node import Node, NodeFailure, Owner, Port, Role, RunContext, Runtime
+from hylo.graph.nodesets import ENTRY_POINT_GROUP, Nodeset, get_nodeset, node_type, registered_nodesets
+from hylo.graph.wires import Wire, fits
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Band",
+    "ContainerDecl",
+    "EdgeSpec",
+    "Graph",
+    "GraphBuilder",
+    "GraphError",
+    "GraphFormatError",
+    "GraphInvalid",
+    "GraphRunner",
+    "GraphSetupError",
+    "Node",
+    "NodeFailure",
+    "NodeRef",
+    "NodeSpec",
+    "Nodeset",
+    "NodesetCrashed",
+    "NodesetOptions",
+    "Owner",
+    "Placement",
+    "Plan",
+    "Port",
+    "Role",
+    "RunContext",
+    "Runtime",
+    "Wire",
+    "check_graph",
+    "compile_graph",
+    "fits",
+    "get_nodeset",
+    "load_graph",
+    "node_type",
+    "parse_graph",
+    "registered_nodesets",
+]

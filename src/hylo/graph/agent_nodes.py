@@ -1,0 +1,133 @@
+"""The `agents` nodeset: `reason` makes any agent a node that produces action chunks.
+
+`reason` fires only when the execution's chunk executor is empty (as the Kernel calls `act`), and carries the
+agent's whole lifecycle: `reset(ctx)` before its first act of an execution (after the env's reset), `on_step` after
+every env step, `on_signal`, `on_episode_end` and `close`. The agent's own state containers join the graph's, so
+signals clear them exactly as in the Kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hylo.core.agent import check_compatible
+from hylo.core.chunk import as_chunk
+from hylo.core.errors import IncompatibleComponents
+from hylo.core.context import EpisodeContext
+from hylo.core.signals import ContainerSpec, Signal
+from hylo.core.status import EpisodeOutcome
+from hylo.core.types import Observation, StepResult
+from hylo.graph.node import Node, NodeFailure, Owner, Port, Role, RunContext, Runtime
+from hylo.graph.nodesets import Nodeset
+from hylo.graph.wires import Wire
+
+
+class ReasonConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str = Field(min_length=1, description="a registered agent, 'expert', or module:Class (not over HTTP)")
+    args: dict[str, Any] = Field(default_factory=dict, description="the agent's keyword arguments")
+    remember: str | None = Field(
+        default=None, description="a state container this node appends each decision to (step, actions)"
+    )
+
+
+class Reason(Node):
+    """An agent as a node: observation in, an action chunk out. Wire `memory` to give the agent a container's
+    value as the observation's `memory` key."""
+
+    type_name = "reason"
+    nodeset = "agents"
+    role = Role.POLICY
+    owner = Owner.AGENT
+    config_model = ReasonConfig
+    inputs = (
+        Port("observation", Wire.OBSERVATION),
+        Port("memory", Wire.JSON, required=False, description="shown to the agent as observation['memory']"),
+    )
+    outputs = (Port("chunk", Wire.CHUNK),)
+
+    @classmethod
+    def uses_containers(cls, config: BaseModel | None) -> tuple[str, ...]:
+        return (config.remember,) if isinstance(config, ReasonConfig) and config.remember else ()
+
+    def setup(self, runtime: Runtime) -> None:
+        from hylo.agents.registry import make_agent
+
+        config = self.config
+        assert isinstance(config, ReasonConfig)
+        if runtime.env_spec is None:
+            raise NodeFailure(f"node {self.id!r}: an agent needs the env it acts in, and this graph has none")
+        self.agent = make_agent(config.agent, config.args, runtime.benchmark, allow_import=runtime.allow_import)
+        check_compatible(runtime.env_spec, self.agent, runtime.env_capabilities)
+        requirements = getattr(self.agent, "requirements", None)
+        if requirements is not None and requirements.privileged_state and runtime.privileged is None:
+            raise IncompatibleComponents(
+                f"node {self.id!r}: agent {config.agent!r} reads privileged simulator state, which it cannot reach "
+                "here (its nodeset runs apart from the env's)"
+            )
+        self._spec = runtime.env_spec
+        self._privileged = runtime.privileged
+        self._act = self.agent.act
+        self._reset = getattr(self.agent, "reset", None)
+        self._on_step = getattr(self.agent, "on_step", None)
+        self._on_signal = getattr(self.agent, "on_signal", None)
+        self._on_end = getattr(self.agent, "on_episode_end", None)
+        self._remember = config.remember
+
+    @property
+    def container_specs(self) -> tuple[ContainerSpec, ...]:
+        """The agent's own state containers, which join the graph's."""
+        return tuple(getattr(self.agent, "containers", ()) or ())
+
+    def start(self, run: RunContext) -> None:
+        self._run = run
+        self._ctx = EpisodeContext(
+            seed=run.seed,
+            env_spec=self._spec,
+            task=run.task,
+            containers=run.containers,
+            bus=run.bus,
+            read_privileged=self._privileged,
+        )
+        self._pending_reset = self._reset is not None
+        self._memory = run.containers[self._remember] if self._remember else None
+
+    def forward(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        if self._pending_reset:
+            self._pending_reset = False
+            self._reset(self._ctx)  # type: ignore[misc]
+        obs = inputs["observation"]
+        if "memory" in inputs:
+            obs = Observation(obs, memory=inputs["memory"])
+        chunk = as_chunk(self._act(obs))
+        if self._memory is not None:
+            self._memory.write({"step": self._run.step, "actions": [_plain(a) for a in chunk.actions]})
+        return {"chunk": chunk}
+
+    def after_step(self, result: StepResult) -> None:
+        if self._on_step is not None:
+            self._on_step(result)
+
+    def on_signal(self, signal: Signal) -> None:
+        if self._on_signal is not None:
+            self._on_signal(signal)
+
+    def finish(self, outcome: EpisodeOutcome) -> None:
+        if self._on_end is not None:
+            self._on_end(outcome)
+
+    def close(self) -> None:
+        close = getattr(getattr(self, "agent", None), "close", None)
+        if callable(close):
+            close()
+
+
+def _plain(action: Any) -> Any:
+    tolist = getattr(action, "tolist", None)
+    return tolist() if callable(tolist) else action
+
+
+AGENTS = Nodeset("agents", (Reason,), "Any agent as a reason node producing action chunks.", Owner.AGENT)

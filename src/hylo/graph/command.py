@@ -1,0 +1,144 @@
+"""`hylo graph validate|run` and `hylo nodes`: graphs from the command line.
+
+`hylo graph run FILE` runs a graph through the same evaluation runner, env panels and EvalLog as `hylo eval`, with
+the same `--json` shape and exit codes. The graph's own placement (benchmark, split, task) is used unless
+`--split` / `--task` say otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+EXIT_INVALID = 1
+EXIT_BAD_INPUT = 2
+
+
+def add_parsers(
+    commands: argparse._SubParsersAction[Any], run_options: Callable[[argparse.ArgumentParser], None]
+) -> None:
+    """Add `graph` and `nodes` to `hylo`'s commands; `run_options` adds the options `graph run` shares with `eval`."""
+    graph = commands.add_parser("graph", help="validate or run a graph (examples/graphs/)")
+    actions = graph.add_subparsers(dest="graph_command", metavar="ACTION", required=True, parser_class=type(graph))
+    validate = actions.add_parser("validate", help="check a graph file; exit 1 with its typed errors when invalid")
+    validate.add_argument("file", type=Path)
+    validate.add_argument("--json", action="store_true", help="print {valid, errors} as JSON")
+    run = actions.add_parser("run", help="evaluate a graph on its benchmark (resumes the same run when re-run)")
+    run.add_argument("file", type=Path)
+    run.add_argument("--benchmark", default=None, help="the benchmark (default: the graph's placement)")
+    run.add_argument("--split", default=None, help="the split (default: the graph's placement, else the benchmark's)")
+    run.add_argument("--task", dest="tasks", nargs="+", action="extend", default=[], metavar="T", help="tasks to run")
+    run.add_argument(
+        "--server", dest="server", action="append", default=[], metavar="NODESET",
+        help="run this nodeset in a subprocess of its own (one per worker)",
+    )  # fmt: skip
+    run_options(run)
+    run.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
+    nodes = commands.add_parser("nodes", help="every node type's schema (ports, wires, config), by nodeset")
+    nodes.add_argument("--nodeset", action="append", default=[], metavar="NAME", help="only these nodesets")
+    nodes.add_argument("--json", action="store_true", help="print the schemas as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "nodes":
+        return _nodes(args)
+    if args.graph_command == "validate":
+        return _validate(args)
+    return _run(args)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from hylo.graph.compile import check_graph
+    from hylo.graph.model import load_graph
+
+    graph = load_graph(args.file)
+    errors = check_graph(graph)
+    if args.json:
+        sys.stdout.write(json.dumps({"graph": graph.name, "valid": not errors,
+                                     "errors": [e.to_json() for e in errors]}) + "\n")  # fmt: skip
+    elif errors:
+        print(f"{args.file}: graph {graph.name!r} is invalid ({len(errors)} errors)", file=sys.stderr)
+        for error in errors:
+            print(f"  {error}", file=sys.stderr)
+    else:
+        print(f"{args.file}: graph {graph.name!r} is valid ({len(graph.nodes)} nodes, {len(graph.edges)} edges)")
+    return EXIT_INVALID if errors else 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from hylo.cli import run_evaluation
+    from hylo.eval.runner import EvalError
+    from hylo.eval.spec import EvalSpec
+    from hylo.graph.compile import GraphInvalid, compile_graph
+    from hylo.graph.model import NodesetOptions, load_graph
+
+    graph = load_graph(args.file)
+    if args.server:
+        graph = graph.model_copy(
+            update={"nodesets": {**graph.nodesets, **{name: NodesetOptions(mode="server") for name in args.server}}}
+        )
+    try:
+        plan = compile_graph(graph)
+    except GraphInvalid as exc:
+        raise EvalError(str(exc), field="graph") from None
+    placement = graph.placement
+    benchmark = args.benchmark or (placement.benchmark if placement else None)
+    if benchmark is None:
+        if len(plan.benchmarks) != 1:
+            raise EvalError(f"graph {graph.name!r} has no placement: pass --benchmark (its env nodes: "
+                            f"{plan.benchmarks or 'none'})")  # fmt: skip
+        benchmark = plan.benchmarks[0]
+    split, tasks = args.split, list(args.tasks)
+    if placement is not None and benchmark == placement.benchmark:
+        split = split if split is not None else placement.split
+        if not tasks and placement.task is not None and (args.split is None or args.split == placement.split):
+            tasks = [placement.task]
+    spec = EvalSpec(
+        benchmark=benchmark,
+        agent=f"graph:{graph.name}",
+        graph=graph.to_json(),
+        split=split,
+        tasks=tasks,
+        episodes=args.episodes,
+        seed=args.seed,
+        max_steps=args.max_steps,
+        act_timeout=args.act_timeout,
+        shield=not args.no_shield,
+        log_dir=str(args.log_dir),
+        run_id=args.run_id,
+        fresh=args.fresh,
+        video=args.video,
+        strict=args.strict,
+        workers=args.workers,
+        backend=args.backend,
+        address=args.address,
+        retry_infra=args.retry_infra,
+        max_infra_failures=args.max_infra_failures,
+        episode_timeout=args.episode_timeout,
+    )
+    return run_evaluation(spec, json_out=args.json)
+
+
+def _nodes(args: argparse.Namespace) -> int:
+    from hylo.graph.nodesets import all_schemas
+
+    problems: list[str] = []
+    schemas = all_schemas(args.nodeset or None, on_error=lambda name, exc: problems.append(f"{name}: {exc}"))
+    for problem in problems:
+        print(f"hylo: warning: nodeset {problem}", file=sys.stderr)
+    if args.nodeset and problems:
+        return EXIT_BAD_INPUT
+    if args.json:
+        sys.stdout.write(json.dumps(schemas) + "\n")
+        return 0
+    for group in schemas:
+        print(f"{group['nodeset']}  ({group['owner']}) {group['description']}")
+        for node in group["nodes"]:  # type: ignore[attr-defined]
+            ins = ", ".join(f"{p['name']}:{p['wire']}" + ("" if p["required"] else "?") for p in node["inputs"])
+            outs = ", ".join(f"{p['name']}:{p['wire']}" + ("" if p["required"] else "?") for p in node["outputs"])
+            print(f"  {node['type']:<28} ({ins}) -> ({outs})")
+    return 0
