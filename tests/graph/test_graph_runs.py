@@ -17,7 +17,7 @@ from hylo.agents.registry import make_agent
 from hylo.core import EventBus, Kernel, MemoryRecorder
 from hylo.envs.benchmark import get_benchmark
 from hylo.eval.spec import EvalSpec
-from hylo.graph import GraphRunner, Runtime, compile_graph, load_graph
+from hylo.graph import GraphRunner, Runtime, compile_graph, load_graph, parse_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "graphs"
@@ -176,9 +176,11 @@ def test_nodes_json_lists_every_node_type_with_ports_and_config_schema(tmp_path:
     types = {n["type"]: n for g in groups.values() for n in g["nodes"]}
     step = types["babyai.step"]
     assert step["role"] == "actuator" and step["owner"] == "env"
-    assert {
-        k: v for k, v in step["inputs"][0].items() if k != "description"
-    } == {"name": "action", "wire": "chunk", "required": True}
+    assert {k: v for k, v in step["inputs"][0].items() if k != "description"} == {
+        "name": "action",
+        "wire": "chunk",
+        "required": True,
+    }
     assert "observation" not in {p["name"] for p in step["outputs"]}  # step never returns an observation
     reason = types["reason"]
     assert reason["config"]["required"] == ["agent"] and "remember" in reason["config"]["properties"]
@@ -271,3 +273,29 @@ def test_a_node_that_returns_an_error_dict_makes_the_episode_an_error_in_the_eva
     reason = result["episodes"][0]["reason"]
     assert "'reason'" in reason and "undeclared outputs ['error']" in reason and "503" in reason
     assert all(e["steps"] == 0 for e in result["episodes"])
+
+
+def test_an_observe_image_node_turns_rendering_on_and_gets_the_camera_frame() -> None:
+    data = json.loads((EXAMPLES / "babyai_expert.json").read_text())
+    data["nodes"] += [
+        {"id": "camera", "type": "babyai.observe_image", "config": {}},
+        {"id": "keep", "type": "remember", "config": {"container": "frame"}},
+    ]
+    data["edges"] += [
+        {"source": "iterIn", "sourceHandle": "step", "target": "camera", "targetHandle": "trigger"},
+        {"source": "camera", "sourceHandle": "image", "target": "keep", "targetHandle": "value"},
+    ]
+    data["containers"] = [{"name": "frame", "lifetime": "step"}]
+    bench = get_benchmark("babyai")
+    env = bench.make_env()  # built without rendering, as for an agent that reads no camera
+    runtime = Runtime(envs=lambda name: env, benchmark=bench, env_spec=env.spec, env_capabilities=env.capabilities,
+                      privileged=env.privileged_state)  # fmt: skip
+    with GraphRunner(compile_graph(parse_graph(data)), runtime, max_steps=64) as runner:
+        outcome = runner.run(bench.task_instance("default", "GoToLocal", 0))
+        assert outcome.status.value == "success"
+        steps, values = zip(*runner.checkpoints, strict=True)
+        assert list(steps) == list(range(outcome.steps))
+        frame = values[0]["frame"]
+        assert frame.dtype.name == "uint8" and frame.ndim == 3 and frame.shape[2] == 3
+        assert runner.containers["frame"].read() is None  # a step container: cleared by the last step_end
+    env.close()

@@ -248,8 +248,16 @@ class EpisodeWorker:
                 raise WorkerFailed(f"this worker runs benchmark {benchmark.name!r}, not {name!r}")
             return env
 
+        def images() -> None:
+            if isinstance(env, FrameTap):
+                env.agent_needs_images = True
+            base = env.env if isinstance(env, FrameTap) else env
+            if hasattr(base, "render_images"):
+                base.render_images = True
+
         runtime = Runtime(
             worker=self.name,
+            on_images=images,
             envs=envs,
             benchmark=benchmark,
             env_spec=env.spec,

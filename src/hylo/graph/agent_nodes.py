@@ -68,6 +68,8 @@ class Reason(Node):
                 f"node {self.id!r}: agent {config.agent!r} reads privileged simulator state, which it cannot reach "
                 "here (its nodeset runs apart from the env's)"
             )
+        if requirements is not None and requirements.needs_images and runtime.benchmark is not None:
+            runtime.need_images(runtime.benchmark.name)
         self._spec = runtime.env_spec
         self._privileged = runtime.privileged
         self._act = self.agent.act

@@ -143,8 +143,7 @@ class EnvObserveImage(EnvNode):
 
     def setup(self, runtime: Runtime) -> None:
         super().setup(runtime)
-        if hasattr(self.env, "render_images"):
-            self.env.render_images = True
+        runtime.need_images(self.benchmark)
 
     def forward(self, inputs: dict[str, Any]) -> dict[str, Any]:
         images = Observation(self.env.observe()).images

@@ -478,8 +478,9 @@ class GraphRunner:
         elif role is not Role.PLAIN and self.bus.active and "observation" in result:
             self.bus.emit_trusted(ObservationEvent, obs=_summary(result["observation"]),
                                   terminal=bool(self._last.get("done")))  # fmt: skip
-        self._outs[live.id] = result
-        return result
+        outputs: dict[str, Any] = result
+        self._outs[live.id] = outputs
+        return outputs
 
     def _actuate(self, live: _Live, args: dict[str, Any]) -> None:
         """Serve the step node one action from the chunk executor, reviewed by the shield; account for the step."""

@@ -79,11 +79,22 @@ class Runtime:
     env_capabilities: EnvCapabilities | None = None
     privileged: Callable[[str], Any] | None = None
     allow_import: bool = True
+    on_images: Callable[[], None] | None = None
 
     def env(self, benchmark: str) -> Environment:
         if self.envs is None:
             raise RuntimeError(f"no env of benchmark {benchmark!r} in this runtime")
         return self.envs(benchmark)
+
+    def need_images(self, benchmark: str) -> None:
+        """A node needs camera frames in the observations of `benchmark`'s env: turn its rendering on (through
+        `on_images` when the worker manages it, e.g. beside a video recorder)."""
+        if self.on_images is not None:
+            self.on_images()
+            return
+        env = self.env(benchmark)
+        if hasattr(env, "render_images"):
+            env.render_images = True
 
 
 @dataclass
