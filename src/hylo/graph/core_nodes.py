@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -116,7 +117,8 @@ class _ContainerNode(Node):
 
 
 class Recall(_ContainerNode):
-    """Reads a state container (wire `trigger` from iterIn to read it in every iteration)."""
+    """Reads a state container (wire `trigger` from iterIn to read it in every iteration). It gives a copy: what
+    reads it cannot change the container, which only its writes and its signal do."""
 
     type_name = "recall"
     nodeset = "core"
@@ -124,7 +126,7 @@ class Recall(_ContainerNode):
     outputs = (Port("value", Wire.JSON, required=False),)
 
     def forward(self, inputs: dict[str, Any]) -> dict[str, Any]:
-        return {"value": self._container.read()}
+        return {"value": copy.deepcopy(self._container.read())}
 
 
 class Remember(_ContainerNode):

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from hylo.core.environment import Environment
-from hylo.core.types import Observation, TaskInstance
+from hylo.core.types import Observation, StepResult, TaskInstance
 from hylo.graph.node import Node, Owner, Port, Role, RunContext, Runtime
 from hylo.graph.nodesets import Nodeset
 from hylo.graph.wires import Wire
@@ -169,9 +169,13 @@ class EnvStep(EnvNode):
         Port("result", Wire.STEP, description="all of the above in one value"),
     )
 
+    last_result: StepResult | None = None
+    """The env's own result of the last step (observation included), which the executor hands to the agents'
+    `on_step`; it never travels on a wire."""
+
     def forward(self, inputs: dict[str, Any]) -> dict[str, Any]:
         self.live.fresh = False
-        result = self.env.step(inputs["action"])
+        self.last_result = result = self.env.step(inputs["action"])
         reward, terminated, truncated = float(result.reward), bool(result.terminated), bool(result.truncated)
         success = bool(result.success)
         info = result.info

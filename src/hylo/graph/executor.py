@@ -237,7 +237,6 @@ class GraphRunner:
             if self.auto_episode_reset and self._last_task != placed:
                 self._signal(Signal.EPISODE_RESET)
             self._last_task = placed
-            self._scope = task.episode_id
             self._signal(Signal.RUN_START)
             if bus.active:
                 bus.emit_trusted(
@@ -418,38 +417,63 @@ class GraphRunner:
         self._accept(live, result, time.perf_counter() - t0)
 
     def _fire_concurrently(self, level: tuple[_Live, ...]) -> None:
-        """Fire a level whose nodes do not depend on each other, the async and server-mode ones concurrently."""
+        """Fire a level whose nodes do not depend on each other: the server-mode nodes' requests go out first, the
+        sync nodes run, the async ones are gathered, then the server-mode replies are read (always, so that no
+        reply is left behind when a node of the level fails). The first failure, in level order, ends the episode."""
         ready = [(lv, args) for lv in level for args in (self._inputs(lv),) if args is not None]
-        waiting = [(lv, args) for lv, args in ready if lv.is_async or lv.overlapped]
+        apart = [(lv, args) for lv, args in ready if lv.planned.role is not Role.ACTUATOR]
+        remote = [(lv, args) for lv, args in apart if lv.overlapped]
+        gathered = [(lv, args) for lv, args in apart if lv.is_async and not lv.overlapped]
+        inline = [(lv, args) for lv, args in ready if (lv, args) not in remote and (lv, args) not in gathered]
         t0 = time.perf_counter()
+        failures: dict[str, BaseException | EpisodeOutcome] = {}
         begun: list[_Live] = []
-        coros: list[tuple[_Live, Any]] = []
-        for live, args in waiting:
+        for live, args in remote:
             try:
-                if live.overlapped:
-                    live.node.begin(args)  # type: ignore[attr-defined]
-                    begun.append(live)
-                else:
-                    coros.append((live, live.node.forward(args)))
+                live.node.begin(args)  # type: ignore[attr-defined]
+                begun.append(live)
             except _FAULTS as exc:
-                raise _EndEpisode(self._node_failed(live, exc)) from None
-        for live, args in ready:
-            if not (live.is_async or live.overlapped):
-                self._fire(live, args)
-        if coros:
-            results = self._event_loop().run_until_complete(
-                asyncio.gather(*(c for _, c in coros), return_exceptions=True)
-            )
-            for (live, _), result in zip(coros, results, strict=True):
-                if isinstance(result, BaseException):
-                    raise _EndEpisode(self._node_failed(live, result))
-                self._accept(live, result, time.perf_counter() - t0)
-        for live in begun:
-            try:
-                result = live.node.end()  # type: ignore[attr-defined]
-            except _FAULTS as exc:
-                raise _EndEpisode(self._node_failed(live, exc)) from None
-            self._accept(live, result, time.perf_counter() - t0)
+                failures[live.id] = exc
+                break
+        results: dict[str, Any] = {}
+        try:
+            if not failures:
+                for live, args in inline:
+                    self._fire(live, args)
+                if gathered:
+
+                    async def gather() -> list[Any]:
+                        calls = [lv.node.forward(args) for lv, args in gathered]
+                        return await asyncio.gather(*calls, return_exceptions=True)  # type: ignore[arg-type]
+
+                    for (live, _), result in zip(
+                        gathered, self._event_loop().run_until_complete(gather()), strict=True
+                    ):
+                        if isinstance(result, BaseException):
+                            failures.setdefault(live.id, result)
+                        else:
+                            results[live.id] = result
+        except _EndEpisode as end:
+            failures["\0inline"] = end.outcome
+        finally:
+            for live in begun:
+                try:
+                    results[live.id] = live.node.end()  # type: ignore[attr-defined]
+                except _FAULTS as exc:
+                    failures.setdefault(live.id, exc)
+        for live in level:
+            if live.id in failures:
+                failure = failures[live.id]
+                assert isinstance(failure, BaseException)
+                raise _EndEpisode(self._node_failed(live, failure))
+        if "\0inline" in failures:
+            outcome = failures["\0inline"]
+            assert isinstance(outcome, EpisodeOutcome)
+            raise _EndEpisode(outcome)
+        elapsed = time.perf_counter() - t0
+        for live in level:
+            if live.id in results:
+                self._accept(live, results[live.id], elapsed)
 
     def _accept(self, live: _Live, result: Any, elapsed: float) -> dict[str, Any]:
         """Check a node's result against its declared outputs and publish it."""
@@ -542,7 +566,9 @@ class GraphRunner:
             bus.emit_trusted(StepResultEvent, step=self._steps - 1, reward=reward, terminated=terminated,
                              truncated=truncated, success=success, info=jsonable(info) if info else {})  # fmt: skip
         if self._after_step:
-            step = StepResult(EMPTY_INFO, reward, terminated, truncated, success, info)
+            step = getattr(live.node, "last_result", None)  # the env's own result, observation included
+            if not isinstance(step, StepResult):
+                step = StepResult(EMPTY_INFO, reward, terminated, truncated, success, info)
             for other in self._after_step:
                 self._call(other, other.node.after_step, step)
 
@@ -568,7 +594,8 @@ class GraphRunner:
         for live in self._signals:
             self._call(live, live.node.on_signal, signal)
         if self.bus.active:
-            self.bus.emit_trusted(SignalEvent, signal=signal.value, scope_id=self._scope)
+            scope = self._scope if signal in (Signal.STEP_START, Signal.STEP_END) else self.bus.episode_id
+            self.bus.emit_trusted(SignalEvent, signal=signal.value, scope_id=scope)
 
     def _closing_signal(self, signal: Signal, outcome: EpisodeOutcome) -> EpisodeOutcome:
         try:
