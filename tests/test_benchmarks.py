@@ -84,3 +84,22 @@ def test_scaling_prints_one_json_object_with_every_figure():
         assert isinstance(figures[key], float) and figures[key] > 0, key
     assert abs(figures["ratio"] - figures["workers_2_eps_per_s"] / figures["workers_1_eps_per_s"]) < 1e-9
     assert abs(figures["ray_ratio"] - figures["ray_2_eps_per_s"] / figures["workers_1_eps_per_s"]) < 1e-9
+
+
+def test_graph_overhead_prints_one_json_object_with_both_comparisons():
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "graph_overhead.py"), "--json", "--repeats", "1", "--episodes", "5",
+         "--steps", "500", "--episode-steps", "100"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert set(figures) == {"babyai", "null_env"}
+    babyai, null = figures["babyai"], figures["null_env"]
+    for key in ("kernel_steps_per_s", "graph_steps_per_s", "ratio"):
+        assert isinstance(babyai[key], float) and babyai[key] > 0, key
+    assert abs(babyai["ratio"] - babyai["graph_steps_per_s"] / babyai["kernel_steps_per_s"]) < 1e-9
+    assert null["kernel_us_per_step"] > 0 and null["graph_us_per_step"] > 0
+    assert abs(null["overhead_us_per_step"] - (null["graph_us_per_step"] - null["kernel_us_per_step"])) < 1e-9

@@ -181,7 +181,8 @@ class _PendingImage:
         self.frame = frame
 
 
-def _decode_hook(obj: dict[Any, Any]) -> Any:
+def decode_array(obj: dict[Any, Any]) -> Any:
+    """msgpack object hook: a map written by `encode_array` (an array, a number, an image) back to its value."""
     if _IMAGE in obj:
         return _PendingImage(obj) if obj.get("format") in ("png", "jpeg") else decode_image(obj)
     if _NDARRAY in obj:
@@ -237,7 +238,8 @@ def _substitute(value: Any, decoded: dict[int, Any]) -> Any:
     return value
 
 
-def _encode_plain(obj: Any) -> Any:
+def encode_array(obj: Any) -> Any:
+    """msgpack default: a numpy array or scalar as vla-eval's map form (raises `ProtocolError` for other types)."""
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind not in _DTYPE_KINDS:
             raise ProtocolError(
@@ -279,7 +281,7 @@ def wire_action(action: Any) -> np.ndarray[Any, Any]:
 def _encode_images(obj: Any) -> Any:
     if isinstance(obj, np.ndarray) and is_image(obj):
         return encode_image(obj)
-    return _encode_plain(obj)
+    return encode_array(obj)
 
 
 def pack(
@@ -293,7 +295,7 @@ def pack(
         "seq": seq,
         "timestamp": time.time() if timestamp is None else timestamp,
     }
-    data: bytes = msgpack.packb(raw, default=_encode_images if images else _encode_plain, use_bin_type=True)
+    data: bytes = msgpack.packb(raw, default=_encode_images if images else encode_array, use_bin_type=True)
     return data
 
 
@@ -310,7 +312,7 @@ def unpack(data: bytes | str, *, decode_images: bool = True) -> Message:
 
 def _unpack(data: bytes, decode_images: bool) -> Message:
     try:
-        raw = msgpack.unpackb(data, object_hook=_decode_hook, raw=False)
+        raw = msgpack.unpackb(data, object_hook=decode_array, raw=False)
     except (ProtocolError, RecursionError):
         raise
     except Exception as exc:

@@ -297,7 +297,9 @@ class MetaWorldExpert(AgentBase):
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
             raise ValueError(f"chunk_size must be an int >= 1, got {chunk_size!r}")
         if execution_steps is not None and not (
-            isinstance(execution_steps, int) and not isinstance(execution_steps, bool) and 1 <= execution_steps <= chunk_size
+            isinstance(execution_steps, int)
+            and not isinstance(execution_steps, bool)
+            and 1 <= execution_steps <= chunk_size
         ):
             raise ValueError(f"execution_steps must be an int in 1..chunk_size={chunk_size}, got {execution_steps!r}")
         self.chunk_size = chunk_size

@@ -148,7 +148,11 @@ class EvalSpec(BaseModel):
     def default_run_id(self, step_budget: Mapping[str, int] | None = None) -> str:
         """The run a command resumes when it names none: benchmark, agent and digest."""
         bench = "".join(c if c.isalnum() else "-" for c in self.benchmark).strip("-")
-        name = f"graph-{self.graph['name']}" if self.graph is not None else self.agent.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+        name = (
+            f"graph-{self.graph['name']}"
+            if self.graph is not None
+            else self.agent.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+        )
         agent = "".join(c if c.isalnum() else "-" for c in name)
         return f"{bench}-{agent.strip('-').lower()}-{self.digest(step_budget)}"
 

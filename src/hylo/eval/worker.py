@@ -255,6 +255,8 @@ class EpisodeWorker:
             if hasattr(base, "render_images"):
                 base.render_images = True
 
+        env_options = plan.graph.nodesets.get(benchmark.name)
+        env_apart = env_options is not None and env_options.mode == "server"  # this env is not the one that runs
         runtime = Runtime(
             worker=self.name,
             on_images=images,
@@ -262,7 +264,7 @@ class EpisodeWorker:
             benchmark=benchmark,
             env_spec=env.spec,
             env_capabilities=env.capabilities,
-            privileged=env.privileged_state if env.capabilities.privileged_state else None,
+            privileged=env.privileged_state if env.capabilities.privileged_state and not env_apart else None,
         )
         remote = None
         if any(options.mode == "server" for options in plan.graph.nodesets.values()):

@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hylo.core.agent import check_compatible
+from hylo.core.agent import AgentBase, check_compatible
 from hylo.core.chunk import as_chunk
-from hylo.core.errors import IncompatibleComponents
 from hylo.core.context import EpisodeContext
+from hylo.core.errors import IncompatibleComponents
 from hylo.core.signals import ContainerSpec, Signal
 from hylo.core.status import EpisodeOutcome
 from hylo.core.types import Observation, StepResult
@@ -78,6 +78,10 @@ class Reason(Node):
         self._on_signal = getattr(self.agent, "on_signal", None)
         self._on_end = getattr(self.agent, "on_episode_end", None)
         self._remember = config.remember
+        self.wants_signals = self._on_signal is not None
+        self.wants_steps = (
+            self._on_step is not None and getattr(self._on_step, "__func__", None) is not AgentBase.on_step
+        )
 
     @property
     def container_specs(self) -> tuple[ContainerSpec, ...]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hylo.graph.model import ContainerDecl, EdgeSpec, Graph, NodeSpec, NodesetOptions, Placement
+from hylo.graph.model import ContainerDecl, EdgeSpec, Graph, NodesetOptions, NodeSpec, Placement
 
 
 @dataclass(frozen=True)

@@ -226,7 +226,7 @@ def env_nodeset(benchmark: str) -> Nodeset:
                 "__doc__": base.__doc__,
                 "__module__": __name__,
             },
-        )  # fmt: skip
+        )
         for suffix, base in _NODES
     )
     return Nodeset(benchmark, classes, f"The {benchmark} benchmark's env: reset, observe, step, evaluate.", Owner.ENV)

@@ -70,6 +70,7 @@ class NodesetCrashed(Exception):
         super().__init__(f"nodeset {nodeset!r} crashed: {why}")
         self.nodeset = nodeset
         self.owner = owner
+        self.why = why
 
 
 class GraphSetupError(HyloError):
@@ -102,10 +103,13 @@ def _detail(exc: BaseException) -> str:
 class _Live:
     """A planned node with its instance and what firing it needs, precomputed."""
 
-    __slots__ = ("allowed", "id", "is_async", "label", "node", "overlapped", "planned", "required_out", "wiring")
+    __slots__ = (
+        "allowed", "id", "is_async", "label", "node", "overlapped", "planned", "required_out", "role", "wiring",
+    )  # fmt: skip
 
     def __init__(self, planned: PlannedNode, node: Node) -> None:
         self.id = planned.id
+        self.role = planned.role
         self.planned = planned
         self.node = node
         self.wiring = tuple(
@@ -114,7 +118,7 @@ class _Live:
         self.allowed = frozenset(planned.outputs)
         self.required_out = frozenset(p.name for p in planned.outputs.values() if p.required)
         self.is_async = inspect.iscoroutinefunction(node.forward)
-        self.overlapped = callable(getattr(node, "begin", None)) and callable(getattr(node, "end", None))
+        self.overlapped = node.split_forward
         self.label = f"node {planned.id!r} ({planned.cls.type_name})"
 
 
@@ -198,8 +202,10 @@ class GraphRunner:
         self._loop_out = self._live[plan.loop_out] if plan.loop_out else None
         self._carry = [p.name for p in getattr(plan.nodes[plan.loop_out].config, "carry", [])] if plan.loop_out else []
         self._starts = [lv for lv in self._live.values() if overrides(lv.node, "start")]
-        self._signals = [lv for lv in self._live.values() if overrides(lv.node, "on_signal")]
-        self._after_step = [lv for lv in self._live.values() if overrides(lv.node, "after_step")]
+        live_nodes = self._live.values()
+        self._signals = [lv for lv in live_nodes if overrides(lv.node, "on_signal") and lv.node.wants_signals]
+        self._after_step = [lv for lv in live_nodes if overrides(lv.node, "after_step") and lv.node.wants_steps]
+        self._listens = bool(self._signals) or bool(len(self.containers))
         self._finishes = [lv for lv in self._live.values() if overrides(lv.node, "finish")]
         self._evaluate = next((lv for lv in self._live.values() if lv.planned.role is Role.EVALUATE), None)
         self._observers = [lv for lv in self._live.values() if lv.planned.role in (Role.RESET, Role.OBSERVE)]
@@ -336,12 +342,16 @@ class GraphRunner:
         carry_src = [(name, *self._loop_out.planned.sources[name]) for name in self._carry]
         containers = self.containers
         keep = bool(len(containers))
+        listens = self._listens
         bus = self.bus
         i = 0
         while i < self.max_steps:
             run.step = i
-            self._scope = f"{loop_in_id}:{i}"
-            self._signal(Signal.STEP_START)
+            if listens or bus.active:  # as in the Kernel: a step signal nobody hears is not sent
+                self._scope = f"{loop_in_id}:{i}"
+                self._signal(Signal.STEP_START)
+            else:
+                self._step_open = True
             for node_id in body_ids:
                 outs.pop(node_id, None)
             outs[loop_in_id] = {"step": i, **carry}
@@ -360,7 +370,10 @@ class GraphRunner:
                 self.checkpoints.append((i, snapshot))
                 if bus.active:
                     bus.emit_trusted(ContainerCheckpointEvent, step=i, values=jsonable(snapshot))
-            self._signal(Signal.STEP_END)
+            if listens or bus.active:
+                self._signal(Signal.STEP_END)
+            else:
+                self._step_open = False
             i += 1
             last = self._last
             if last.get("done"):
@@ -389,7 +402,7 @@ class GraphRunner:
     def _inputs(self, live: _Live) -> dict[str, Any] | None:
         """The node's input values, or None when it does not fire in this iteration (a required input's source did
         not fire, or it is the policy and the chunk executor still holds actions)."""
-        role = live.planned.role
+        role = live.role
         if role is Role.POLICY and not self._executor.empty:
             return None
         outs = self._outs
@@ -403,7 +416,7 @@ class GraphRunner:
         return args
 
     def _fire(self, live: _Live, args: dict[str, Any]) -> None:
-        role = live.planned.role
+        role = live.role
         if role is Role.ACTUATOR:
             self._actuate(live, args)
             return
@@ -492,7 +505,7 @@ class GraphRunner:
             missing = sorted(live.required_out - set(result))
             raise _EndEpisode(self._end(EpisodeStatus.ERROR, f"{live.label} did not return its required outputs "
                                         f"{missing}; it returned {sorted(result)}"))  # fmt: skip
-        role = live.planned.role
+        role = live.role
         if role is Role.POLICY:
             self._latency = elapsed
             if self.act_timeout_s is not None and elapsed > self.act_timeout_s:
@@ -557,7 +570,9 @@ class GraphRunner:
         self._steps += 1
         reward = float(result.get("reward", 0.0))
         self._return += reward
-        success, terminated, truncated = (bool(result.get(k)) for k in ("success", "terminated", "truncated"))
+        success = bool(result.get("success"))
+        terminated = bool(result.get("terminated"))
+        truncated = bool(result.get("truncated"))
         info = result.get("info") or EMPTY_INFO
         self._last = {"success": success, "terminated": terminated, "truncated": truncated,
                       "done": success or terminated or truncated}  # fmt: skip

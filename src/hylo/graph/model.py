@@ -38,9 +38,9 @@ class EdgeSpec(_Strict):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     source: str = Field(min_length=1)
-    sourceHandle: str = Field(min_length=1)  # noqa: N815 (the canvas' field name)
+    sourceHandle: str = Field(min_length=1)
     target: str = Field(min_length=1)
-    targetHandle: str = Field(min_length=1)  # noqa: N815
+    targetHandle: str = Field(min_length=1)
     id: str | None = None
 
 

@@ -124,6 +124,13 @@ class Node:
     config_model: ClassVar[type[BaseModel] | None] = None
     role: ClassVar[Role] = Role.PLAIN
     owner: ClassVar[Owner] = Owner.GRAPH
+    wants_signals: bool = True
+    wants_steps: bool = True
+    """A node that implements `on_signal` / `after_step` may turn them off per instance (an agent without the hook):
+    the executor then skips the call."""
+    split_forward: ClassVar[bool] = False
+    """True for a node whose `forward` is `begin(inputs)` then `end() -> outputs` (a request to another process):
+    the executor sends the requests of one level before it waits for any reply."""
 
     def __init__(self, node_id: str, config: BaseModel | None = None) -> None:
         self.id = node_id

@@ -81,7 +81,7 @@ def _env(name: str, allow_import: bool) -> Nodeset:
 
 
 @functools.cache
-def _plugin(name: str, target: str) -> Nodeset:
+def load_nodeset(name: str, target: str) -> Nodeset:
     module, _, attr = target.partition(":")
     try:
         value: object = getattr(importlib.import_module(module), attr)
@@ -103,7 +103,7 @@ def get_nodeset(name: str, *, allow_import: bool = True, extra: Mapping[str, Nod
         return _builtin(name)
     plugins = _entry_points()
     if name in plugins:
-        return _plugin(name, plugins[name])
+        return load_nodeset(name, plugins[name])
     try:
         return _env(name, allow_import)
     except UnknownChoice:
