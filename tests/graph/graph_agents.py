@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from hylo.core import ActionChunk, ContainerSpec
+from hylo.core import ActionChunk, AgentRequirements, ContainerSpec
 
 LOG: list[Any] = []
 """Agent (and test env) calls, in order: ("reset", seed), ("act", n), ("on_step", reward), ("end", status), ..."""
@@ -93,3 +93,15 @@ class NoneAgent:
 
     def act(self, obs: Any) -> None:
         return None
+
+
+class CameraAgent:
+    """A vision policy for BabyAI: it needs camera frames, and fails loudly if a frame is missing; it turns left."""
+
+    requirements = AgentRequirements(needs_images=True)
+
+    def act(self, obs: Any) -> ActionChunk:
+        frame = obs["images"]["view"]
+        if frame.ndim != 3 or frame.dtype != np.uint8:
+            raise ValueError(f"not a camera frame: {frame.dtype} {frame.shape}")
+        return ActionChunk.single(0)

@@ -16,6 +16,7 @@ import resource
 import signal
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from hylo.core.errors import InvalidAction, SimulationDiverged
@@ -72,7 +73,8 @@ def _fail(how: str, step: int) -> None:
 
 
 class Verdict(Node):
-    """Success, with the pid it is fed as the metric `pid`."""
+    """Judges success (which, with no step node, cannot make the episode a success), with the pid it is fed as the
+    metric `pid`."""
 
     role = Role.EVALUATE
     inputs = (Port("pid", Wire.INTEGER, required=False),)
@@ -108,3 +110,40 @@ def probe_plan(nodeset: str = "probe", mode: str = "server", budget: int = 3, **
     g.connect(loop_out["final_pid"], verdict["pid"])
     g.nodeset(nodeset, mode)
     return compile_graph(g.build(), nodesets={"probe": PROBE, "probe_env": PROBE_ENV})
+
+
+class Frame(Node):
+    """A 3 MB camera frame, larger than a socket's buffers."""
+
+    type_name = "frames.frame"
+    nodeset = "frames"
+    outputs = (Port("image", Wire.IMAGE),)
+
+    def forward(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return {"image": np.full((1024, 1024, 3), 7, np.uint8)}
+
+
+class Echo(Node):
+    """Gives back the frame it got."""
+
+    type_name = "echo.echo"
+    nodeset = "echo"
+    inputs = (Port("image", Wire.IMAGE),)
+    outputs = (Port("image", Wire.IMAGE),)
+
+    def forward(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        return {"image": inputs["image"]}
+
+
+FRAMES = Nodeset("frames", (Frame,), "A big frame.", Owner.GRAPH, source=f"{__name__}:FRAMES")
+ECHO = Nodeset("echo", (Echo,), "Echoes a frame.", Owner.GRAPH, source=f"{__name__}:ECHO")
+
+
+def echo_plan() -> Plan:
+    """One big frame fed to two echo nodes of one server-mode nodeset: both in the same level."""
+    g = GraphBuilder("echoes")
+    frame = g.node("frames.frame", "frame")
+    for name in ("a", "b"):
+        g.connect(frame["image"], g.node("echo.echo", name)["image"])
+    g.nodeset("echo", "server")
+    return compile_graph(g.build(), nodesets={"frames": FRAMES, "echo": ECHO})

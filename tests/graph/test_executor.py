@@ -464,11 +464,21 @@ def test_evaluate_fires_once_with_the_final_side(make: Callable[..., Harness]) -
     assert outcome.metrics["judged"] == 1.0
 
 
-def test_the_evaluate_node_gives_the_verdict(make: Callable[..., Harness]) -> None:
-    g, _ = canonical(budget=3, evaluate="t.judge", verdict=True)
-    outcome = make(g).run()
-    assert outcome.status is EpisodeStatus.SUCCESS
-    assert outcome.success
+@pytest.mark.parametrize(
+    ("env_succeeds", "verdict", "expected"),
+    [
+        (True, True, (EpisodeStatus.SUCCESS, "success")),
+        (True, False, (EpisodeStatus.FAILURE, "judged unsuccessful")),  # a judge may deny the env's success
+        (False, True, (EpisodeStatus.FAILURE, "max_steps")),  # but never invent one
+    ],
+)
+def test_the_evaluate_node_confirms_or_denies_the_envs_success_once(
+    make: Callable[..., Harness], env_succeeds: bool, verdict: bool, expected: tuple[EpisodeStatus, str]
+) -> None:
+    g, _ = canonical(budget=3, evaluate="t.judge", verdict=verdict)
+    outcome = make(g, RecEnv(success_at=2 if env_succeeds else None)).run()
+    assert (outcome.status, outcome.reason) == expected
+    assert outcome.success is (expected[0] is EpisodeStatus.SUCCESS)
     assert LOG.count(("fire", "judge")) == 1
 
 
@@ -921,20 +931,21 @@ def test_the_memory_example_keeps_episode_memory_until_the_episode_changes() -> 
         assert [d["step"] for d in decisions] == list(range(first.steps))  # one decision per step, in order
         checkpoints = list(runner.checkpoints)
         assert [len(values["decisions"]) for _, values in checkpoints] == list(range(1, first.steps + 1))
+        earned = runner.containers["return"].read()
+        assert earned == pytest.approx(first.metrics["return"]) and earned > 0  # the rewards of the execution
 
-        runner.containers["episodes_seen"].write(1)
         runner.signal("episode_reset")  # the env panel placed another episode
         assert runner.containers["decisions"].read() == []
-        assert runner.containers["episodes_seen"].read() == 1  # a run-lifetime container does not hear it
+        assert runner.containers["return"].read() == earned  # a run-lifetime container does not hear it
 
         runner.run(bench.task_instance(split, task, 0))
         again = runner.containers["decisions"].read()
         assert [d["step"] for d in again][:1] == [0]
 
         again_len = len(again)
-        runner.run(bench.task_instance(split, task, 0))  # the same episode once more: its memory carries on
+        replay = runner.run(bench.task_instance(split, task, 0))  # the same episode once more: its memory carries on
         assert len(runner.containers["decisions"].read()) > again_len
-        assert runner.containers["episodes_seen"].read() == 0  # run_start cleared it
+        assert runner.containers["return"].read() == pytest.approx(replay.metrics["return"])  # run_start cleared it
 
         second = runner.run(bench.task_instance(split, task, 1))  # another episode: memory starts over
         assert second.status is EpisodeStatus.SUCCESS

@@ -17,7 +17,7 @@ from hylo.agents.registry import make_agent
 from hylo.core import EventBus, Kernel, MemoryRecorder
 from hylo.envs.benchmark import get_benchmark
 from hylo.eval.spec import EvalSpec
-from hylo.graph import GraphRunner, Runtime, compile_graph, load_graph, parse_graph
+from hylo.graph import GraphRunner, Runtime, check_graph, compile_graph, load_graph, parse_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "graphs"
@@ -299,3 +299,67 @@ def test_an_observe_image_node_turns_rendering_on_and_gets_the_camera_frame() ->
         assert frame.dtype.name == "uint8" and frame.ndim == 3 and frame.shape[2] == 3
         assert runner.containers["frame"].read() is None  # a step container: cleared by the last step_end
     env.close()
+
+
+@pytest.mark.parametrize("server", [None, "agents", "babyai"])
+def test_a_vision_agent_runs_as_a_reason_node_locally_and_in_server_mode(tmp_path: Path, server: str | None) -> None:
+    data = json.loads((EXAMPLES / "babyai_expert.json").read_text())
+    data["name"] = "babyai_camera"
+    data["step_budget"] = 3
+    for node in data["nodes"]:
+        if node["id"] == "reason":
+            node["config"] = {"agent": "graph_agents:CameraAgent"}
+    if server is not None:
+        data["nodesets"] = {server: {"mode": "server"}}
+    spec = EvalSpec(benchmark="babyai", agent="graph:babyai_camera", graph=data, tasks=["GoToLocal"], episodes=2)
+    result = hylo.evaluate(spec, log_dir=str(tmp_path))
+    assert [(r.status.value, r.steps, r.reason) for r in result.episodes] == [("failure", 3, "max_steps")] * 2
+
+
+def test_a_graph_cannot_invent_a_success_the_env_never_reported(tmp_path: Path) -> None:
+    data = json.loads((EXAMPLES / "babyai_expert.json").read_text())
+    data["name"] = "babyai_liar"
+    data["step_budget"] = 2
+    data["nodes"] += [{"id": "claim", "type": "constant", "config": {"value": {"success": True}, "wire": "step"}}]
+    data["edges"] = [e for e in data["edges"] if e["target"] != "evaluate"]
+    data["edges"] += [{"source": "claim", "sourceHandle": "value", "target": "evaluate", "targetHandle": "result"}]
+    data["edges"] += [
+        {"source": "iterOut", "sourceHandle": "final_steps", "target": "evaluate", "targetHandle": "trigger"}
+    ]
+    spec = EvalSpec(benchmark="babyai", agent="graph:babyai_liar", graph=data, tasks=["GoToLocal"], episodes=3)
+    result = hylo.evaluate(spec, log_dir=str(tmp_path))
+    assert result.summary.status_counts["success"] == 0  # the judge said success; the env did not
+    assert {(r.status.value, r.reason) for r in result.episodes} == {("failure", "max_steps")}
+
+
+def test_a_failed_critical_trace_recorder_makes_graph_episodes_infra_invalid() -> None:
+    bench = get_benchmark("babyai")
+    env = bench.make_env()
+    bus = EventBus()
+
+    def broken(event: object) -> None:
+        if getattr(event, "event", "") == "action":
+            raise OSError("disk full")
+
+    bus.subscribe(broken, critical=True)
+    runtime = Runtime(envs=lambda name: env, benchmark=bench, env_spec=env.spec, env_capabilities=env.capabilities,
+                      privileged=env.privileged_state)  # fmt: skip
+    with GraphRunner(
+        compile_graph(load_graph(EXAMPLES / "babyai_expert.json")), runtime, bus=bus, max_steps=64
+    ) as runner:
+        first = runner.run(bench.task_instance("default", "GoToLocal", 0))
+        later = runner.run(bench.task_instance("default", "GoToLocal", 1))
+    env.close()
+    assert first.status.value == "infra_invalid" and "disk full" in first.reason
+    assert later.status.value == "infra_invalid" and "nothing records this one" in later.reason
+
+
+def test_env_nodes_without_a_reset_and_a_placement_on_another_benchmark_are_refused() -> None:
+    data = json.loads((EXAMPLES / "babyai_expert.json").read_text())
+    data["nodes"] = [n for n in data["nodes"] if n["id"] != "reset"]
+    data["edges"] = [e for e in data["edges"] if e["source"] != "reset"]
+    data["placement"] = {"benchmark": "metaworld"}
+    errors = {(e.node, e.rule): e.message for e in check_graph(parse_graph(data))}
+    assert set(errors) == {("observe", "no_reset"), ("step", "no_reset"), (None, "bad_placement")}
+    assert "babyai.reset" in errors[("step", "no_reset")]
+    assert "'metaworld'" in errors[(None, "bad_placement")] and "babyai" in errors[(None, "bad_placement")]

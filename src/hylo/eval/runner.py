@@ -146,6 +146,13 @@ def compile_spec_graph(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bo
         plan = compile_graph(graph, allow_import=allow_import)
     except GraphInvalid as exc:
         raise EvalError(str(exc), field="graph") from None
+    served = graph.nodesets.get(benchmark.name)
+    if spec.video and served is not None and served.mode == "server":
+        raise EvalError(
+            f"--video records the env of the worker; graph {graph.name!r} runs the {benchmark.name} env nodeset in "
+            "server mode (its own subprocess), so there is nothing to record: drop --video or the server mode",
+            field="video",
+        )
     others = [name for name in plan.benchmarks if name != benchmark.name]
     if others:
         raise EvalError(

@@ -205,9 +205,14 @@ class EpisodeWorker:
 
         config, spec = self.config, self.config.spec
         resolved = resolve(spec)
-        if self.agent is None and resolved.plan is None:
-            self.agent = make_agent(spec.agent, spec.agent_args, resolved.benchmark)
-        images = needs_images(self.agent)
+        if resolved.plan is None:
+            if self.agent is None:
+                self.agent = make_agent(spec.agent, spec.agent_args, resolved.benchmark)
+            images = needs_images(self.agent)
+        else:
+            from hylo.graph.agent_nodes import graph_needs_images
+
+            images = graph_needs_images(resolved.plan, resolved.benchmark)
         first = resolved.tasks[0]
         env: Environment = BusyEnv(resolved.benchmark.make_env(render_images=images), self.clock)
         try:
@@ -217,7 +222,7 @@ class EpisodeWorker:
             shield = SafetyShield() if spec.shield else SafetyShield.permissive()
             kernel: Executes
             if resolved.plan is not None:
-                kernel = self._graph_runner(resolved.plan, resolved.benchmark, tap or env, shield, bus, first)
+                kernel = self._graph_runner(resolved.plan, resolved.benchmark, tap or env, shield, bus, first, images)
             else:
                 kernel = Kernel(
                     tap or env,
@@ -236,7 +241,14 @@ class EpisodeWorker:
         self._driver = PanelDriver(BenchmarkPanel(resolved.benchmark, split=resolved.split, task=first), kernel)
 
     def _graph_runner(
-        self, plan: Plan, benchmark: Benchmark, env: Environment, shield: SafetyShield, bus: EventBus, first: str
+        self,
+        plan: Plan,
+        benchmark: Benchmark,
+        env: Environment,
+        shield: SafetyShield,
+        bus: EventBus,
+        first: str,
+        images: bool,
     ) -> Executes:
         """The runner of a graph run: its env nodes use this worker's env; its server-mode nodesets get one
         subprocess each, tagged with this worker's index."""
@@ -248,7 +260,7 @@ class EpisodeWorker:
                 raise WorkerFailed(f"this worker runs benchmark {benchmark.name!r}, not {name!r}")
             return env
 
-        def images() -> None:
+        def render() -> None:
             if isinstance(env, FrameTap):
                 env.agent_needs_images = True
             base = env.env if isinstance(env, FrameTap) else env
@@ -259,7 +271,7 @@ class EpisodeWorker:
         env_apart = env_options is not None and env_options.mode == "server"  # this env is not the one that runs
         runtime = Runtime(
             worker=self.name,
-            on_images=images,
+            on_images=render,
             envs=envs,
             benchmark=benchmark,
             env_spec=env.spec,
@@ -270,7 +282,7 @@ class EpisodeWorker:
         if any(options.mode == "server" for options in plan.graph.nodesets.values()):
             from hylo.graph.remote import ServerNodesets
 
-            remote = ServerNodesets(runtime)
+            remote = ServerNodesets(runtime, render_images=images)
         return GraphRunner(
             plan,
             runtime,

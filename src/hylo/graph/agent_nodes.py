@@ -19,6 +19,8 @@ from hylo.core.errors import IncompatibleComponents
 from hylo.core.signals import ContainerSpec, Signal
 from hylo.core.status import EpisodeOutcome
 from hylo.core.types import Observation, StepResult
+from hylo.envs.benchmark import Benchmark
+from hylo.graph.compile import Plan
 from hylo.graph.node import Node, NodeFailure, Owner, Port, Role, RunContext, Runtime
 from hylo.graph.nodesets import Nodeset
 from hylo.graph.wires import Wire
@@ -65,8 +67,8 @@ class Reason(Node):
         requirements = getattr(self.agent, "requirements", None)
         if requirements is not None and requirements.privileged_state and runtime.privileged is None:
             raise IncompatibleComponents(
-                f"node {self.id!r}: agent {config.agent!r} reads privileged simulator state, which it cannot reach "
-                "here (its nodeset runs apart from the env's)"
+                f"node {self.id!r}: agent {config.agent!r} reads privileged simulator state, which it can only do "
+                "beside the env it reads (here the agents nodeset or the env nodeset runs in server mode)"
             )
         if requirements is not None and requirements.needs_images and runtime.benchmark is not None:
             runtime.need_images(runtime.benchmark.name)
@@ -129,6 +131,28 @@ class Reason(Node):
         close = getattr(getattr(self, "agent", None), "close", None)
         if callable(close):
             close()
+
+
+def graph_needs_images(plan: Plan, benchmark: Benchmark | None, *, allow_import: bool = True) -> bool:
+    """Whether a graph's nodes need camera frames, so that its env is built rendering them: an `observe_image` node,
+    or a `reason` node whose agent declares `needs_images` (each such agent is built once to ask it)."""
+    from hylo.agents.registry import make_agent
+    from hylo.graph.env_nodes import EnvObserveImage
+
+    for node in plan.nodes.values():
+        if issubclass(node.cls, EnvObserveImage):
+            return True
+        if isinstance(node.config, ReasonConfig):
+            agent = make_agent(node.config.agent, node.config.args, benchmark, allow_import=allow_import)
+            try:
+                requirements = getattr(agent, "requirements", None)
+                if requirements is not None and requirements.needs_images:
+                    return True
+            finally:
+                close = getattr(agent, "close", None)
+                if callable(close):
+                    close()
+    return False
 
 
 def _plain(action: Any) -> Any:

@@ -61,7 +61,8 @@ def _validate(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps({"graph": graph.name, "valid": not errors,
                                      "errors": [e.to_json() for e in errors]}) + "\n")  # fmt: skip
     elif errors:
-        print(f"{args.file}: graph {graph.name!r} is invalid ({len(errors)} errors)", file=sys.stderr)
+        count = f"{len(errors)} error{'s' if len(errors) != 1 else ''}"
+        print(f"{args.file}: graph {graph.name!r} is invalid ({count})", file=sys.stderr)
         for error in errors:
             print(f"  {error}", file=sys.stderr)
     else:

@@ -21,7 +21,7 @@ from hylo.core.errors import HyloError
 from hylo.core.signals import ContainerSpec
 from hylo.graph.core_nodes import IterIn, IterOut, IterOutConfig
 from hylo.graph.model import Graph
-from hylo.graph.node import Node, Port, Role
+from hylo.graph.node import Node, Owner, Port, Role
 from hylo.graph.nodesets import Nodeset, node_type, split_type
 from hylo.graph.wires import fits
 
@@ -83,13 +83,12 @@ class Plan:
     loop_out: str | None
     containers: list[ContainerSpec]
 
-    def with_role(self, role: Role) -> list[str]:
-        return [n.id for n in self.nodes.values() if n.role is role]
-
     @property
     def benchmarks(self) -> list[str]:
         """The benchmarks whose env nodes the graph uses."""
-        return sorted({n.nodeset.name for n in self.nodes.values() if n.nodeset.owner.value == "env"})
+        from hylo.graph.env_nodes import EnvNode
+
+        return sorted({n.cls.benchmark for n in self.nodes.values() if issubclass(n.cls, EnvNode)})
 
 
 _ROLE_BAND = {
@@ -242,6 +241,16 @@ def compile_graph(graph: Graph, *, allow_import: bool = True, nodesets: Mapping[
                  f"{wanted[1]}")  # fmt: skip
         if loop_in is None and node.role in (Role.ACTUATOR, Role.POLICY, Role.OBSERVE):
             fail(node.id, "misplaced_node", f"{node.cls.type_name} {node.id!r} needs a loop (iterIn / iterOut)")
+    resets = {n.nodeset.name for n in planned.values() if n.role is Role.RESET}
+    for node in planned.values():
+        if (
+            node.role in (Role.OBSERVE, Role.ACTUATOR)
+            and node.cls.owner is Owner.ENV
+            and node.nodeset.name not in resets
+        ):
+            env = node.nodeset.name
+            fail(node.id, "no_reset", f"{node.cls.type_name} {node.id!r} uses the {env} env, which no reset node "
+                 f"brings to the placed episode (add a {env}.reset before the loop)")  # fmt: skip
     for role, what in ((Role.ACTUATOR, "step"), (Role.POLICY, "policy")):
         found = [n.id for n in planned.values() if n.role is role]
         for extra in found[1:]:
@@ -265,6 +274,14 @@ def compile_graph(graph: Graph, *, allow_import: bool = True, nodesets: Mapping[
                  f"{sorted(used)}")  # fmt: skip
         elif name == "core" and options.mode == "server":
             fail(None, "bad_nodeset_mode", "the core nodeset (loop pivots, containers) runs inside the executor")
+
+    placement = graph.placement
+    from hylo.graph.env_nodes import EnvNode
+
+    env_sets = {n.cls.benchmark for n in planned.values() if issubclass(n.cls, EnvNode)}
+    if placement is not None and env_sets and placement.benchmark not in env_sets:
+        fail(None, "bad_placement", f"the placement names benchmark {placement.benchmark!r}, but the graph's env "
+             f"nodes are {sorted(env_sets)}'s")  # fmt: skip
 
     if errors:
         raise GraphInvalid(graph.name, errors)

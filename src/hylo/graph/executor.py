@@ -208,7 +208,6 @@ class GraphRunner:
         self._listens = bool(self._signals) or bool(len(self.containers))
         self._finishes = [lv for lv in self._live.values() if overrides(lv.node, "finish")]
         self._evaluate = next((lv for lv in self._live.values() if lv.planned.role is Role.EVALUATE), None)
-        self._observers = [lv for lv in self._live.values() if lv.planned.role in (Role.RESET, Role.OBSERVE)]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._executor = ChunkExecutor()
         self._outs: dict[str, dict[str, Any]] = {}
@@ -238,7 +237,15 @@ class GraphRunner:
         self._outs = {}
         self.checkpoints.clear()
         stopped = False
+        recorded = not bus.critical_failures  # a critical recorder that failed before records nothing now
         try:
+            if not recorded:
+                subscriber, exc = bus.critical_failures[0]
+                raise _EndEpisode(self._end(
+                    EpisodeStatus.INFRA_INVALID,
+                    f"trace recorder {subscriber!r} failed in an earlier episode; nothing records this one",
+                    _raised("recorder", exc),
+                ))  # fmt: skip
             placed = (task.episode_id, task.digest)
             if self.auto_episode_reset and self._last_task != placed:
                 self._signal(Signal.EPISODE_RESET)
@@ -279,6 +286,8 @@ class GraphRunner:
             outcome = self._end(EpisodeStatus.INFRA_INVALID, _raised("graph executor", exc), _detail(exc))
         if self._step_open:
             outcome = self._closing_signal(Signal.STEP_END, outcome)
+        if recorded and bus.critical_failures:
+            outcome = self._recorder_failed(outcome)
         if bus.active:
             bus.emit_trusted(
                 EpisodeEndEvent,
@@ -289,6 +298,8 @@ class GraphRunner:
                 safety_interventions=outcome.safety_interventions,
                 detail=outcome.detail,
             )
+            if recorded and bus.critical_failures and outcome.status is not EpisodeStatus.INFRA_INVALID:
+                outcome = self._recorder_failed(outcome)  # it failed on episode.end itself
         for live in self._finishes:
             try:
                 live.node.finish(outcome)
@@ -628,8 +639,9 @@ class GraphRunner:
             if judged is None:
                 return self._end(EpisodeStatus.ERROR, f"{self._evaluate.label} did not fire: a required input of it "
                                  "got no value")  # fmt: skip
-            success = bool(judged.get("success"))
             metrics = dict(judged.get("metrics") or {})
+            if success and not judged.get("success"):  # a judge may deny the env's success, never invent one
+                return self._end(EpisodeStatus.FAILURE, "judged unsuccessful", metrics=metrics)
         if success:
             return self._end(EpisodeStatus.SUCCESS, "success", metrics=metrics)
         if last.get("terminated"):
@@ -638,11 +650,16 @@ class GraphRunner:
             reason = "truncated"
         elif stopped:
             reason = "stopped"
-        elif last.get("success"):
-            reason = "judged unsuccessful"
         else:
             reason = "max_steps"
         return self._end(EpisodeStatus.FAILURE, reason, metrics=metrics)
+
+    def _recorder_failed(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
+        subscriber, exc = self.bus.critical_failures[0]
+        reason = f"trace recorder {subscriber!r} failed: {_raised('recorder', exc)}"
+        return dataclasses.replace(
+            outcome, status=EpisodeStatus.INFRA_INVALID, success=False, reason=reason, detail=_detail(exc)
+        )
 
     def _node_failed(self, live: _Live, exc: BaseException) -> EpisodeOutcome:
         if isinstance(exc, NodesetCrashed):

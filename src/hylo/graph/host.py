@@ -136,7 +136,7 @@ class Host:
             except UnknownChoice:  # an env nodeset that is not a benchmark's
                 benchmark = None
         if benchmark is not None:
-            self.env = env = benchmark.make_env()
+            self.env = env = benchmark.make_env(render_images=bool(message.get("render_images")))
             self.runtime = Runtime(worker=worker, envs=self._env, benchmark=benchmark, env_spec=env.spec,
                                    env_capabilities=env.capabilities, allow_import=allow_import)  # fmt: skip
         else:

@@ -35,8 +35,6 @@ class NodeSpec(_Strict):
 
 
 class EdgeSpec(_Strict):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
     source: str = Field(min_length=1)
     sourceHandle: str = Field(min_length=1)
     target: str = Field(min_length=1)

@@ -92,6 +92,8 @@ class Runtime:
         if self.on_images is not None:
             self.on_images()
             return
+        if self.envs is None:  # a subprocess without the env: whoever built the env decided (graph_needs_images)
+            return
         env = self.env(benchmark)
         if hasattr(env, "render_images"):
             env.render_images = True

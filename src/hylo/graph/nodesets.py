@@ -128,6 +128,9 @@ def node_type(
     nodeset_name, _ = split_type(type_name)
     nodeset = get_nodeset(nodeset_name, allow_import=allow_import, extra=extra)
     cls = nodeset.types.get(type_name)
+    if cls is None and "." not in type_name:
+        builtin = sorted(t for name in BUILTIN for t in _builtin(name).types)
+        raise UnknownChoice("node type (other nodesets' types are named <nodeset>.<node>):", type_name, builtin)
     if cls is None:
         raise UnknownChoice(f"node type in nodeset {nodeset.name!r}:", type_name, sorted(nodeset.types))
     return nodeset, cls
@@ -139,7 +142,7 @@ def all_schemas(
     """Every node type's schema, grouped by nodeset (for `hylo nodes --json` and the canvas' palette). A nodeset that
     cannot be loaded here (a benchmark missing its package) is reported through `on_error` and left out."""
     out: list[dict[str, object]] = []
-    for name in names or registered_nodesets():
+    for name in dict.fromkeys(names or registered_nodesets()):
         try:
             nodeset = get_nodeset(name)
             nodes = [cls.schema() for cls in nodeset.nodes]

@@ -2,7 +2,8 @@
 (`python -m hylo.graph.host`), one per worker, tagged `<nodeset>#<k>` where k is the worker's index (`w1` and its
 replacements `w1.2`, `w1.3` → 1; `main` → 0).
 
-The worker reaches it over a unix-domain socket in a private temporary directory: length-prefixed msgpack frames,
+The worker reaches it over a unix-domain socket in a private temporary directory (removed as soon as the
+subprocess has connected): length-prefixed msgpack frames,
 each request answered by one reply, in order. Arrays of bool, integer and float dtypes travel raw (the vla-eval
 codec's encoding); tuples, numpy scalars, observations, action chunks, tasks, step results, outcomes and signals keep
 their types; anything else travels pickled (both ends are this worker and its own child).
@@ -27,7 +28,7 @@ nodes up in it again.
 
 A subprocess dies with its worker (Linux: PR_SET_PDEATHSIG, which the kernel sends when the *thread* that started it
 ends, so start it from a thread that outlives the runner) and when its socket closes; `close()` asks each to stop,
-kills the ones that do not within `stop_grace_s`, and removes the temporary directory.
+kills the ones that do not within `stop_grace_s`.
 """
 
 from __future__ import annotations
@@ -294,19 +295,29 @@ class _Launch:
     allow_import: bool
     start_timeout_s: float
     stop_grace_s: float
+    render_images: bool = False
     directory: str | None = None
     sockets: int = 0
 
     def socket_path(self) -> str:
+        """A fresh socket path in a private (0700) temporary directory."""
         if self.directory is None:
             self.directory = tempfile.mkdtemp(prefix="hylo-nodesets-")
         self.sockets += 1
         return os.path.join(self.directory, f"{self.sockets}.sock")
 
+    def release(self, path: str) -> None:
+        """Remove a socket path and its directory once the subprocess has connected (or failed to)."""
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+
     def init(self) -> dict[str, Any]:
         return {"path": list(sys.path), "worker": self.worker, "benchmark": self.placement,
                 "env_spec": self.env_spec, "env_capabilities": self.env_capabilities,
-                "allow_import": self.allow_import}  # fmt: skip
+                "allow_import": self.allow_import, "render_images": self.render_images}  # fmt: skip
 
 
 class _Server:
@@ -324,8 +335,8 @@ class _Server:
         self.dead: str | None = None  # how it died, once a call found out (and raised NodesetCrashed)
         self._poller: select.poll | None = None
         self._next = 0
-        self._replies: dict[int, dict[str, Any]] = {}
-        self._dropped: set[int] = set()
+        self._in_flight: int | None = None  # the request whose reply has not been read yet
+        self._replies: dict[int, dict[str, Any]] = {}  # replies read early, by request id
 
     # -- lifecycle --------------------------------------------------------------------------------------------------
 
@@ -349,8 +360,7 @@ class _Server:
             self.sock = self._accept(listener, deadline)
         finally:
             listener.close()
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            launch.release(path)  # a connected socket needs no path: nothing is left on disk once it is up
         self._poller = select.poll()
         self._poller.register(self.sock, select.POLLIN)
         try:
@@ -408,7 +418,7 @@ class _Server:
         process, sock = self.process, self.sock
         self.process = self.sock = self._poller = None
         self._replies.clear()
-        self._dropped.clear()
+        self._in_flight = None
         if sock is not None:
             if grace > 0 and process is not None and process.poll() is None:
                 with contextlib.suppress(OSError):
@@ -430,33 +440,28 @@ class _Server:
     # -- calls ------------------------------------------------------------------------------------------------------
 
     def send(self, op: str, **fields: Any) -> int:
-        """Send a request; returns its id (for `receive`)."""
+        """Send a request; returns its id (for `receive`). One request is in flight at a time: the reply to the one
+        before is read (and kept) first, so that neither side can block writing into a full socket."""
         if self.sock is None:
             self._crashed()
+        while self._in_flight is not None:
+            self._read(None)
         self._next += 1
         data = encode_frame({"id": self._next, "op": op, **fields})
         try:
             self.sock.sendall(data)
         except OSError:
             self._crashed()
+        self._in_flight = self._next
         return self._next
 
     def receive(self, request: int, *, deadline: float | None = None) -> Any:
         """The reply to `request`: its value, or the node's exception raised again."""
-        reply = self._replies.pop(request, None)
-        while reply is None:
-            if self.sock is None:
-                self._crashed()
-            message = read_frame(self.sock, functools.partial(self._wait, deadline))
-            if message is None:
-                self._crashed()
-            got = int(message.get("id", -1))
-            if got == request:
-                reply = message
-            elif got in self._dropped:
-                self._dropped.discard(got)
-            else:
-                self._replies[got] = message
+        while request not in self._replies:
+            if self._in_flight != request:
+                raise RuntimeError(f"nodeset {self.tag}: no request {request} is waiting for a reply")
+            self._read(deadline)
+        reply = self._replies.pop(request)
         if "error" in reply:
             raise rebuild_error(reply["error"])
         return reply.get("value")
@@ -464,10 +469,22 @@ class _Server:
     def call(self, op: str, **fields: Any) -> Any:
         return self.receive(self.send(op, **fields))
 
-    def drop(self, request: int) -> None:
+    def discard(self, request: int) -> None:
         """Forget a request whose reply nobody will wait for (its episode ended first)."""
-        if self._replies.pop(request, None) is None:
-            self._dropped.add(request)
+        if self._in_flight == request:
+            self._read(None)
+        self._replies.pop(request, None)
+
+    def _read(self, deadline: float | None) -> None:
+        if self.sock is None:
+            self._crashed()
+        message = read_frame(self.sock, functools.partial(self._wait, deadline))
+        if message is None:
+            self._crashed()
+        got = int(message.get("id", -1))
+        if got == self._in_flight:
+            self._in_flight = None
+        self._replies[got] = message
 
     def _wait(self, deadline: float | None) -> None:
         assert self._poller is not None and self.process is not None
@@ -529,7 +546,7 @@ class NodeProxy(Node):
     def begin(self, inputs: dict[str, Any]) -> None:
         """Send the forward request (the executor collects the replies of one level's nodes with `end`)."""
         if self._pending is not None:
-            self._server.drop(self._pending)
+            self._server.discard(self._pending)
             self._pending = None
         step = self._run.step if self._run is not None else 0
         self._pending = self._server.send("forward", node=self.id, inputs=inputs, step=step)
@@ -605,6 +622,7 @@ class ServerNodesets:
       by default the runtime's benchmark name, env spec and capabilities
     - `start_timeout_s`: how long a subprocess may take to connect and build its runtime
     - `stop_grace_s`: how long `close()` lets a subprocess close its nodes before killing it
+    - `render_images`: an env nodeset's subprocess builds its env rendering camera frames (the graph needs them)
     """
 
     def __init__(
@@ -616,6 +634,7 @@ class ServerNodesets:
         env_capabilities: EnvCapabilities | None = None,
         start_timeout_s: float = START_TIMEOUT_S,
         stop_grace_s: float = STOP_GRACE_S,
+        render_images: bool = False,
     ) -> None:
         if not start_timeout_s > 0:
             raise ValueError(f"start_timeout_s must be > 0, got {start_timeout_s!r}")
@@ -630,6 +649,7 @@ class ServerNodesets:
             allow_import=runtime.allow_import,
             start_timeout_s=start_timeout_s,
             stop_grace_s=stop_grace_s,
+            render_images=render_images,
         )
         self._servers: dict[str, _Server] = {}
         self._close = weakref.finalize(self, _shutdown, self._servers, self._launch)
@@ -657,7 +677,7 @@ class ServerNodesets:
         return {server.tag: server.pid for server in self._servers.values()}
 
     def close(self) -> None:
-        """Stop every subprocess (each closes its nodes and env) and remove the sockets' directory; idempotent."""
+        """Stop every subprocess (each closes its nodes and env); idempotent."""
         self._close()
 
 
@@ -667,5 +687,3 @@ def _shutdown(servers: dict[str, _Server], launch: _Launch) -> None:
             server.stop(launch.stop_grace_s)
         except Exception as exc:  # one stuck subprocess must not keep the others alive
             log.warning("nodeset %s: failed to stop: %r", server.tag, exc)
-    if launch.directory is not None:
-        shutil.rmtree(launch.directory, ignore_errors=True)
