@@ -109,6 +109,8 @@ def _episodes(
         with GraphRunner(plan, runtime, bus=bus, max_steps=bench.default_step_budget(task), remote=remote) as runner:
             if remote is not None:
                 assert set(remote.replicas) == {f"{name}#0" for name in server}
+                # the experts have no on_step / on_signal: their server-mode proxies make no call for them
+                assert "reason" not in {live.id for live in runner._after_step + runner._signals}
             for index in range(episodes):
                 outcome = runner.run(bench.task_instance(split, task, index))
                 actions = [event.action for event in recorder.of("action")]

@@ -65,9 +65,10 @@ class InvalidAction(HyloError):
 class SignalFailed(HyloError, RuntimeError):
     """The agent failed on a lifecycle signal delivered between episodes (`Kernel.signal`), e.g. `episode_reset`
     from an env panel. `reason` is the episode-style reason (`agent on_signal raised ...`); the episode the signal
-    opened is the agent's `error`."""
+    opened gets `status` (the agent's `error`; `infra_invalid` when a graph's env nodeset crashed on it)."""
 
-    def __init__(self, reason: str, detail: str | None = None) -> None:
+    def __init__(self, reason: str, detail: str | None = None, status: str = "error") -> None:
         super().__init__(reason)
         self.reason = reason
         self.detail = detail
+        self.status = status

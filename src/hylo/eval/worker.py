@@ -320,8 +320,9 @@ class EpisodeWorker:
         started = time.time()
         try:
             task = driver.place(planned.split, planned.task, planned.index, planned.base_seed)
-        except SignalFailed as exc:  # the agent failed on the placement's episode_reset: its episode, its error
-            task, outcome = planned, EpisodeOutcome(EpisodeStatus.ERROR, False, 0, exc.reason, detail=exc.detail)
+        except SignalFailed as exc:  # the placement's episode_reset failed: that episode's error (or infra_invalid)
+            status = EpisodeStatus(exc.status)
+            task, outcome = planned, EpisodeOutcome(status, False, 0, exc.reason, detail=exc.detail)
         else:
             if task.episode_id != planned.episode_id:
                 raise HyloError(f"panel placed {task.episode_id}, the runner planned {planned.episode_id}")

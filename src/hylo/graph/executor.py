@@ -313,7 +313,7 @@ class GraphRunner:
         try:
             self._signal(Signal(signal))
         except _EndEpisode as end:
-            raise SignalFailed(end.outcome.reason, end.outcome.detail) from None
+            raise SignalFailed(end.outcome.reason, end.outcome.detail, end.outcome.status.value) from None
 
     def close(self) -> None:
         """Close every node once (an agent's connection, a server-mode nodeset's subprocess)."""

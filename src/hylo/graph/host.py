@@ -163,7 +163,7 @@ class Host:
             raise KeyError(f"no node {node_id!r} in subprocess {self.tag}; it has {sorted(self.nodes)}")
         return node
 
-    def _setup(self, message: dict[str, Any]) -> None:
+    def _setup(self, message: dict[str, Any]) -> dict[str, bool]:
         assert self.nodeset is not None
         type_name = message.get("type")
         cls = self.nodeset.types.get(type_name) if isinstance(type_name, str) else None
@@ -175,6 +175,7 @@ class Host:
         for spec in getattr(node, "container_specs", ()) or ():
             self.containers.add(spec)
         self.nodes[node.id] = node
+        return {"wants_signals": bool(node.wants_signals), "wants_steps": bool(node.wants_steps)}
 
     def _start(self, message: dict[str, Any]) -> None:
         node = self._node(message)

@@ -532,8 +532,12 @@ class NodeProxy(Node):
         return {"node": self.id, "type": self._type.type_name, "config": self._raw_config}
 
     def setup(self, runtime: Runtime) -> None:
-        """Build the node in the subprocess and set it up there (with the subprocess' own runtime)."""
-        self._server.call("setup", **self.setup_request())
+        """Build the node in the subprocess and set it up there (with the subprocess' own runtime); it says which of
+        its hooks it wants (an agent without `on_step` costs no call per step)."""
+        wants = self._server.call("setup", **self.setup_request())
+        if isinstance(wants, dict):
+            self.wants_signals = bool(wants.get("wants_signals", True))
+            self.wants_steps = bool(wants.get("wants_steps", True))
         self.set_up = True
 
     def start(self, run: RunContext) -> None:
