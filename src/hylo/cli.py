@@ -244,25 +244,32 @@ def _spec_from_flags(args: argparse.Namespace) -> EvalSpec:
         tasks=args.tasks,
         agent=args.agent,
         agent_args=parse_agent_args(args.agent_args),
-        episodes=args.episodes,
-        seed=args.seed,
-        max_steps=args.max_steps,
-        act_timeout=args.act_timeout,
-        shield=not args.no_shield,
         timing=args.timing,
         timing_options=timing_options,
-        log_dir=str(args.log_dir),
-        run_id=args.run_id,
-        fresh=args.fresh,
-        video=args.video,
-        strict=args.strict,
-        workers=args.workers,
-        backend=args.backend,
-        address=args.address,
-        retry_infra=args.retry_infra,
-        max_infra_failures=args.max_infra_failures,
-        episode_timeout=args.episode_timeout,
+        **run_options(args),
     )
+
+
+def run_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The EvalSpec fields of the options `_add_run_options` added (shared by `hylo eval` and `hylo graph run`)."""
+    return {
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "max_steps": args.max_steps,
+        "act_timeout": args.act_timeout,
+        "shield": not args.no_shield,
+        "log_dir": str(args.log_dir),
+        "run_id": args.run_id,
+        "fresh": args.fresh,
+        "video": args.video,
+        "strict": args.strict,
+        "workers": args.workers,
+        "backend": args.backend,
+        "address": args.address,
+        "retry_infra": args.retry_infra,
+        "max_infra_failures": args.max_infra_failures,
+        "episode_timeout": args.episode_timeout,
+    }
 
 
 def _spec_file(args: argparse.Namespace) -> EvalSpec:

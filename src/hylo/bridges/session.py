@@ -16,7 +16,6 @@ import hashlib
 import logging
 import threading
 import time
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,6 +29,7 @@ from hylo.core.agent import AgentRequirements, agent_name
 from hylo.core.bus import EventBus
 from hylo.core.chunk import ChunkExecutor, as_chunk
 from hylo.core.context import EpisodeContext
+from hylo.core.episode import detail_of, raised
 from hylo.core.errors import AgentTimeout, InvalidAction, SafetyAbort
 from hylo.core.events import (
     ActionEvent,
@@ -56,16 +56,6 @@ _INT64_LIMIT = 2**63
 
 class EpisodeRefused(Exception):
     """The session cannot answer this observation with an action; the message is what the harness is told."""
-
-
-def _raised(who: str, exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{who} raised {type(exc).__name__}" + (f": {first}" if first else "")
-
-
-def _detail(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(exc)).strip()
 
 
 def _storable(value: Any) -> bool:
@@ -282,7 +272,7 @@ class ServedSession:
         try:
             reset(ctx)
         except Exception as exc:
-            self._finish(EpisodeStatus.ERROR, _raised("agent reset", exc), _detail(exc))
+            self._finish(EpisodeStatus.ERROR, raised("agent reset", exc), detail_of(exc))
 
     def act(self, payload: Mapping[str, Any]) -> np.ndarray[Any, Any]:
         """OBSERVATION: the next action, reviewed by the shield, as the array an ACTION carries. The agent is asked
@@ -307,7 +297,7 @@ class ServedSession:
             except AgentTimeout as exc:
                 raise self._refuse(EpisodeStatus.ERROR, "timeout", str(exc)) from None
             except Exception as exc:
-                raise self._refuse(EpisodeStatus.ERROR, _raised("agent", exc), _detail(exc)) from None
+                raise self._refuse(EpisodeStatus.ERROR, raised("agent", exc), detail_of(exc)) from None
             latency = time.perf_counter() - t0
             executor.load(chunk)
             bus.emit_trusted(
@@ -346,7 +336,7 @@ class ServedSession:
             raise self._refuse(EpisodeStatus.ERROR, f"agent returned a malformed action: {exc}") from None
         except Exception as exc:
             raise self._refuse(
-                EpisodeStatus.ERROR, _raised("shield review of the agent's action", exc), _detail(exc)
+                EpisodeStatus.ERROR, raised("shield review of the agent's action", exc), detail_of(exc)
             ) from None
         if review.modified:
             episode.interventions += 1
@@ -468,13 +458,13 @@ class ServedSession:
                 detail=detail,
             )
         except Exception as exc:
-            detail = _joined(detail, _raised("tracing the episode's end", exc))
+            detail = _joined(detail, raised("tracing the episode's end", exc))
         on_end = getattr(self.agent, "on_episode_end", None)
         if on_end is not None:
             try:
                 on_end(outcome)
             except Exception as exc:
-                detail = _joined(detail, _raised("agent on_episode_end", exc))
+                detail = _joined(detail, raised("agent on_episode_end", exc))
         row = episode.row(replace(outcome, detail=detail), time.time(), self.connection)
         trace = self._trace.take()
         if self._take(episode):
@@ -487,7 +477,7 @@ class ServedSession:
             self.run.record(row, trace)
             return
         except Exception as exc:
-            failure = _raised("recording the episode", exc)
+            failure = raised("recording the episode", exc)
         log.warning("%s: %s; recording %s without its trace", self.connection, failure, row.episode_id)
         fallback = replace(
             row,

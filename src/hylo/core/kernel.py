@@ -7,12 +7,9 @@ arguments) raise, from the constructor.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import logging
 import math
 import time
-import traceback
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -22,6 +19,17 @@ from hylo.core.bus import EventBus
 from hylo.core.chunk import ActionChunk, ChunkExecutor, as_chunk
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
+from hylo.core.episode import (
+    FAULTS,
+    EndEpisode,
+    detail_of,
+    noted,
+    raised,
+    trace_end,
+    trace_start,
+    traced_review,
+    unrecorded,
+)
 from hylo.core.errors import (
     AgentTimeout,
     IncompatibleComponents,
@@ -31,12 +39,8 @@ from hylo.core.errors import (
     SimulationDiverged,
 )
 from hylo.core.events import (
-    ActionEvent,
     AgentChunkEvent,
-    EpisodeEndEvent,
-    EpisodeStartEvent,
     ObservationEvent,
-    SafetyReviewEvent,
     SignalEvent,
     StepResultEvent,
 )
@@ -49,26 +53,6 @@ from hylo.core.types import Action, Observation, TaskInstance
 from hylo.core.worker import AgentWorker, Call
 
 log = logging.getLogger(__name__)
-
-
-_FAULTS = (Exception, asyncio.CancelledError)
-"""What a component may raise that ends an episode (KeyboardInterrupt and SystemExit still stop the program)."""
-
-
-class _EndEpisode(Exception):
-    """Internal: carries an episode's outcome out of the loop."""
-
-    def __init__(self, outcome: EpisodeOutcome) -> None:
-        self.outcome = outcome
-
-
-def _raised(who: str, exc: BaseException) -> str:
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{who} raised {type(exc).__name__}" + (f": {message}" if message else "")
-
-
-def _detail(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(exc)).strip()
 
 
 def _obs_summary(obs: Any) -> dict[str, Any]:
@@ -178,61 +162,24 @@ class Kernel:
         self._interventions = 0
         self._return = 0.0
         self._executor.clear()
-        recorded = not bus.critical_failures  # a critical recorder that failed before records nothing now
+        lost = unrecorded(bus)  # a critical recorder that failed before records nothing now
         try:
-            if not recorded:
-                subscriber, exc = bus.critical_failures[0]
-                raise _EndEpisode(
-                    self._end(
-                        EpisodeStatus.INFRA_INVALID,
-                        f"trace recorder {subscriber!r} failed in an earlier episode; nothing records this one",
-                        _raised("recorder", exc),
-                    )
-                )
+            if lost is not None:
+                raise EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, *lost))
             placed = (task.episode_id, task.digest)
             if self.auto_episode_reset and self._last_task != placed:
                 self._signal(Signal.EPISODE_RESET)
             self._last_task = placed
             self._signal(Signal.RUN_START)
-            if bus.active:
-                bus.emit_trusted(
-                    EpisodeStartEvent,
-                    task={
-                        "episode_id": task.episode_id,
-                        "benchmark": task.benchmark,
-                        "split": task.split,
-                        "task": task.task,
-                        "index": task.index,
-                        "base_seed": task.base_seed,
-                        "instruction": task.instruction,
-                    },
-                    task_digest=task.digest,
-                    seed=task.seed,
-                    agent=self.agent_name,
-                    guards=self.shield.guard_names,
-                    timing=self.timing.mode,
-                )
+            trace_start(bus, task, agent=self.agent_name, guards=self.shield.guard_names, timing=self.timing.mode)
             outcome = self._episode(task)
-        except _EndEpisode as end:
+        except EndEpisode as end:
             outcome = end.outcome
-        except _FAULTS as exc:  # a fault in hylo itself, or in a trace subscriber's plumbing: not the agent's
-            outcome = self._end(EpisodeStatus.INFRA_INVALID, _raised("kernel", exc), _detail(exc))
+        except FAULTS as exc:  # a fault in hylo itself, or in a trace subscriber's plumbing: not the agent's
+            outcome = self._end(EpisodeStatus.INFRA_INVALID, raised("kernel", exc), detail_of(exc))
         if self._step_open:  # the episode ended mid-step: close the iteration so step containers clear
             outcome = self._closing_signal(Signal.STEP_END, outcome)
-        if recorded and bus.critical_failures:
-            outcome = self._recorder_failed(outcome)
-        if bus.active:
-            bus.emit_trusted(
-                EpisodeEndEvent,
-                status=outcome.status.value,
-                success=outcome.success,
-                steps=outcome.steps,
-                reason=outcome.reason,
-                safety_interventions=outcome.safety_interventions,
-                detail=outcome.detail,
-            )
-            if recorded and bus.critical_failures and outcome.status is not EpisodeStatus.INFRA_INVALID:
-                outcome = self._recorder_failed(outcome)  # it failed on episode.end itself
+        outcome = trace_end(bus, outcome, recorded=lost is None)
         return self._finish(outcome)
 
     def signal(self, signal: Signal | str) -> None:
@@ -248,7 +195,7 @@ class Kernel:
                         f"{Signal(signal).value} signal waits behind it",
                     )
                 self._check_worker(self._worker)
-        except _EndEpisode as end:
+        except EndEpisode as end:
             raise SignalFailed(end.outcome.reason, end.outcome.detail) from None
 
     def close(self) -> None:
@@ -275,8 +222,8 @@ class Kernel:
             )
         try:
             obs = self.env.reset(task)
-        except _FAULTS as exc:
-            return self._end(EpisodeStatus.INFRA_INVALID, _raised("env reset", exc), _detail(exc))
+        except FAULTS as exc:
+            return self._end(EpisodeStatus.INFRA_INVALID, raised("env reset", exc), detail_of(exc))
         if self.bus.active:
             self.bus.emit_trusted(ObservationEvent, obs=_obs_summary(obs))
         ctx = EpisodeContext(
@@ -298,7 +245,7 @@ class Kernel:
             else:
                 try:
                     reset(ctx)
-                except _FAULTS as exc:
+                except FAULTS as exc:
                     return self._agent_failed(exc, "agent reset")
         if isinstance(self.timing, SyncTiming):
             return self._sync_loop(obs)
@@ -372,8 +319,8 @@ class Kernel:
                 holds += 1
                 try:
                     hold = self.env.hold_action()
-                except _FAULTS as exc:
-                    return self._end(EpisodeStatus.INFRA_INVALID, _raised("env hold_action", exc), _detail(exc))
+                except FAULTS as exc:
+                    return self._end(EpisodeStatus.INFRA_INVALID, raised("env hold_action", exc), detail_of(exc))
                 obs = self._advance(hold, True)
             else:
                 holds = 0
@@ -391,22 +338,22 @@ class Kernel:
         t0 = time.perf_counter()
         try:
             raw = self._act(obs)
-        except _FAULTS as exc:
-            raise _EndEpisode(self._agent_failed(exc)) from None
+        except FAULTS as exc:
+            raise EndEpisode(self._agent_failed(exc)) from None
         latency = time.perf_counter() - t0
         return self._accept(raw, latency), latency
 
     def _accept(self, raw: object, latency: float) -> ActionChunk:
         """Turn what `act` returned into a chunk and enforce the soft timeout."""
         if self.act_timeout_s is not None and latency > self.act_timeout_s:
-            raise _EndEpisode(self._agent_failed(AgentTimeout(latency, self.act_timeout_s)))
+            raise EndEpisode(self._agent_failed(AgentTimeout(latency, self.act_timeout_s)))
         try:
             chunk = as_chunk(raw)
             if not chunk.actions or not 1 <= chunk.execution_steps <= len(chunk.actions):
                 raise ValueError(f"{chunk!r} has no action to execute")
         except (TypeError, ValueError) as exc:
-            raise _EndEpisode(
-                self._end(EpisodeStatus.ERROR, f"agent returned an invalid chunk: {exc}", _detail(exc))
+            raise EndEpisode(
+                self._end(EpisodeStatus.ERROR, f"agent returned an invalid chunk: {exc}", detail_of(exc))
             ) from None
         return chunk
 
@@ -428,32 +375,25 @@ class Kernel:
         """Review, execute and trace one action; return the new observation or end the episode."""
         bus = self.bus
         try:
-            review = self.shield.review(action, self.spec.action_space)
+            review = traced_review(self.shield, action, self.spec.action_space, bus, step=self._steps, hold=hold)
         except SafetyAbort as abort:
             self._interventions += 1
-            if bus.active:
-                bus.emit_trusted(
-                    SafetyReviewEvent, approved=False, modified=False, reasons=[abort.reason], guard=abort.guard
-                )
             if hold:
-                raise _EndEpisode(self._hold_failed(f"shield rejected it: {abort}")) from None
-            raise _EndEpisode(self._end(EpisodeStatus.SAFETY_ABORT, f"{abort.guard}: {abort.reason}")) from None
+                raise EndEpisode(self._hold_failed(f"shield rejected it: {abort}")) from None
+            raise EndEpisode(self._end(EpisodeStatus.SAFETY_ABORT, f"{abort.guard}: {abort.reason}")) from None
         except InvalidAction as exc:  # not unsafe but malformed: the agent's bug, not a safety event
             if hold:
-                raise _EndEpisode(self._hold_failed(str(exc))) from None
-            raise _EndEpisode(self._end(EpisodeStatus.ERROR, f"agent returned a malformed action: {exc}")) from None
-        except _FAULTS as exc:  # a guard choked on the action's form
+                raise EndEpisode(self._hold_failed(str(exc))) from None
+            raise EndEpisode(self._end(EpisodeStatus.ERROR, f"agent returned a malformed action: {exc}")) from None
+        except FAULTS as exc:  # a guard choked on the action's form
             if hold:
-                raise _EndEpisode(self._hold_failed(_raised("shield review", exc))) from None
-            raise _EndEpisode(
-                self._end(EpisodeStatus.ERROR, _raised("shield review of the agent's action", exc), _detail(exc))
+                raise EndEpisode(self._hold_failed(raised("shield review", exc))) from None
+            raise EndEpisode(
+                self._end(EpisodeStatus.ERROR, raised("shield review of the agent's action", exc), detail_of(exc))
             ) from None
         if review.modified:
             self._interventions += 1
             self._executor.clear()
-        if bus.active:
-            bus.emit_trusted(SafetyReviewEvent, approved=True, modified=review.modified, reasons=list(review.reasons))
-            bus.emit_trusted(ActionEvent, step=self._steps, action=jsonable(review.action), hold=hold)
         try:
             result = self.env.step(review.action)
             obs, info = result.obs, result.info
@@ -462,15 +402,15 @@ class Kernel:
             if not isinstance(info, Mapping):
                 raise TypeError(f"StepResult.info must be a mapping, got {type(info).__name__}")
         except SimulationDiverged as exc:
-            raise _EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, str(exc), _detail(exc))) from None
+            raise EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, str(exc), detail_of(exc))) from None
         except InvalidAction as exc:
             if hold:
-                raise _EndEpisode(self._hold_failed(f"env rejected it: {exc}")) from None
-            raise _EndEpisode(
-                self._end(EpisodeStatus.ERROR, f"env rejected the agent's action: {exc}", _detail(exc))
+                raise EndEpisode(self._hold_failed(f"env rejected it: {exc}")) from None
+            raise EndEpisode(
+                self._end(EpisodeStatus.ERROR, f"env rejected the agent's action: {exc}", detail_of(exc))
             ) from None
-        except _FAULTS as exc:
-            raise _EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, _raised("env step", exc), _detail(exc))) from None
+        except FAULTS as exc:
+            raise EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, raised("env step", exc), detail_of(exc))) from None
         self._steps += 1
         self._return += reward
         if bus.active:
@@ -490,11 +430,11 @@ class Kernel:
         if self._listens or bus.active:
             self._signal(Signal.STEP_END)
         if success:
-            raise _EndEpisode(self._end(EpisodeStatus.SUCCESS, "success"))
+            raise EndEpisode(self._end(EpisodeStatus.SUCCESS, "success"))
         if terminated:
-            raise _EndEpisode(self._end(EpisodeStatus.FAILURE, "terminated"))
+            raise EndEpisode(self._end(EpisodeStatus.FAILURE, "terminated"))
         if truncated:
-            raise _EndEpisode(self._end(EpisodeStatus.FAILURE, "truncated"))
+            raise EndEpisode(self._end(EpisodeStatus.FAILURE, "truncated"))
         return obs  # type: ignore[return-value]
 
     # -- signals and endings ------------------------------------------------------------------------------------
@@ -522,8 +462,8 @@ class Kernel:
             return
         try:
             fn(arg)
-        except _FAULTS as exc:
-            raise _EndEpisode(self._agent_failed(exc, who)) from None
+        except FAULTS as exc:
+            raise EndEpisode(self._agent_failed(exc, who)) from None
 
     def _agent_signal(self, signal: Signal) -> None:
         self.containers.on_signal(signal)
@@ -534,8 +474,8 @@ class Kernel:
         """A signal after the verdict: an agent that fails here cannot change the verdict, only add to it."""
         try:
             self._signal(signal)
-        except _EndEpisode as end:
-            return self._note(outcome, end.outcome.reason)
+        except EndEpisode as end:
+            return noted(outcome, end.outcome.reason)
         return outcome
 
     def _finish(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
@@ -546,8 +486,8 @@ class Kernel:
             if on_end is not None:
                 try:
                     on_end(outcome)
-                except _FAULTS as exc:
-                    outcome = self._note(outcome, _raised("agent on_episode_end", exc))
+                except FAULTS as exc:
+                    outcome = noted(outcome, raised("agent on_episode_end", exc))
             return self._closing_signal(Signal.RUN_END, outcome)
         # Wall clock: in turn on the agent's thread, after whatever it is still doing. An act stuck past
         # act_timeout_s is left behind; the next episode waits for it, and ends as `timeout` if it is still stuck.
@@ -558,7 +498,7 @@ class Kernel:
             worker.wait_idle(self.act_timeout_s)
             failure = worker.take_failure()
             if failure is not None and failure.episode == self._serial:
-                outcome = self._note(outcome, _raised(failure.who, failure.error))
+                outcome = noted(outcome, raised(failure.who, failure.error))
             elif failure is not None:
                 log.warning("%s failed after its episode ended: %r", failure.who, failure.error)
         else:
@@ -572,22 +512,15 @@ class Kernel:
         if failure.episode != self._serial:  # from a call of an earlier episode that outlived it
             log.warning("%s failed after its episode ended: %r", failure.who, failure.error)
             return
-        raise _EndEpisode(self._agent_failed(failure.error, failure.who))
+        raise EndEpisode(self._agent_failed(failure.error, failure.who))
 
     def _hold_failed(self, why: str) -> EpisodeOutcome:
         return self._end(EpisodeStatus.INFRA_INVALID, f"env hold action failed: {why}")
 
-    def _recorder_failed(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
-        subscriber, exc = self.bus.critical_failures[0]
-        reason = f"trace recorder {subscriber!r} failed: {_raised('recorder', exc)}"
-        return dataclasses.replace(
-            outcome, status=EpisodeStatus.INFRA_INVALID, success=False, reason=reason, detail=_detail(exc)
-        )
-
     def _agent_failed(self, exc: BaseException, who: str = "agent") -> EpisodeOutcome:
         if isinstance(exc, AgentTimeout):
             return self._end(EpisodeStatus.ERROR, "timeout", str(exc))
-        return self._end(EpisodeStatus.ERROR, _raised(who, exc), _detail(exc))
+        return self._end(EpisodeStatus.ERROR, raised(who, exc), detail_of(exc))
 
     def _end(self, status: EpisodeStatus, reason: str, detail: str | None = None) -> EpisodeOutcome:
         return EpisodeOutcome(
@@ -599,7 +532,3 @@ class Kernel:
             detail=detail,
             metrics={"return": self._return},
         )
-
-    @staticmethod
-    def _note(outcome: EpisodeOutcome, note: str) -> EpisodeOutcome:
-        return dataclasses.replace(outcome, detail=f"{outcome.detail}\n{note}" if outcome.detail else note)

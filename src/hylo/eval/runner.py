@@ -224,21 +224,15 @@ def plan_run(spec: EvalSpec, *, allow_import: bool = True) -> EvalSpec:
     The agent is built once to check its name and arguments. Without `allow_import` (an HTTP request) only
     registered benchmarks and agents are accepted, never an import path. Raises a `HyloError` naming the bad value."""
     from hylo.agents.registry import make_agent
-    from hylo.graph.agent_nodes import ReasonConfig
+    from hylo.graph.agent_nodes import build_agents, close_agents
 
     choose_backend(spec)
     resolved = resolve(spec, allow_import=allow_import)
     if resolved.plan is None:
-        agents = [(resolved.spec.agent, resolved.spec.agent_args)]
+        close_agents({"agent": make_agent(resolved.spec.agent, resolved.spec.agent_args, resolved.benchmark,
+                                          allow_import=allow_import)})  # fmt: skip
     else:
-        agents = [
-            (n.config.agent, n.config.args) for n in resolved.plan.nodes.values() if isinstance(n.config, ReasonConfig)
-        ]
-    for name, args in agents:
-        agent = make_agent(name, args, resolved.benchmark, allow_import=allow_import)
-        close = getattr(agent, "close", None)
-        if callable(close):
-            close()
+        close_agents(build_agents(resolved.plan, resolved.benchmark, allow_import=allow_import))
     make_timing(resolved.spec)
     return resolved.spec.model_copy(update={"run_id": run_id_for(resolved.spec, resolved.budgets), "fresh": False})
 

@@ -29,6 +29,7 @@ from hylo.eval.recording import FrameTap, TraceBuffer, serialize
 from hylo.eval.spec import EvalSpec
 from hylo.eval.store import EpisodeRow
 from hylo.eval.video import video_name
+from hylo.graph.agent_nodes import close_agents
 from hylo.graph.compile import Plan
 from hylo.panels.benchmark import BenchmarkPanel
 
@@ -205,16 +206,22 @@ class EpisodeWorker:
 
         config, spec = self.config, self.config.spec
         resolved = resolve(spec)
+        built: dict[str, Any] = {}  # a graph's agents, built once, until its nodes take them
         if resolved.plan is None:
             if self.agent is None:
                 self.agent = make_agent(spec.agent, spec.agent_args, resolved.benchmark)
             images = needs_images(self.agent)
         else:
-            from hylo.graph.agent_nodes import graph_needs_images
+            from hylo.graph.agent_nodes import build_agents, graph_needs_images
 
-            images = graph_needs_images(resolved.plan, resolved.benchmark)
+            built = build_agents(resolved.plan, resolved.benchmark)
+            images = graph_needs_images(resolved.plan, built)
         first = resolved.tasks[0]
-        env: Environment = BusyEnv(resolved.benchmark.make_env(render_images=images), self.clock)
+        try:
+            env: Environment = BusyEnv(resolved.benchmark.make_env(render_images=images), self.clock)
+        except BaseException:
+            close_agents(built)
+            raise
         try:
             tap = FrameTap(env, agent_needs_images=images) if spec.video else None
             bus = EventBus(run_id=config.run_id)
@@ -222,7 +229,7 @@ class EpisodeWorker:
             shield = SafetyShield() if spec.shield else SafetyShield.permissive()
             kernel: Executes
             if resolved.plan is not None:
-                kernel = self._graph_runner(resolved.plan, resolved.benchmark, tap or env, shield, bus, first, images)
+                kernel = self._graph_runner(resolved.plan, resolved.benchmark, tap or env, shield, bus, first, built)
             else:
                 kernel = Kernel(
                     tap or env,
@@ -248,10 +255,11 @@ class EpisodeWorker:
         shield: SafetyShield,
         bus: EventBus,
         first: str,
-        images: bool,
+        agents: dict[str, Any],
     ) -> Executes:
         """The runner of a graph run: its env nodes use this worker's env; its server-mode nodesets get one
         subprocess each, tagged with this worker's index."""
+        from hylo.graph.agent_nodes import graph_needs_images
         from hylo.graph.executor import GraphRunner
         from hylo.graph.node import Runtime
 
@@ -277,22 +285,26 @@ class EpisodeWorker:
             env_spec=env.spec,
             env_capabilities=env.capabilities,
             privileged=env.privileged_state if env.capabilities.privileged_state and not env_apart else None,
+            agents=agents,
         )
         remote = None
         if any(options.mode == "server" for options in plan.graph.nodesets.values()):
             from hylo.graph.remote import ServerNodesets
 
-            remote = ServerNodesets(runtime, render_images=images)
-        return GraphRunner(
-            plan,
-            runtime,
-            shield=shield,
-            max_steps=self.config.budgets[first],
-            act_timeout_s=self.config.spec.act_timeout,
-            bus=bus,
-            auto_episode_reset=False,
-            remote=remote,
-        )
+            remote = ServerNodesets(runtime, render_images=graph_needs_images(plan, agents))
+        try:
+            return GraphRunner(
+                plan,
+                runtime,
+                shield=shield,
+                max_steps=self.config.budgets[first],
+                act_timeout_s=self.config.spec.act_timeout,
+                bus=bus,
+                auto_episode_reset=False,
+                remote=remote,
+            )
+        finally:
+            close_agents(agents)  # those of server-mode reason nodes, which build their own
 
     def shutdown(self) -> None:
         """Close the panel, the Kernel, the agent (a remote policy's connection, say) and the env, once."""

@@ -62,7 +62,12 @@ class Reason(Node):
         assert isinstance(config, ReasonConfig)
         if runtime.env_spec is None:
             raise NodeFailure(f"node {self.id!r}: an agent needs the env it acts in, and this graph has none")
-        self.agent = make_agent(config.agent, config.args, runtime.benchmark, allow_import=runtime.allow_import)
+        built = runtime.agents.pop(self.id, None)
+        self.agent = (
+            built
+            if built is not None
+            else make_agent(config.agent, config.args, runtime.benchmark, allow_import=runtime.allow_import)
+        )
         check_compatible(runtime.env_spec, self.agent, runtime.env_capabilities)
         requirements = getattr(self.agent, "requirements", None)
         if requirements is not None and requirements.privileged_state and runtime.privileged is None:
@@ -133,26 +138,39 @@ class Reason(Node):
             close()
 
 
-def graph_needs_images(plan: Plan, benchmark: Benchmark | None, *, allow_import: bool = True) -> bool:
-    """Whether a graph's nodes need camera frames, so that its env is built rendering them: an `observe_image` node,
-    or a `reason` node whose agent declares `needs_images` (each such agent is built once to ask it)."""
+def build_agents(plan: Plan, benchmark: Benchmark | None, *, allow_import: bool = True) -> dict[str, Any]:
+    """The agent of each `reason` node of a graph, by node id, built once: a worker asks them what they need
+    before it builds its env, and hands them on to their nodes (`Runtime.agents`)."""
     from hylo.agents.registry import make_agent
+
+    built: dict[str, Any] = {}
+    try:
+        for node in plan.nodes.values():
+            if isinstance(node.config, ReasonConfig):
+                built[node.id] = make_agent(node.config.agent, node.config.args, benchmark, allow_import=allow_import)
+    except BaseException:
+        close_agents(built)
+        raise
+    return built
+
+
+def close_agents(agents: dict[str, Any]) -> None:
+    """Close the agents no node took (those of a server-mode nodeset build their own in its subprocess)."""
+    for agent in agents.values():
+        close = getattr(agent, "close", None)
+        if callable(close):
+            close()
+    agents.clear()
+
+
+def graph_needs_images(plan: Plan, agents: dict[str, Any]) -> bool:
+    """Whether a graph's nodes need camera frames, so that its env is built rendering them: an `observe_image` node,
+    or a `reason` node whose agent (of `agents`, see `build_agents`) declares `needs_images`."""
     from hylo.graph.env_nodes import EnvObserveImage
 
-    for node in plan.nodes.values():
-        if issubclass(node.cls, EnvObserveImage):
-            return True
-        if isinstance(node.config, ReasonConfig):
-            agent = make_agent(node.config.agent, node.config.args, benchmark, allow_import=allow_import)
-            try:
-                requirements = getattr(agent, "requirements", None)
-                if requirements is not None and requirements.needs_images:
-                    return True
-            finally:
-                close = getattr(agent, "close", None)
-                if callable(close):
-                    close()
-    return False
+    if any(issubclass(node.cls, EnvObserveImage) for node in plan.nodes.values()):
+        return True
+    return any(getattr(getattr(a, "requirements", None), "needs_images", False) for a in agents.values())
 
 
 def _plain(action: Any) -> Any:

@@ -71,7 +71,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from hylo.cli import run_evaluation
+    from hylo.cli import run_evaluation, run_options
     from hylo.eval.runner import EvalError
     from hylo.eval.spec import EvalSpec
     from hylo.graph.compile import GraphInvalid, compile_graph
@@ -104,22 +104,7 @@ def _run(args: argparse.Namespace) -> int:
         graph=graph.to_json(),
         split=split,
         tasks=tasks,
-        episodes=args.episodes,
-        seed=args.seed,
-        max_steps=args.max_steps,
-        act_timeout=args.act_timeout,
-        shield=not args.no_shield,
-        log_dir=str(args.log_dir),
-        run_id=args.run_id,
-        fresh=args.fresh,
-        video=args.video,
-        strict=args.strict,
-        workers=args.workers,
-        backend=args.backend,
-        address=args.address,
-        retry_infra=args.retry_infra,
-        max_infra_failures=args.max_infra_failures,
-        episode_timeout=args.episode_timeout,
+        **run_options(args),
     )
     return run_evaluation(spec, json_out=args.json)
 

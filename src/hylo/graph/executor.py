@@ -18,16 +18,25 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import inspect
 import logging
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from hylo.core.bus import EventBus
 from hylo.core.chunk import ActionChunk, ChunkExecutor, as_chunk
+from hylo.core.episode import (
+    FAULTS,
+    EndEpisode,
+    detail_of,
+    noted,
+    raised,
+    trace_end,
+    trace_start,
+    traced_review,
+    unrecorded,
+)
 from hylo.core.errors import (
     AgentTimeout,
     HyloError,
@@ -38,13 +47,9 @@ from hylo.core.errors import (
     SimulationDiverged,
 )
 from hylo.core.events import (
-    ActionEvent,
     AgentChunkEvent,
     ContainerCheckpointEvent,
-    EpisodeEndEvent,
-    EpisodeStartEvent,
     ObservationEvent,
-    SafetyReviewEvent,
     SignalEvent,
     StepResultEvent,
 )
@@ -58,7 +63,6 @@ from hylo.graph.node import Node, NodeFailure, Owner, Role, RunContext, Runtime,
 
 log = logging.getLogger(__name__)
 
-_FAULTS = (Exception, asyncio.CancelledError)
 CHECKPOINTS_KEPT = 1000
 """How many per-iteration container checkpoints an execution keeps (the most recent)."""
 
@@ -84,20 +88,6 @@ class RemoteNodesets(Protocol):
     def proxy(self, planned: PlannedNode) -> Node: ...
 
     def close(self) -> None: ...
-
-
-class _EndEpisode(Exception):
-    def __init__(self, outcome: EpisodeOutcome) -> None:
-        self.outcome = outcome
-
-
-def _raised(who: str, exc: BaseException) -> str:
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{who} raised {type(exc).__name__}" + (f": {message}" if message else "")
-
-
-def _detail(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(exc)).strip()
 
 
 class _Live:
@@ -237,38 +227,16 @@ class GraphRunner:
         self._outs = {}
         self.checkpoints.clear()
         stopped = False
-        recorded = not bus.critical_failures  # a critical recorder that failed before records nothing now
+        lost = unrecorded(bus)  # a critical recorder that failed before records nothing now
         try:
-            if not recorded:
-                subscriber, exc = bus.critical_failures[0]
-                raise _EndEpisode(self._end(
-                    EpisodeStatus.INFRA_INVALID,
-                    f"trace recorder {subscriber!r} failed in an earlier episode; nothing records this one",
-                    _raised("recorder", exc),
-                ))  # fmt: skip
+            if lost is not None:
+                raise EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, *lost))
             placed = (task.episode_id, task.digest)
             if self.auto_episode_reset and self._last_task != placed:
                 self._signal(Signal.EPISODE_RESET)
             self._last_task = placed
             self._signal(Signal.RUN_START)
-            if bus.active:
-                bus.emit_trusted(
-                    EpisodeStartEvent,
-                    task={
-                        "episode_id": task.episode_id,
-                        "benchmark": task.benchmark,
-                        "split": task.split,
-                        "task": task.task,
-                        "index": task.index,
-                        "base_seed": task.base_seed,
-                        "instruction": task.instruction,
-                    },
-                    task_digest=task.digest,
-                    seed=task.seed,
-                    agent=self.name,
-                    guards=self.shield.guard_names,
-                    timing="sync",
-                )
+            trace_start(bus, task, agent=self.name, guards=self.shield.guard_names, timing="sync")
             run = RunContext(task, self.containers, bus, 0, self.runtime.privileged)
             self._run = run
             for live in self._starts:
@@ -280,31 +248,18 @@ class GraphRunner:
             for level in self._post:
                 self._fire_level(level)
             outcome = self._verdict(stopped)
-        except _EndEpisode as end:
+        except EndEpisode as end:
             outcome = end.outcome
-        except _FAULTS as exc:  # a fault in the executor itself: not the graph's
-            outcome = self._end(EpisodeStatus.INFRA_INVALID, _raised("graph executor", exc), _detail(exc))
+        except FAULTS as exc:  # a fault in the executor itself: not the graph's
+            outcome = self._end(EpisodeStatus.INFRA_INVALID, raised("graph executor", exc), detail_of(exc))
         if self._step_open:
             outcome = self._closing_signal(Signal.STEP_END, outcome)
-        if recorded and bus.critical_failures:
-            outcome = self._recorder_failed(outcome)
-        if bus.active:
-            bus.emit_trusted(
-                EpisodeEndEvent,
-                status=outcome.status.value,
-                success=outcome.success,
-                steps=outcome.steps,
-                reason=outcome.reason,
-                safety_interventions=outcome.safety_interventions,
-                detail=outcome.detail,
-            )
-            if recorded and bus.critical_failures and outcome.status is not EpisodeStatus.INFRA_INVALID:
-                outcome = self._recorder_failed(outcome)  # it failed on episode.end itself
+        outcome = trace_end(bus, outcome, recorded=lost is None)
         for live in self._finishes:
             try:
                 live.node.finish(outcome)
-            except _FAULTS as exc:
-                outcome = self._note(outcome, f"{live.label} on finish: {_raised('finish', exc)}")
+            except FAULTS as exc:
+                outcome = noted(outcome, f"{live.label} on finish: {raised('finish', exc)}")
         return self._closing_signal(Signal.RUN_END, outcome)
 
     def signal(self, signal: Signal | str) -> None:
@@ -312,7 +267,7 @@ class GraphRunner:
         `SignalFailed` if a node fails on it."""
         try:
             self._signal(Signal(signal))
-        except _EndEpisode as end:
+        except EndEpisode as end:
             raise SignalFailed(end.outcome.reason, end.outcome.detail, end.outcome.status.value) from None
 
     def close(self) -> None:
@@ -432,13 +387,17 @@ class GraphRunner:
             self._actuate(live, args)
             return
         t0 = time.perf_counter()
+        self._accept(live, self._forward(live, args), time.perf_counter() - t0)
+
+    def _forward(self, live: _Live, args: dict[str, Any]) -> Any:
+        """The node's raw result (its failure ends the episode)."""
         try:
             result = live.node.forward(args)
             if live.is_async:
                 result = self._event_loop().run_until_complete(result)  # type: ignore[arg-type]
-        except _FAULTS as exc:
-            raise _EndEpisode(self._node_failed(live, exc)) from None
-        self._accept(live, result, time.perf_counter() - t0)
+        except FAULTS as exc:
+            raise EndEpisode(self._node_failed(live, exc)) from None
+        return result
 
     def _fire_concurrently(self, level: tuple[_Live, ...]) -> None:
         """Fire a level whose nodes do not depend on each other: the server-mode nodes' requests go out first, the
@@ -450,13 +409,14 @@ class GraphRunner:
         gathered = [(lv, args) for lv, args in apart if lv.is_async and not lv.overlapped]
         inline = [(lv, args) for lv, args in ready if (lv, args) not in remote and (lv, args) not in gathered]
         t0 = time.perf_counter()
-        failures: dict[str, BaseException | EpisodeOutcome] = {}
+        failures: dict[str, BaseException] = {}
+        ended: EpisodeOutcome | None = None  # how a sync node of the level ended the episode
         begun: list[_Live] = []
         for live, args in remote:
             try:
                 live.node.begin(args)  # type: ignore[attr-defined]
                 begun.append(live)
-            except _FAULTS as exc:
+            except FAULTS as exc:
                 failures[live.id] = exc
                 break
         results: dict[str, Any] = {}
@@ -477,23 +437,19 @@ class GraphRunner:
                             failures.setdefault(live.id, result)
                         else:
                             results[live.id] = result
-        except _EndEpisode as end:
-            failures["\0inline"] = end.outcome
+        except EndEpisode as end:
+            ended = end.outcome
         finally:
             for live in begun:
                 try:
                     results[live.id] = live.node.end()  # type: ignore[attr-defined]
-                except _FAULTS as exc:
+                except FAULTS as exc:
                     failures.setdefault(live.id, exc)
         for live in level:
             if live.id in failures:
-                failure = failures[live.id]
-                assert isinstance(failure, BaseException)
-                raise _EndEpisode(self._node_failed(live, failure))
-        if "\0inline" in failures:
-            outcome = failures["\0inline"]
-            assert isinstance(outcome, EpisodeOutcome)
-            raise _EndEpisode(outcome)
+                raise EndEpisode(self._node_failed(live, failures[live.id]))
+        if ended is not None:
+            raise EndEpisode(ended)
         elapsed = time.perf_counter() - t0
         for live in level:
             if live.id in results:
@@ -503,7 +459,7 @@ class GraphRunner:
         """Check a node's result against its declared outputs and publish it."""
         if type(result) is not dict:
             if not isinstance(result, dict):
-                raise _EndEpisode(self._end(EpisodeStatus.ERROR, f"{live.label} returned a {type(result).__name__}, "
+                raise EndEpisode(self._end(EpisodeStatus.ERROR, f"{live.label} returned a {type(result).__name__}, "
                                             f"not a dict of its outputs {sorted(live.allowed)}"))  # fmt: skip
             result = dict(result)
         if not live.allowed.issuperset(result):
@@ -511,16 +467,16 @@ class GraphRunner:
             message = f"{live.label} returned undeclared outputs {extra}; it declares {sorted(live.allowed)}"
             if "error" in extra:
                 message += f" (its 'error': {str(result['error'])[:300]})"
-            raise _EndEpisode(self._end(EpisodeStatus.ERROR, message))
+            raise EndEpisode(self._end(EpisodeStatus.ERROR, message))
         if not live.required_out.issubset(result):
             missing = sorted(live.required_out - set(result))
-            raise _EndEpisode(self._end(EpisodeStatus.ERROR, f"{live.label} did not return its required outputs "
+            raise EndEpisode(self._end(EpisodeStatus.ERROR, f"{live.label} did not return its required outputs "
                                         f"{missing}; it returned {sorted(result)}"))  # fmt: skip
         role = live.role
         if role is Role.POLICY:
             self._latency = elapsed
             if self.act_timeout_s is not None and elapsed > self.act_timeout_s:
-                raise _EndEpisode(
+                raise EndEpisode(
                     self._end(EpisodeStatus.ERROR, "timeout", str(AgentTimeout(elapsed, self.act_timeout_s)))
                 )
         elif role is not Role.PLAIN and self.bus.active and "observation" in result:
@@ -540,44 +496,32 @@ class GraphRunner:
                 if not chunk.actions or not 1 <= chunk.execution_steps <= len(chunk.actions):
                     raise ValueError(f"{chunk!r} has no action to execute")
             except (TypeError, ValueError) as exc:
-                raise _EndEpisode(self._end(EpisodeStatus.ERROR, f"{live.label} got an invalid chunk: {exc}",
-                                            _detail(exc))) from None  # fmt: skip
+                raise EndEpisode(self._end(EpisodeStatus.ERROR, f"{live.label} got an invalid chunk: {exc}",
+                                            detail_of(exc))) from None  # fmt: skip
             executor.load(chunk)
             if bus.active:
                 bus.emit_trusted(AgentChunkEvent, size=len(chunk.actions), execution_steps=chunk.execution_steps,
                                  latency_s=self._latency, dropped=0, requested_at=self._steps,
                                  actions=[jsonable(a) for a in chunk.actions])  # fmt: skip
         if executor.empty:
-            raise _EndEpisode(self._end(EpisodeStatus.ERROR, f"{live.label} got no action: its 'action' input is "
+            raise EndEpisode(self._end(EpisodeStatus.ERROR, f"{live.label} got no action: its 'action' input is "
                                         "unfilled and the chunk executor is empty"))  # fmt: skip
         action = executor.next()
         try:
-            review = self.shield.review(action, self._space)
+            review = traced_review(self.shield, action, self._space, bus, step=self._steps)
         except SafetyAbort as abort:
             self._interventions += 1
-            if bus.active:
-                bus.emit_trusted(SafetyReviewEvent, approved=False, modified=False, reasons=[abort.reason],
-                                 guard=abort.guard)  # fmt: skip
-            raise _EndEpisode(self._end(EpisodeStatus.SAFETY_ABORT, f"{abort.guard}: {abort.reason}")) from None
+            raise EndEpisode(self._end(EpisodeStatus.SAFETY_ABORT, f"{abort.guard}: {abort.reason}")) from None
         except InvalidAction as exc:
-            raise _EndEpisode(self._end(EpisodeStatus.ERROR, f"agent returned a malformed action: {exc}")) from None
-        except _FAULTS as exc:
-            raise _EndEpisode(self._end(EpisodeStatus.ERROR, _raised("shield review of the agent's action", exc),
-                                        _detail(exc))) from None  # fmt: skip
+            raise EndEpisode(self._end(EpisodeStatus.ERROR, f"agent returned a malformed action: {exc}")) from None
+        except FAULTS as exc:
+            raise EndEpisode(self._end(EpisodeStatus.ERROR, raised("shield review of the agent's action", exc),
+                                        detail_of(exc))) from None  # fmt: skip
         if review.modified:
             self._interventions += 1
             executor.clear()
-        if bus.active:
-            bus.emit_trusted(SafetyReviewEvent, approved=True, modified=review.modified, reasons=list(review.reasons))
-            bus.emit_trusted(ActionEvent, step=self._steps, action=jsonable(review.action), hold=False)
         args["action"] = review.action
-        try:
-            result = live.node.forward(args)
-            if live.is_async:
-                result = self._event_loop().run_until_complete(result)  # type: ignore[arg-type]
-        except _FAULTS as exc:
-            raise _EndEpisode(self._node_failed(live, exc)) from None
-        result = self._accept(live, result, 0.0)
+        result = self._accept(live, self._forward(live, args), 0.0)
         self._steps += 1
         reward = float(result.get("reward", 0.0))
         self._return += reward
@@ -606,8 +550,8 @@ class GraphRunner:
     def _call(self, live: _Live, hook: Callable[[Any], Any], arg: Any) -> None:
         try:
             hook(arg)
-        except _FAULTS as exc:
-            raise _EndEpisode(self._node_failed(live, exc)) from None
+        except FAULTS as exc:
+            raise EndEpisode(self._node_failed(live, exc)) from None
 
     # -- signals, verdicts ----------------------------------------------------------------------------------------
 
@@ -626,8 +570,8 @@ class GraphRunner:
     def _closing_signal(self, signal: Signal, outcome: EpisodeOutcome) -> EpisodeOutcome:
         try:
             self._signal(signal)
-        except _EndEpisode as end:
-            return self._note(outcome, end.outcome.reason)
+        except EndEpisode as end:
+            return noted(outcome, end.outcome.reason)
         return outcome
 
     def _verdict(self, stopped: bool) -> EpisodeOutcome:
@@ -654,28 +598,22 @@ class GraphRunner:
             reason = "max_steps"
         return self._end(EpisodeStatus.FAILURE, reason, metrics=metrics)
 
-    def _recorder_failed(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
-        subscriber, exc = self.bus.critical_failures[0]
-        reason = f"trace recorder {subscriber!r} failed: {_raised('recorder', exc)}"
-        return dataclasses.replace(
-            outcome, status=EpisodeStatus.INFRA_INVALID, success=False, reason=reason, detail=_detail(exc)
-        )
-
     def _node_failed(self, live: _Live, exc: BaseException) -> EpisodeOutcome:
         if isinstance(exc, NodesetCrashed):
             status = EpisodeStatus.INFRA_INVALID if exc.owner is Owner.ENV else EpisodeStatus.ERROR
-            return self._end(status, f"{live.label}: {exc}", _detail(exc))
+            return self._end(status, f"{live.label}: {exc}", detail_of(exc))
         if isinstance(exc, AgentTimeout):
             return self._end(EpisodeStatus.ERROR, "timeout", f"{live.label}: {exc}")
         if isinstance(exc, NodeFailure):
-            return self._end(EpisodeStatus.ERROR, f"{live.label}: {exc}", _detail(exc))
+            return self._end(EpisodeStatus.ERROR, f"{live.label}: {exc}", detail_of(exc))
         if live.planned.cls.owner is Owner.ENV:
             if isinstance(exc, InvalidAction):
-                return self._end(EpisodeStatus.ERROR, f"{live.label} rejected the agent's action: {exc}", _detail(exc))
+                reason = f"{live.label} rejected the agent's action: {exc}"
+                return self._end(EpisodeStatus.ERROR, reason, detail_of(exc))
             if isinstance(exc, SimulationDiverged):
-                return self._end(EpisodeStatus.INFRA_INVALID, f"{live.label}: {exc}", _detail(exc))
-            return self._end(EpisodeStatus.INFRA_INVALID, _raised(live.label, exc), _detail(exc))
-        return self._end(EpisodeStatus.ERROR, _raised(live.label, exc), _detail(exc))
+                return self._end(EpisodeStatus.INFRA_INVALID, f"{live.label}: {exc}", detail_of(exc))
+            return self._end(EpisodeStatus.INFRA_INVALID, raised(live.label, exc), detail_of(exc))
+        return self._end(EpisodeStatus.ERROR, raised(live.label, exc), detail_of(exc))
 
     def _end(
         self, status: EpisodeStatus, reason: str, detail: str | None = None, *, metrics: dict[str, Any] | None = None
@@ -689,10 +627,6 @@ class GraphRunner:
             detail=detail,
             metrics={"return": self._return, **(metrics or {})},
         )
-
-    @staticmethod
-    def _note(outcome: EpisodeOutcome, note: str) -> EpisodeOutcome:
-        return dataclasses.replace(outcome, detail=f"{outcome.detail}\n{note}" if outcome.detail else note)
 
 
 def _summary(obs: Any) -> dict[str, Any]:

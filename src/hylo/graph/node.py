@@ -80,6 +80,8 @@ class Runtime:
     privileged: Callable[[str], Any] | None = None
     allow_import: bool = True
     on_images: Callable[[], None] | None = None
+    agents: dict[str, Any] = field(default_factory=dict)
+    """Agents built already for `reason` nodes, by node id (a node takes its own; see `build_agents`)."""
 
     def env(self, benchmark: str) -> Environment:
         if self.envs is None:
