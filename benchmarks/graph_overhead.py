@@ -8,7 +8,7 @@ is inactive); each env and runner is built once, before timing:
 - `graph`: `GraphRunner(compile_graph(graph), Runtime(...)).run(task)` on the canonical loop
   `reset → iterIn → observe → reason → step → iterOut → evaluate`.
 
-BabyAI (`babyai`): the canonical expert graph `examples/graphs/babyai_expert.json` (placed on `GoToLocal`) against
+BabyAI (`babyai`): the canonical expert graph, the built-in example `babyai_expert` (placed on `GoToLocal`), against
 the Kernel with `make_agent("expert", {}, benchmark)`, episodes 0..N-1 of the placed split; figures in env steps per
 second. Goal: ratio = graph / kernel ≥ 0.9.
 
@@ -38,7 +38,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -51,10 +50,11 @@ from hylo.envs.null import NullEnv
 from hylo.envs.quiet import stdout_to_stderr
 from hylo.graph import GraphBuilder, GraphRunner, Placement, Plan, Runtime, compile_graph, load_graph
 from hylo.graph.env_nodes import env_nodeset
+from hylo.graph.store import EXAMPLES_DIR
 
 GOAL_RATIO = 0.9
 GOAL_OVERHEAD_US = 50.0
-BABYAI_GRAPH = Path(__file__).resolve().parent.parent / "examples" / "graphs" / "babyai_expert.json"
+BABYAI_GRAPH = EXAMPLES_DIR / "babyai_expert.json"
 VARIANTS = ("kernel", "graph")
 
 Runner = Callable[[TaskInstance], EpisodeOutcome]

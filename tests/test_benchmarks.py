@@ -103,3 +103,17 @@ def test_graph_overhead_prints_one_json_object_with_both_comparisons():
     assert abs(babyai["ratio"] - babyai["graph_steps_per_s"] / babyai["kernel_steps_per_s"]) < 1e-9
     assert null["kernel_us_per_step"] > 0 and null["graph_us_per_step"] > 0
     assert abs(null["overhead_us_per_step"] - (null["graph_us_per_step"] - null["kernel_us_per_step"])) < 1e-9
+
+
+def test_live_stream_prints_one_json_object_with_both_figures_and_what_the_client_got():
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "live_stream.py"), "--json", "--repeats", "1", "--executions", "2"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["headless_steps_per_s"] > 0 and figures["streamed_steps_per_s"] > 0
+    assert abs(figures["ratio"] - figures["streamed_steps_per_s"] / figures["headless_steps_per_s"]) < 0.01
+    assert figures["steps"] > 0 and figures["client_events_per_repeat"] > figures["steps"] / 2  # the client read

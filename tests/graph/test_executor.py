@@ -910,12 +910,11 @@ def test_on_episode_end_hears_an_error(make: Callable[..., Harness]) -> None:
 
 
 def test_the_memory_example_keeps_episode_memory_until_the_episode_changes() -> None:
-    from pathlib import Path
-
     from hylo.envs.benchmark import get_benchmark
     from hylo.graph import load_graph
+    from hylo.graph.store import EXAMPLES_DIR
 
-    graph = load_graph(Path(__file__).resolve().parents[2] / "examples" / "graphs" / "babyai_memory.json")
+    graph = load_graph(EXAMPLES_DIR / "babyai_memory.json")
     assert graph.placement is not None and graph.placement.task is not None
     bench = get_benchmark("babyai")
     env = bench.make_env()

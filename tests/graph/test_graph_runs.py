@@ -18,9 +18,9 @@ from hylo.core import EventBus, Kernel, MemoryRecorder
 from hylo.envs.benchmark import get_benchmark
 from hylo.eval.spec import EvalSpec
 from hylo.graph import GraphRunner, Runtime, check_graph, compile_graph, load_graph, parse_graph
+from hylo.graph.store import EXAMPLES_DIR
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples" / "graphs"
+EXAMPLES = EXAMPLES_DIR
 
 
 def _hylo(
@@ -166,6 +166,27 @@ def test_graph_validate_reports_typed_errors_and_exits_1(tmp_path: Path) -> None
 
     missing = _hylo("graph", "validate", str(tmp_path / "nope.json"), cwd=tmp_path)
     assert missing.returncode == 2 and "nope.json" in missing.stderr
+
+
+def test_a_built_in_example_runs_by_name_and_a_wrong_name_lists_them(tmp_path: Path) -> None:
+    run = _hylo("graph", "run", "babyai_expert", "--episodes", "1", "--log-dir", str(tmp_path / "runs"), "--json",
+                cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)
+    assert result["spec"]["agent"] == "graph:babyai_expert" and result["spec"]["tasks"] == ["GoToLocal"]
+    assert [e["status"] for e in result["episodes"]] == ["success"]
+
+    valid = _hylo("graph", "validate", "metaworld_chunked_expert", cwd=tmp_path)
+    assert valid.returncode == 0 and "'metaworld_chunked_expert' is valid" in valid.stdout
+
+    wrong = _hylo("graph", "validate", "babyai_expret", cwd=tmp_path)
+    assert wrong.returncode == 2 and "'babyai_expret'" in wrong.stderr
+    assert "babyai_expert, babyai_memory, metaworld_chunked_expert" in wrong.stderr
+
+    data = json.loads((EXAMPLES / "babyai_expert.json").read_text())
+    (tmp_path / "babyai_expert").write_text(json.dumps({**data, "name": "local_copy"}))  # a file wins over a name
+    local = _hylo("graph", "validate", "babyai_expert", cwd=tmp_path)
+    assert local.returncode == 0 and "'local_copy' is valid" in local.stdout
 
 
 def test_nodes_json_lists_every_node_type_with_ports_and_config_schema(tmp_path: Path) -> None:

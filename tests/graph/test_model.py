@@ -24,8 +24,9 @@ from hylo.graph import (
 )
 from hylo.graph.env_nodes import env_nodeset
 from hylo.graph.model import MAX_GRAPH_BYTES
+from hylo.graph.store import EXAMPLES_DIR
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "graphs"
+EXAMPLES = EXAMPLES_DIR
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.json"))
 
 

@@ -27,9 +27,10 @@ from hylo.core.types import Observation, StepResult, TaskInstance
 from hylo.envs.benchmark import get_benchmark
 from hylo.graph import GraphRunner, GraphSetupError, NodesetOptions, Runtime, compile_graph, load_graph, parse_graph
 from hylo.graph.remote import ServerNodesets, encode_frame, read_frame, replica_index
+from hylo.graph.store import EXAMPLES_DIR
 
 HERE = Path(__file__).parent
-GRAPHS = HERE.parents[1] / "examples" / "graphs"
+GRAPHS = EXAMPLES_DIR
 
 
 def _gone(pid: int) -> bool:

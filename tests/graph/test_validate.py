@@ -22,8 +22,9 @@ from hylo.graph import (
     parse_graph,
 )
 from hylo.graph.env_nodes import env_nodeset
+from hylo.graph.store import EXAMPLES_DIR
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples" / "graphs").glob("*.json"))
+EXAMPLES = sorted(EXAMPLES_DIR.glob("*.json"))
 CREATED: list[str] = []
 
 

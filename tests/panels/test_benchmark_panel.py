@@ -93,7 +93,7 @@ def test_info_declares_the_placement_fields_and_playback_actions(babyai: Benchma
         "stop": "run_stop",
     }
     assert actions["play"]["enabled_when"] == "not_running"
-    assert actions["stop"]["enabled_when"] == "running"
+    assert actions["stop"]["enabled_when"] == "active"
     assert info["context"]["mode"] == "local"
 
 

@@ -48,6 +48,20 @@ class EpisodeOutcome:
     detail: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
 
+    def to_json(self) -> dict[str, Any]:
+        """The outcome as JSON-ready values (the status by name)."""
+        from hylo.core.jsonable import jsonable
+
+        return {
+            "status": self.status.value,
+            "success": self.success,
+            "steps": self.steps,
+            "reason": self.reason,
+            "safety_interventions": self.safety_interventions,
+            "detail": self.detail,
+            "metrics": jsonable(self.metrics),
+        }
+
     def __post_init__(self) -> None:
         if self.success != (self.status is EpisodeStatus.SUCCESS):
             raise ValueError(f"success={self.success} contradicts status {self.status.value!r}")

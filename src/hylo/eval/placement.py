@@ -3,6 +3,9 @@
 The batch runner places every episode through the panel, exactly as a user would: field changes in cascade order
 (split → task → seed → episode_index), then `on_action("play")`. A `signal` intent reaches the Kernel
 (`episode_reset` clears the agent's episode-lifetime containers); `play` must answer `run_start`.
+
+The panel is any `PlacingPanel`: a local `BenchmarkPanel`, or the `RemoteEnvPanelProxy` of the panel living in a
+server-mode env nodeset's subprocess (then the current values come from its `on_load()`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any, Protocol
 from hylo.core.bus import EventBus
 from hylo.core.errors import HyloError
 from hylo.core.types import TaskInstance
-from hylo.panels.benchmark import BenchmarkPanel
+from hylo.panels.base import Placement
 
 
 class PlacementError(HyloError):
@@ -29,8 +32,27 @@ class Signalled(Protocol):
     def signal(self, signal: Any) -> None: ...
 
 
+class PlacingPanel(Protocol):
+    """What the driver places episodes through: a benchmark panel's hooks and the task it places. A panel with a
+    `placement` (a local `BenchmarkPanel`) has its current values read from it; any other from `on_load()`."""
+
+    name: str
+
+    async def on_load(self) -> dict[str, Any]: ...
+
+    async def on_field_change(self, name: str, value: Any) -> dict[str, Any]: ...
+
+    async def on_action(self, name: str) -> dict[str, Any]: ...
+
+    async def on_options(self, name: str) -> dict[str, Any]: ...
+
+    def task_instance(self) -> TaskInstance: ...
+
+
 class PanelDriver:
-    def __init__(self, panel: BenchmarkPanel, kernel: Signalled | None = None) -> None:
+    """Drives one panel for its owner (the batch runner of one worker); `kernel` receives its signal intents."""
+
+    def __init__(self, panel: PlacingPanel, kernel: Signalled | None = None) -> None:
         self.panel = panel
         self.kernel = kernel
         self._loop = asyncio.new_event_loop()
@@ -58,6 +80,12 @@ class PanelDriver:
         self._apply(result)
         return result
 
+    def preset(self, **values: Any) -> None:
+        """Set fields before the first placement, in the order given, without carrying out their intents: where the
+        panel starts (nothing runs yet, so there is no episode to signal). Raises `PlacementError` on a refusal."""
+        for name, value in values.items():
+            self._call(self.panel.on_field_change(name, value))
+
     def _apply(self, result: dict[str, Any]) -> None:
         if result.get("side_effect") == "signal" and self.kernel is not None:
             self._signal(str(result["signal_name"]), self.panel.task_instance())
@@ -73,15 +101,24 @@ class PanelDriver:
         """Place one episode and press Play; returns the placed task."""
         return self._loop.run_until_complete(self._place(split, task, index, seed))
 
+    async def _current(self) -> dict[str, Any]:
+        """The panel's current field values."""
+        placement = getattr(self.panel, "placement", None)
+        if isinstance(placement, Placement):
+            return {"split": placement.split, "task": placement.task, "seed": placement.seed}
+        return await self._checked(self.panel.on_load())
+
     async def _place(self, split: str, task: str, index: int, seed: int) -> TaskInstance:
-        current = self.panel.placement
+        current = await self._current()
         signals: list[str] = []
         for name, value in (("split", split), ("task", task), ("seed", seed), ("episode_index", index)):
             # the cascade fields a user would touch, then the episode, which is picked on the panel every time
-            if name == "episode_index" or getattr(current, name) != value:
+            if name == "episode_index" or current.get(name) != value:
                 result = await self._checked(self.panel.on_field_change(name, value))
                 if result.get("side_effect") == "signal":
                     signals.append(str(result["signal_name"]))
+                    if name != "episode_index":  # a committed change may move the fields after it (split → task)
+                        current = await self._current()
         # One committed change, however many fields moved: each signal is delivered once, for the placed episode.
         placed = self.panel.task_instance()
         for name in dict.fromkeys(signals):

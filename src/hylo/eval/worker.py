@@ -4,6 +4,10 @@
 Kernel and returns its row and trace (episode-scoped state is fresh per episode: the Kernel resets the agent and the
 panel places the episode anew); `shutdown()` closes them. The same class runs inline, in a worker process and in a
 Ray actor, so an episode's result does not depend on where it ran.
+
+A graph run whose env nodeset is in server mode places its episodes through the panel living in this worker's
+replica of that nodeset (`env_<benchmark>#<k>`, a `RemoteEnvPanelProxy`), not a local one; each row then names it in
+the metric `env_panel`.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hylo.core.agent import AgentRequirements
 from hylo.core.bus import EventBus
@@ -24,14 +28,19 @@ from hylo.core.shield import SafetyShield
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.envs.benchmark import Benchmark
-from hylo.eval.placement import PanelDriver
+from hylo.eval.placement import PanelDriver, PlacingPanel
 from hylo.eval.recording import FrameTap, TraceBuffer, serialize
 from hylo.eval.spec import EvalSpec
 from hylo.eval.store import EpisodeRow
 from hylo.eval.video import video_name
 from hylo.graph.agent_nodes import close_agents
 from hylo.graph.compile import Plan
+from hylo.graph.executor import NodesetCrashed
 from hylo.panels.benchmark import BenchmarkPanel
+from hylo.panels.remote import RemotePanelError
+
+if TYPE_CHECKING:
+    from hylo.graph.executor import RemoteNodesets
 
 logger = logging.getLogger(__name__)
 
@@ -197,6 +206,14 @@ class EpisodeWorker:
         self._kernel: Executes | None = None
         self._trace = TraceBuffer()
         self._driver: PanelDriver | None = None
+        self._served: RemoteNodesets | None = None  # a graph run's server-mode nodesets
+        self._remote_panel = False
+
+    @property
+    def panel_name(self) -> str | None:
+        """The name of the panel this worker places its episodes through (`env_babyai`; `env_babyai#1` for the
+        proxy of the panel in its replica of a server-mode env nodeset); None before `initialize()`."""
+        return self._driver.panel.name if self._driver is not None else None
 
     def initialize(self) -> None:
         """Build the agent (unless given), the env, the Kernel (or a graph's runner) and the panel; raise
@@ -245,7 +262,16 @@ class EpisodeWorker:
             env.close()
             raise
         self._env, self._tap, self._kernel = env, tap, kernel
-        self._driver = PanelDriver(BenchmarkPanel(resolved.benchmark, split=resolved.split, task=first), kernel)
+        try:
+            served = self._served.env_panel(resolved.benchmark.name) if self._served is not None else None
+            panel: PlacingPanel = served or BenchmarkPanel(resolved.benchmark, split=resolved.split, task=first)
+            self._driver = PanelDriver(panel, kernel)
+            self._remote_panel = served is not None
+            if served is not None:  # where a local panel starts: the first placement signals what it signals locally
+                self._driver.preset(split=resolved.split, task=first)
+        except HyloError as exc:
+            self.shutdown()
+            raise WorkerFailed(f"worker {self.name} cannot place episodes through its env panel: {exc}") from exc
 
     def _graph_runner(
         self,
@@ -259,14 +285,7 @@ class EpisodeWorker:
     ) -> Executes:
         """The runner of a graph run: its env nodes use this worker's env; its server-mode nodesets get one
         subprocess each, tagged with this worker's index."""
-        from hylo.graph.agent_nodes import graph_needs_images
-        from hylo.graph.executor import GraphRunner
-        from hylo.graph.node import Runtime
-
-        def envs(name: str) -> Environment:
-            if name != benchmark.name:
-                raise WorkerFailed(f"this worker runs benchmark {benchmark.name!r}, not {name!r}")
-            return env
+        from hylo.graph.assemble import assemble_runner
 
         def render() -> None:
             if isinstance(env, FrameTap):
@@ -275,41 +294,26 @@ class EpisodeWorker:
             if hasattr(base, "render_images"):
                 base.render_images = True
 
-        env_options = plan.graph.nodesets.get(benchmark.name)
-        env_apart = env_options is not None and env_options.mode == "server"  # this env is not the one that runs
-        runtime = Runtime(
+        runner = assemble_runner(
+            plan,
+            benchmark,
+            env,
             worker=self.name,
-            on_images=render,
-            envs=envs,
-            benchmark=benchmark,
-            env_spec=env.spec,
-            env_capabilities=env.capabilities,
-            privileged=env.privileged_state if env.capabilities.privileged_state and not env_apart else None,
+            shield=shield,
+            bus=bus,
+            max_steps=self.config.budgets[first],
+            act_timeout_s=self.config.spec.act_timeout,
             agents=agents,
+            on_images=render,
         )
-        remote = None
-        if any(options.mode == "server" for options in plan.graph.nodesets.values()):
-            from hylo.graph.remote import ServerNodesets
-
-            remote = ServerNodesets(runtime, render_images=graph_needs_images(plan, agents))
-        try:
-            return GraphRunner(
-                plan,
-                runtime,
-                shield=shield,
-                max_steps=self.config.budgets[first],
-                act_timeout_s=self.config.spec.act_timeout,
-                bus=bus,
-                auto_episode_reset=False,
-                remote=remote,
-            )
-        finally:
-            close_agents(agents)  # those of server-mode reason nodes, which build their own
+        self._served = runner.remote  # closed with the runner
+        return runner
 
     def shutdown(self) -> None:
         """Close the panel, the Kernel, the agent (a remote policy's connection, say) and the env, once."""
         driver, kernel, env, tap = self._driver, self._kernel, self._env, self._tap
         self._driver = self._kernel = self._env = self._tap = None
+        self._served = None  # closed with the runner
         try:
             if driver is not None:
                 driver.close()
@@ -335,6 +339,11 @@ class EpisodeWorker:
         except SignalFailed as exc:  # the placement's episode_reset failed: that episode's error (or infra_invalid)
             status = EpisodeStatus(exc.status)
             task, outcome = planned, EpisodeOutcome(status, False, 0, exc.reason, detail=exc.detail)
+        except RemotePanelError as exc:
+            if not isinstance(exc.__cause__, NodesetCrashed):
+                raise  # the panel itself failed: a defect, as with a local panel
+            # the env nodeset's subprocess died during the placement (or could not be restarted): the env's fault
+            task, outcome = planned, EpisodeOutcome(EpisodeStatus.INFRA_INVALID, False, 0, str(exc))
         else:
             if task.episode_id != planned.episode_id:
                 raise HyloError(f"panel placed {task.episode_id}, the runner planned {planned.episode_id}")
@@ -345,6 +354,8 @@ class EpisodeWorker:
             outcome = kernel.run(task)
         ended = time.time()
         metrics: dict[str, Any] = {**outcome.metrics, "wall_s": round(ended - started, 6)}
+        if self._remote_panel:
+            metrics["env_panel"] = driver.panel.name
         video = self._finish_video(task, outcome, video_dir, metrics) if tap is not None else None
         row = EpisodeRow.of(
             task,

@@ -1,8 +1,8 @@
 """The graph engine (000, the canvas): one graph format, typed nodes in nodesets, validation, the banded executor."""
 
-from hylo.graph.builder import GraphBuilder, NodeRef
+from hylo.graph.builder import GraphBuilder, NodeRef, agent_graph
 from hylo.graph.compile import Band, GraphError, GraphInvalid, Plan, check_graph, compile_graph
-from hylo.graph.executor import GraphRunner, GraphSetupError, NodesetCrashed
+from hylo.graph.executor import ExecutionStopped, GraphRunner, GraphSetupError, NodesetCrashed
 from hylo.graph.model import (
     ContainerDecl,
     EdgeSpec,
@@ -23,6 +23,7 @@ __all__ = [
     "Band",
     "ContainerDecl",
     "EdgeSpec",
+    "ExecutionStopped",
     "Graph",
     "GraphBuilder",
     "GraphError",
@@ -45,6 +46,7 @@ __all__ = [
     "RunContext",
     "Runtime",
     "Wire",
+    "agent_graph",
     "check_graph",
     "compile_graph",
     "fits",

@@ -10,6 +10,7 @@ graph = g.build()
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,3 +108,41 @@ class GraphBuilder:
             "nodesets": self._nodesets,
             "layout": self._layout,
         })  # fmt: skip
+
+
+def agent_graph(
+    benchmark: str,
+    agent: str,
+    agent_args: dict[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    server: Iterable[str] = (),
+    step_budget: int | None = None,
+) -> Graph:
+    """The canonical loop of a registered agent on a benchmark: reset → iterIn → observe → reason → step → iterOut
+    (stopped by the episode's end) → evaluate. It runs exactly as the Kernel runs that agent (same actions, same
+    outcome). `server` names the nodesets that run in a subprocess of their own (`babyai`, `agents`)."""
+    builder = GraphBuilder(
+        name or f"{agent}_on_{benchmark}".replace(":", "_"),
+        description=f"agent {agent!r} in the canonical loop on {benchmark}",
+        placement={"benchmark": benchmark},
+        step_budget=step_budget,
+    )
+    reset = builder.node(f"{benchmark}.reset", "reset")
+    loop_in, loop_out = builder.loop({"result": "step"})
+    observe = builder.node(f"{benchmark}.observe", "observe")
+    reason = builder.node("reason", "reason", agent=agent, args=dict(agent_args or {}))
+    step = builder.node(f"{benchmark}.step", "step")
+    evaluate = builder.node(f"{benchmark}.evaluate", "evaluate")
+    builder.connect(reset["observation"], loop_in["start"])
+    builder.connect(loop_in["step"], observe["trigger"])
+    builder.connect(observe["observation"], reason["observation"])
+    builder.connect(reason["chunk"], step["action"])
+    builder.connect(step["result"], loop_out["result"])
+    builder.connect(step["done"], loop_out["stop"])
+    builder.connect(loop_out["final_result"], evaluate["result"])
+    for x, node in enumerate((reset, loop_in, observe, reason, step, loop_out, evaluate)):
+        builder.position(node, 200 * x, 200)
+    for nodeset in server:
+        builder.nodeset(nodeset, "server")
+    return builder.build()

@@ -1,8 +1,8 @@
 """`hylo graph validate|run` and `hylo nodes`: graphs from the command line.
 
-`hylo graph run FILE` runs a graph through the same evaluation runner, env panels and EvalLog as `hylo eval`, with
-the same `--json` shape and exit codes. The graph's own placement (benchmark, split, task) is used unless
-`--split` / `--task` say otherwise.
+`hylo graph run FILE|NAME` runs a graph — a file, or a built-in example by name (`hylo graph run babyai_expert`) —
+through the same evaluation runner, env panels and EvalLog as `hylo eval`, with the same `--json` shape and exit
+codes. The graph's own placement (benchmark, split, task) is used unless `--split` / `--task` say otherwise.
 """
 
 from __future__ import annotations
@@ -11,24 +11,24 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 EXIT_INVALID = 1
 EXIT_BAD_INPUT = 2
+GRAPH_ARGUMENT_HELP = "a graph file, or the name of a built-in example (babyai_expert, ...; a wrong name lists them)"
 
 
 def add_parsers(
     commands: argparse._SubParsersAction[Any], run_options: Callable[[argparse.ArgumentParser], None]
 ) -> None:
     """Add `graph` and `nodes` to `hylo`'s commands; `run_options` adds the options `graph run` shares with `eval`."""
-    graph = commands.add_parser("graph", help="validate or run a graph (examples/graphs/)")
+    graph = commands.add_parser("graph", help="validate or run a graph: a file, or a built-in example by name")
     actions = graph.add_subparsers(dest="graph_command", metavar="ACTION", required=True, parser_class=type(graph))
-    validate = actions.add_parser("validate", help="check a graph file; exit 1 with its typed errors when invalid")
-    validate.add_argument("file", type=Path)
+    validate = actions.add_parser("validate", help="check a graph; exit 1 with its typed errors when invalid")
+    validate.add_argument("file", metavar="FILE|NAME", help=GRAPH_ARGUMENT_HELP)
     validate.add_argument("--json", action="store_true", help="print {valid, errors} as JSON")
     run = actions.add_parser("run", help="evaluate a graph on its benchmark (resumes the same run when re-run)")
-    run.add_argument("file", type=Path)
+    run.add_argument("file", metavar="FILE|NAME", help=GRAPH_ARGUMENT_HELP)
     run.add_argument("--benchmark", default=None, help="the benchmark (default: the graph's placement)")
     run.add_argument("--split", default=None, help="the split (default: the graph's placement, else the benchmark's)")
     run.add_argument("--task", dest="tasks", nargs="+", action="extend", default=[], metavar="T", help="tasks to run")
@@ -53,9 +53,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from hylo.graph.compile import check_graph
-    from hylo.graph.model import load_graph
+    from hylo.graph.store import find_graph
 
-    graph = load_graph(args.file)
+    graph = find_graph(args.file)
     errors = check_graph(graph)
     if args.json:
         sys.stdout.write(json.dumps({"graph": graph.name, "valid": not errors,
@@ -75,9 +75,10 @@ def _run(args: argparse.Namespace) -> int:
     from hylo.eval.runner import EvalError
     from hylo.eval.spec import EvalSpec
     from hylo.graph.compile import GraphInvalid, compile_graph
-    from hylo.graph.model import NodesetOptions, load_graph
+    from hylo.graph.model import NodesetOptions
+    from hylo.graph.store import find_graph
 
-    graph = load_graph(args.file)
+    graph = find_graph(args.file)
     if args.server:
         graph = graph.model_copy(
             update={"nodesets": {**graph.nodesets, **{name: NodesetOptions(mode="server") for name in args.server}}}

@@ -77,6 +77,15 @@ class NodesetCrashed(Exception):
         self.why = why
 
 
+class ExecutionStopped(Exception):
+    """Raised by a runner's `gate` to end the execution between two iterations (Stop pressed, the episode moved);
+    the execution ends `infra_invalid` (an abstention: neither the agent's success nor its failure) with `reason`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class GraphSetupError(HyloError):
     """A node could not be set up (bad agent arguments, an env it cannot build); the message names the node."""
 
@@ -86,6 +95,9 @@ class RemoteNodesets(Protocol):
     subprocess on first use); `close()` stops every subprocess."""
 
     def proxy(self, planned: PlannedNode) -> Node: ...
+
+    def env_panel(self, nodeset: str) -> Any:
+        """The proxy of the env panel living in `nodeset`'s subprocess (None when there is none)."""
 
     def close(self) -> None: ...
 
@@ -119,6 +131,10 @@ class GraphRunner:
     - `shield`, `max_steps`, `act_timeout_s`, `bus`, `auto_episode_reset`: as for the Kernel. `max_steps` defaults
       to the graph's `step_budget`, then the env's `max_episode_steps`
     - `remote`: builds the proxies of nodes whose nodeset runs in server mode (and is closed with the runner)
+
+    Two attributes let an interactive session drive an execution: `gate(i)`, when set, is called before iteration
+    i, in the runner's thread (it may block to pause, run other work there, or raise `ExecutionStopped`), and
+    `observer(obs)` is handed every observation a reset or observe node produces (the live view's frames).
     """
 
     def __init__(
@@ -152,6 +168,8 @@ class GraphRunner:
         if spec is not None:
             self.shield.bind(spec.action_space)
         self.name = f"graph:{plan.graph.name}"
+        self.gate: Callable[[int], None] | None = None
+        self.observer: Callable[[Any], None] | None = None
         self._closed = False
         self._remote = remote
 
@@ -250,6 +268,8 @@ class GraphRunner:
             outcome = self._verdict(stopped)
         except EndEpisode as end:
             outcome = end.outcome
+        except ExecutionStopped as halt:
+            outcome = self._end(EpisodeStatus.INFRA_INVALID, halt.reason)
         except FAULTS as exc:  # a fault in the executor itself: not the graph's
             outcome = self._end(EpisodeStatus.INFRA_INVALID, raised("graph executor", exc), detail_of(exc))
         if self._step_open:
@@ -261,6 +281,16 @@ class GraphRunner:
             except FAULTS as exc:
                 outcome = noted(outcome, f"{live.label} on finish: {raised('finish', exc)}")
         return self._closing_signal(Signal.RUN_END, outcome)
+
+    @property
+    def remote(self) -> RemoteNodesets | None:
+        """Where this runner's server-mode nodesets live (None when every nodeset is local)."""
+        return self._remote
+
+    @property
+    def steps_taken(self) -> int:
+        """The env steps of the current (or last) execution."""
+        return self._steps
 
     def signal(self, signal: Signal | str) -> None:
         """Deliver a lifecycle signal from its owner (`episode_reset` from an env panel) between executions; raises
@@ -310,8 +340,11 @@ class GraphRunner:
         keep = bool(len(containers))
         listens = self._listens
         bus = self.bus
+        gate = self.gate
         i = 0
         while i < self.max_steps:
+            if gate is not None:
+                gate(i)
             run.step = i
             if listens or bus.active:  # as in the Kernel: a step signal nobody hears is not sent
                 self._scope = f"{loop_in_id}:{i}"
@@ -479,9 +512,16 @@ class GraphRunner:
                 raise EndEpisode(
                     self._end(EpisodeStatus.ERROR, "timeout", str(AgentTimeout(elapsed, self.act_timeout_s)))
                 )
-        elif role is not Role.PLAIN and self.bus.active and "observation" in result:
-            self.bus.emit_trusted(ObservationEvent, obs=_summary(result["observation"]),
-                                  terminal=bool(self._last.get("done")))  # fmt: skip
+        elif role is not Role.PLAIN and "observation" in result:
+            if self.bus.active:
+                self.bus.emit_trusted(ObservationEvent, obs=_summary(result["observation"]),
+                                      terminal=bool(self._last.get("done")))  # fmt: skip
+            if self.observer is not None:
+                try:
+                    self.observer(result["observation"])
+                except Exception as exc:  # a view of the execution, never its end
+                    log.warning("observer %r raised %r; detached", self.observer, exc)
+                    self.observer = None
         outputs: dict[str, Any] = result
         self._outs[live.id] = outputs
         return outputs

@@ -11,6 +11,11 @@ terminal's Ctrl-C (the worker stops it).
 
 A node is found by type name in the nodeset, which is `get_nodeset(NAME)` or, with `--source`, the `Nodeset` at
 `module:attr` (a nodeset defined in code; the worker's `sys.path` is this process' too).
+
+An env nodeset that is a benchmark's also hosts that benchmark's env panel (`BenchmarkPanel`, placed at its
+defaults) and answers the panel requests: `/env-panel/info` (its declaration), `/env-panel/state` (`on_load`),
+`/env-panel/field` {name, value}, `/env-panel/action` {name}, `/env-panel/options` {name} and `/env-panel/task` (the
+placed `TaskInstance`); the worker reaches it through a `RemoteEnvPanelProxy`. Any other nodeset refuses them.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hylo.core.bus import EventBus
@@ -32,6 +37,8 @@ from hylo.envs.benchmark import UnknownChoice, get_benchmark
 from hylo.graph.node import Node, Owner, RunContext, Runtime
 from hylo.graph.nodesets import Nodeset, NodesetError, get_nodeset, load_nodeset
 from hylo.graph.remote import encode_frame, error_payload, read_frame
+from hylo.panels.benchmark import BenchmarkPanel
+from hylo.panels.remote import ACTION_OP, FIELD_OP, INFO_OP, OPTIONS_OP, STATE_OP, TASK_OP
 
 
 def _die_with_parent() -> None:
@@ -54,6 +61,7 @@ class Host:
         self.nodeset: Nodeset | None = None
         self.runtime = Runtime()
         self.env: Environment | None = None
+        self.panel: BenchmarkPanel | None = None
         self.nodes: dict[str, Node] = {}
         self.runs: dict[str, RunContext] = {}
         self.containers = ContainerSet()
@@ -68,6 +76,12 @@ class Host:
             "on_signal": self._on_signal,
             "finish": lambda m: self._node(m).finish(m["value"]),
             "close": self._close,
+            INFO_OP: lambda m: self._panel().info(),
+            STATE_OP: lambda m: self._await(self._panel().on_load()),
+            FIELD_OP: lambda m: self._await(self._panel().on_field_change(m["name"], m.get("value"))),
+            ACTION_OP: lambda m: self._await(self._panel().on_action(m["name"])),
+            OPTIONS_OP: lambda m: self._await(self._panel().on_options(m["name"])),
+            TASK_OP: lambda m: self._panel().task_instance(),
         }
 
     def handle(self, message: dict[str, Any]) -> Any:
@@ -94,7 +108,9 @@ class Host:
                 try:
                     data = encode_frame({"id": request, "value": value})
                 except Exception as exc:
-                    what = f"node {message.get('node')!r}: its {message.get('op')} result cannot be sent back: {exc}"
+                    node = message.get("node")
+                    who = f"node {node!r}" if node is not None else f"subprocess {self.tag}"
+                    what = f"{who}: its {message.get('op')} result cannot be sent back: {exc}"
                     data = encode_frame({"id": request, "error": error_payload(TypeError(what))})
             try:
                 sock.sendall(data)
@@ -139,6 +155,7 @@ class Host:
             self.env = env = benchmark.make_env(render_images=bool(message.get("render_images")))
             self.runtime = Runtime(worker=worker, envs=self._env, benchmark=benchmark, env_spec=env.spec,
                                    env_capabilities=env.capabilities, allow_import=allow_import)  # fmt: skip
+            self.panel = BenchmarkPanel(benchmark)
         else:
             placement = message.get("benchmark")
             self.runtime = Runtime(
@@ -149,12 +166,24 @@ class Host:
                 allow_import=allow_import,
             )
         self.nodeset = nodeset
-        return {"pid": os.getpid()}
+        return {"pid": os.getpid(), "env_panel": self.panel is not None}
 
     def _env(self, benchmark: str) -> Environment:
         if self.env is None or benchmark != self.name:
             raise RuntimeError(f"subprocess {self.tag} has the env of {self.name!r} only, not {benchmark!r}")
         return self.env
+
+    def _panel(self) -> BenchmarkPanel:
+        if self.panel is None:
+            raise LookupError(f"nodeset {self.name!r} ({self.tag}) has no env panel: only the env nodeset of a "
+                              "benchmark hosts one")  # fmt: skip
+        return self.panel
+
+    def _await(self, hook: Awaitable[Any]) -> Any:
+        """Run an async hook (a panel's, an async node's forward) on this process' one event loop."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(hook)
 
     def _node(self, message: dict[str, Any]) -> Node:
         node_id = message.get("node")
@@ -190,9 +219,7 @@ class Host:
             run.step = int(message.get("step") or 0)
         result = node.forward(message["inputs"])
         if inspect.isawaitable(result):
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-            result = self._loop.run_until_complete(result)
+            result = self._await(result)
         return result
 
     def _on_signal(self, message: dict[str, Any]) -> None:

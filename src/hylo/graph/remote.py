@@ -26,6 +26,12 @@ themselves, so the executor gives the statuses it gives a local node. A subproce
 (`infra_invalid` for an env nodeset, `error` for any other); the next execution starts a new subprocess and sets its
 nodes up in it again.
 
+An env nodeset that is a benchmark's also hosts its benchmark's env panel in the subprocess, beside the env:
+`ServerNodesets.env_panel(nodeset)` gives the worker a `RemoteEnvPanelProxy` of it, named `<panel>#<k>`
+(`env_babyai#1`), whose hooks travel over the same connection (one request in flight, as ever). A panel request to
+a subprocess that died restarts it first, as the next execution would; the new subprocess' panel starts from its
+defaults.
+
 A subprocess dies with its worker (Linux: PR_SET_PDEATHSIG, which the kernel sends when the *thread* that started it
 ends, so start it from a thread that outlives the runner) and when its socket closes; `close()` asks each to stop,
 kills the ones that do not within `stop_grace_s`.
@@ -68,6 +74,7 @@ from hylo.graph.compile import PlannedNode
 from hylo.graph.executor import GraphSetupError, NodesetCrashed
 from hylo.graph.node import Node, NodeFailure, RunContext, Runtime
 from hylo.graph.nodesets import Nodeset
+from hylo.panels.remote import RemoteEnvPanelProxy
 
 log = logging.getLogger(__name__)
 
@@ -333,6 +340,7 @@ class _Server:
         self.sock: socket.socket | None = None
         self.pid = 0
         self.dead: str | None = None  # how it died, once a call found out (and raised NodesetCrashed)
+        self.has_env_panel = False  # it hosts its benchmark's env panel (an env nodeset's subprocess)
         self._poller: select.poll | None = None
         self._next = 0
         self._in_flight: int | None = None  # the request whose reply has not been read yet
@@ -364,7 +372,8 @@ class _Server:
         self._poller = select.poll()
         self._poller.register(self.sock, select.POLLIN)
         try:
-            self.receive(self.send("init", **launch.init()), deadline=deadline)
+            started = self.receive(self.send("init", **launch.init()), deadline=deadline)
+            self.has_env_panel = isinstance(started, dict) and bool(started.get("env_panel"))
         except NodesetCrashed:
             self.stop(0.0)
             raise GraphSetupError(f"nodeset {self.nodeset.name!r} ({self.tag}) could not start: {self.dead}") from None
@@ -656,6 +665,7 @@ class ServerNodesets:
             render_images=render_images,
         )
         self._servers: dict[str, _Server] = {}
+        self._panels: dict[str, RemoteEnvPanelProxy] = {}
         self._close = weakref.finalize(self, _shutdown, self._servers, self._launch)
 
     def proxy(self, planned: PlannedNode) -> Node:
@@ -675,6 +685,22 @@ class ServerNodesets:
         server.proxies.append(proxy)
         return proxy
 
+    def env_panel(self, nodeset: str) -> RemoteEnvPanelProxy | None:
+        """The proxy of the env panel living in `nodeset`'s subprocess, named `<panel>#<k>` (`env_babyai#1`); None when
+        that nodeset has no subprocess here (none of its nodes is in this graph) or hosts no panel (it is not a
+        benchmark's env nodeset). Built on first use, the same proxy after; call it from the thread that drives the
+        runner (see `RemoteEnvPanelProxy`)."""
+        proxy = self._panels.get(nodeset)
+        if proxy is not None:
+            return proxy
+        server = self._servers.get(nodeset)
+        if server is None or not server.has_env_panel:
+            return None
+        # the transport holds no reference to these nodesets: dropping them still stops their subprocesses
+        proxy = RemoteEnvPanelProxy(functools.partial(_panel_request, self._close, server), server.tag)
+        self._panels[nodeset] = proxy
+        return proxy
+
     @property
     def replicas(self) -> dict[str, int]:
         """Tag → pid of each subprocess started (the latest one after a restart)."""
@@ -683,6 +709,16 @@ class ServerNodesets:
     def close(self) -> None:
         """Stop every subprocess (each closes its nodes and env); idempotent."""
         self._close()
+
+
+def _panel_request(open_: weakref.finalize[Any, Any], server: _Server, op: str, **fields: Any) -> Any:
+    """One request to the env panel in `server`'s subprocess (`open_`: its `ServerNodesets`' close). A subprocess that
+    died is restarted first, its nodes set up again, as the next execution would do; its panel then starts from the
+    panel's defaults."""
+    if not open_.alive:
+        raise RuntimeError(f"nodeset {server.tag} is closed: its runner was closed")
+    server.ensure_live()
+    return server.call(op, **fields)
 
 
 def _shutdown(servers: dict[str, _Server], launch: _Launch) -> None:

@@ -13,6 +13,7 @@ from hylo.panels.base import (
 )
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.budget import resolve_step_budget
+from hylo.panels.remote import RemoteEnvPanelProxy, RemotePanelError
 
 __all__ = [
     "PLAYBACK_ACTIONS",
@@ -23,6 +24,8 @@ __all__ = [
     "EnvPanelField",
     "PanelContext",
     "Placement",
+    "RemoteEnvPanelProxy",
+    "RemotePanelError",
     "SideEffect",
     "intent",
     "resolve_step_budget",

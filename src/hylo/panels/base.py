@@ -15,12 +15,15 @@ from typing import Any, Literal, get_args
 SideEffect = Literal["run_start", "run_pause", "run_stop", "run_step", "signal", "none"]
 SIDE_EFFECTS: tuple[str, ...] = get_args(SideEffect)
 FieldKind = Literal["select", "number", "text", "slider"]
-EnabledWhen = Literal["idle", "running", "paused", "not_running", "always"]
+EnabledWhen = Literal["idle", "running", "paused", "not_running", "active", "always"]
+"""When an action is enabled: `running` (an execution is advancing), `paused`, `idle` (no execution), `not_running`
+(idle or paused), `active` (running or paused), `always`."""
 
 
 @dataclass(frozen=True, slots=True)
 class EnvPanelField:
-    """One input of a panel. `options` for a fixed select; `dynamic` when `on_options(name)` supplies them."""
+    """One input of a panel. `options` for a fixed select; `dynamic` when `on_options(name)` supplies them.
+    `moves_episode`: changing it places another episode, so it is refused while an execution is running."""
 
     name: str
     kind: FieldKind
@@ -31,6 +34,7 @@ class EnvPanelField:
     step: float | None = None
     dynamic: bool = False
     help: str = ""
+    moves_episode: bool = True
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -141,7 +145,7 @@ PLAYBACK_ACTIONS: tuple[EnvPanelAction, ...] = (
     EnvPanelAction("play", "Play", "run_start", enabled_when="not_running"),
     EnvPanelAction("pause", "Pause", "run_pause", enabled_when="running"),
     EnvPanelAction("step", "Step", "run_step", enabled_when="not_running"),
-    EnvPanelAction("stop", "Stop", "run_stop", enabled_when="running"),
+    EnvPanelAction("stop", "Stop", "run_stop", enabled_when="active"),
 )
 """Play / Pause / Step / Stop: the buttons every benchmark panel has."""
 

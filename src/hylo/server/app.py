@@ -1,4 +1,6 @@
-"""The eval REST API over a `JobScheduler`: submit, watch, list and cancel evaluation jobs, read runs and episodes.
+"""hylo's HTTP API: the eval API over a `JobScheduler` (submit, watch, list and cancel evaluation jobs, read runs and
+episodes, under `/api/eval/v2`), the catalog (graphs, node types, benchmarks, agents) and interactive driving (env
+panels and sessions), under `/api`.
 
 Only registered benchmarks and agents are accepted (never an import path), and every run goes to the scheduler's
 log dir.
@@ -17,23 +19,39 @@ from starlette.concurrency import run_in_threadpool
 from hylo import __version__
 from hylo.core.status import EpisodeStatus
 from hylo.eval.store import EvalLog, RunNotFound, find_run, list_runs
+from hylo.graph.store import GraphStore
 from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, SchedulerBusy
 from hylo.jobs.job import JobStatus
 from hylo.jobs.request import JobRequest
 from hylo.jobs.scheduler import JobScheduler
 from hylo.server.auth import BearerToken
+from hylo.server.catalog import catalog_routes
 from hylo.server.events import status_events
+from hylo.server.limits import BODY_LIMIT_OVERRIDES, BodyLimit
+from hylo.server.live import add_live_error_handlers, live_routes
 from hylo.server.models import Episodes, Queue, Runs, Started
+from hylo.sessions.manager import SessionManager
 
 PREFIX = "/api/eval/v2"
 CANCEL_WAIT_MARGIN_S = 5.0
 """How long past the grace period a cancel request waits for a running job to end."""
 
 
-def create_app(scheduler: JobScheduler, *, token: str | None = None, manage_scheduler: bool = False) -> FastAPI:
+def create_app(
+    scheduler: JobScheduler,
+    *,
+    token: str | None = None,
+    manage_scheduler: bool = False,
+    sessions: SessionManager | None = None,
+    graphs: GraphStore | None = None,
+) -> FastAPI:
     """The API over `scheduler`. With `token`, every request needs `Authorization: Bearer <token>`. With
     `manage_scheduler`, the app starts the scheduler on startup and closes it on shutdown (terminating running
-    jobs, which stay resumable)."""
+    jobs, which stay resumable). `graphs` keeps the saved graphs (by default in `<log dir>/graphs`, beside the
+    built-in examples); `sessions` holds the interactive sessions and panels (by default a manager over `graphs`),
+    closed when the app shuts down."""
+    store = graphs if graphs is not None else GraphStore(scheduler.log_dir / "graphs")
+    live = sessions if sessions is not None else SessionManager(graphs=store.get)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -42,6 +60,7 @@ def create_app(scheduler: JobScheduler, *, token: str | None = None, manage_sche
         try:
             yield
         finally:
+            await run_in_threadpool(live.close)
             if manage_scheduler:
                 await run_in_threadpool(scheduler.close)
 
@@ -51,10 +70,15 @@ def create_app(scheduler: JobScheduler, *, token: str | None = None, manage_sche
         description="Queue evaluations of embodied agents, follow them live, read their runs and episodes.",
         lifespan=lifespan,
     )
+    app.add_middleware(BodyLimit, overrides=BODY_LIMIT_OVERRIDES)
     if token:
-        app.add_middleware(BearerToken, token=token)
+        app.add_middleware(BearerToken, token=token)  # outermost: a request without the token is not even read
     _add_error_handlers(app)
+    add_live_error_handlers(app)
     app.include_router(_routes(scheduler), prefix=PREFIX)
+    app.include_router(live_routes(live), prefix="/api")
+    app.include_router(catalog_routes(store), prefix="/api")
+    app.state.sessions = live
     return app
 
 

@@ -20,11 +20,13 @@ EXIT_BAD_INPUT = 2
 def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     """Add `serve` to a subparsers object (`hylo`'s commands); returns its parser."""
     parser: argparse.ArgumentParser = commands.add_parser(
-        "serve", help="queue and run evaluations behind an HTTP API (docs/api.md)"
+        "serve", help="evaluations, graphs and live sessions behind an HTTP API (docs/api.md, docs/live.md)"
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    parser.add_argument("--log-dir", type=Path, default=Path("hylo-runs"), help="where runs and the job queue are kept")
+    parser.add_argument(
+        "--log-dir", type=Path, default=Path("hylo-runs"), help="where runs, the job queue and saved graphs are kept"
+    )
     parser.add_argument(
         "--token",
         default=None,

@@ -1,4 +1,5 @@
-"""`serve`: the job scheduler of one log dir behind the API, on uvicorn."""
+"""`serve`: the job scheduler of one log dir, its saved graphs and the interactive sessions behind the API, on
+uvicorn."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from hylo.jobs.resources import Machine, MachineProbe
 from hylo.jobs.scheduler import JobScheduler
 from hylo.server.app import create_app
 from hylo.server.binding import DEFAULT_HOST, DEFAULT_PORT, check_binding
+from hylo.server.limits import MAX_WS_MESSAGE_BYTES
 
 SHUTDOWN_GRACE_S = 5
 """How long open requests (an event stream follows its job until it ends) may delay the server's shutdown."""
@@ -32,7 +34,12 @@ def serve(
     try:
         app = create_app(scheduler, token=token or None, manage_scheduler=True)
         config = uvicorn.Config(
-            app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=SHUTDOWN_GRACE_S
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+            ws_max_size=MAX_WS_MESSAGE_BYTES,
         )
         uvicorn.Server(config).run()
     finally:

@@ -1,0 +1,166 @@
+"""Size limits on what clients send: request bodies (`BodyLimit`, 413) and incoming websocket messages (close 1009).
+
+A body is read before the application sees it, so a route never holds more than its limit: a declared
+`Content-Length` above the limit is refused before the body is read, a chunked body as soon as it grows past it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from hylo.graph.model import MAX_GRAPH_BYTES
+
+MAX_BODY_BYTES = 1024 * 1024
+"""The request body limit of every path without an override: 1 MiB."""
+
+MAX_WS_MESSAGE_BYTES = 64 * 1024
+"""The largest websocket message a client may send (a session's commands are small): 64 KiB."""
+
+WS_CLOSE_TOO_BIG = 1009
+"""The websocket close code for a message larger than the limit ("message too big", RFC 6455)."""
+
+BODY_LIMIT_OVERRIDES: dict[str, int] = {"/api/graphs/": MAX_GRAPH_BYTES}
+"""Per-path-prefix body limits of the API: a graph may be as large as a graph file (2 MiB)."""
+
+DRAIN_BYTES = 8 * 1024 * 1024
+"""How much of a refused body is read and dropped before the 413 is sent, so that a client still sending it reads the
+answer instead of a reset connection; a body larger still is cut off."""
+
+
+def _size(n: int) -> str:
+    for unit, factor in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if n and n % factor == 0:
+            return f"{n // factor} {unit}"
+    return f"{n} bytes"
+
+
+class BodyLimit:
+    """ASGI middleware: a request body larger than `max_bytes` — or than the limit of the longest prefix of
+    `overrides` (path prefix → bytes) that the path starts with — gets `413 {"detail": ...}` naming the limit, and
+    the application never sees the request. An incoming websocket message larger than `ws_max_bytes` (None: no limit)
+    closes the connection with code 1009; the application receives a `websocket.disconnect` with that code, and
+    what it sends afterwards is dropped."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int = MAX_BODY_BYTES,
+        overrides: Mapping[str, int] | None = None,
+        ws_max_bytes: int | None = MAX_WS_MESSAGE_BYTES,
+    ) -> None:
+        limits = {"max_bytes": max_bytes, "ws_max_bytes": ws_max_bytes, **dict(overrides or {})}
+        for what, limit in limits.items():
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+                raise ValueError(f"BodyLimit: the limit of {what!r} must be a number of bytes >= 0, got {limit!r}")
+        self.app = app
+        self.max_bytes = max_bytes
+        self.ws_max_bytes = ws_max_bytes
+        self._overrides = sorted((overrides or {}).items(), key=lambda item: len(item[0]), reverse=True)
+
+    def limit_for(self, path: str) -> int:
+        """The body limit of a request to `path`."""
+        for prefix, limit in self._overrides:
+            if path.startswith(prefix):
+                return limit
+        return self.max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "websocket" and self.ws_max_bytes is not None:
+            await self._websocket(scope, receive, send, self.ws_max_bytes)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self.limit_for(scope["path"])
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:
+            if not _expects_continue(scope) and declared <= limit + DRAIN_BYTES:
+                await _drain(receive, declared)
+            await _refuse(scope, receive, send, limit)
+            return
+        messages: list[Message] = []
+        size = 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":  # the client is gone: the application hears it
+                break
+            size += len(message.get("body", b""))
+            if size > limit:
+                if message.get("more_body", False):
+                    await _drain(receive, DRAIN_BYTES)
+                await _refuse(scope, receive, send, limit)
+                return
+            if not message.get("more_body", False):
+                break
+        queued = iter(messages)
+
+        async def replay() -> Message:
+            message = next(queued, None)
+            return message if message is not None else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        closed = False
+
+        async def limited_receive() -> Message:
+            nonlocal closed
+            message = await receive()
+            if message["type"] == "websocket.receive" and not closed:
+                data: bytes | None = message.get("bytes")
+                size = len(data) if data is not None else len((message.get("text") or "").encode())
+                if size > limit:
+                    closed = True
+                    reason = f"message larger than {_size(limit)}"
+                    await send({"type": "websocket.close", "code": WS_CLOSE_TOO_BIG, "reason": reason})
+                    return {"type": "websocket.disconnect", "code": WS_CLOSE_TOO_BIG, "reason": reason}
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            if not closed:
+                await send(message)
+
+        await self.app(scope, limited_receive, guarded_send)
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return bytes(value)
+    return None
+
+
+def _content_length(scope: Scope) -> int | None:
+    value = _header(scope, b"content-length")
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None  # the server refuses a malformed length before the application runs
+
+
+def _expects_continue(scope: Scope) -> bool:
+    return (_header(scope, b"expect") or b"").lower() == b"100-continue"
+
+
+async def _drain(receive: Receive, max_bytes: int) -> None:
+    """Read and drop up to about `max_bytes` of the rest of a request body."""
+    drained = 0
+    while drained <= max_bytes:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        drained += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    shown = _size(limit) if _size(limit).endswith("bytes") else f"{_size(limit)} ({limit} bytes)"
+    detail = f"the request body is larger than {shown}, the most {scope['path']} accepts"
+    await JSONResponse({"detail": detail}, status_code=413)(scope, receive, send)
