@@ -29,7 +29,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -327,14 +327,21 @@ class Session:
         if aloop is not None:
             aloop.close()
 
-    def _fail_pending(self) -> None:
+    def _queued(self) -> Iterator[_Command | object]:
+        """What is in the inbox now, without waiting."""
         while True:
             try:
-                item = self._inbox.get_nowait()
+                yield self._inbox.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(item, _Command) and item.future.set_running_or_notify_cancel():
-                item.future.set_exception(SessionGone(f"session {self.id} is closed"))
+
+    def _fail_pending(self) -> None:
+        for item in self._queued():
+            if not isinstance(item, _Command):
+                continue
+            future = item.future
+            if future.running() or future.set_running_or_notify_cancel():  # running: a command put back (_Later)
+                future.set_exception(SessionGone(f"session {self.id} is closed"))
 
     def _run_command(self, command: _Command) -> None:
         if not command.future.running() and not command.future.set_running_or_notify_cancel():
@@ -350,11 +357,7 @@ class Session:
         command.future.set_result(result)
 
     def _drain(self) -> None:
-        while True:
-            try:
-                item = self._inbox.get_nowait()
-            except queue.Empty:
-                return
+        for item in self._queued():
             if item is _CLOSE:
                 self._inbox.put(_CLOSE)  # for the main loop, once this execution has ended
                 self._halt = self._halt or "the session was closed"
