@@ -14,7 +14,7 @@ second. Goal: ratio = graph / kernel ≥ 0.9.
 
 Null env (`null_env`): `hylo.envs.null.NullEnv` with long episodes (the step budget only ends them) and the built-in
 `hold` agent (a one-action `ActionChunk` of zeros per `act`); the graph is the same canonical shape built with
-`GraphBuilder`, its env nodes from `env_nodeset("null")`. Figures in µs per step. Goal: the graph adds at most
+`agent_graph`, its env nodes from `env_nodeset("null")`. Figures in µs per step. Goal: the graph adds at most
 50 µs per iteration (overhead = graph − kernel).
 
 A warm-up pass of each checks that both score every episode with the same status and step count; then repeats are
@@ -48,7 +48,7 @@ from hylo.core.status import EpisodeOutcome
 from hylo.envs.benchmark import get_benchmark
 from hylo.envs.null import NullEnv
 from hylo.envs.quiet import stdout_to_stderr
-from hylo.graph import GraphBuilder, GraphRunner, Placement, Plan, Runtime, compile_graph, load_graph
+from hylo.graph import GraphRunner, Plan, Runtime, agent_graph, compile_graph, load_graph
 from hylo.graph.env_nodes import env_nodeset
 from hylo.graph.store import EXAMPLES_DIR
 
@@ -126,21 +126,8 @@ def babyai(episodes: int, repeats: int) -> dict[str, Any]:
 
 def null_graph_plan(agent: str = "hold") -> Plan:
     """The canonical loop on the null benchmark's env nodes, with `agent` in the reason node."""
-    g = GraphBuilder("null_canonical", placement=Placement(benchmark="null", task="null"))
-    reset = g.node("null.reset", "reset")
-    loop_in, loop_out = g.loop(carry={"result": "step"})
-    observe = g.node("null.observe", "observe")
-    reason = g.node("reason", "reason", agent=agent)
-    step = g.node("null.step", "step")
-    evaluate = g.node("null.evaluate", "evaluate")
-    g.connect(reset["observation"], loop_in["start"])
-    g.connect(loop_in["step"], observe["trigger"])
-    g.connect(observe["observation"], reason["observation"])
-    g.connect(reason["chunk"], step["action"])
-    g.connect(step["result"], loop_out["result"])
-    g.connect(step["done"], loop_out["stop"])
-    g.connect(loop_out["final_result"], evaluate["result"])
-    return compile_graph(g.build(), nodesets={"null": env_nodeset("null")})
+    graph = agent_graph("null", agent, name="null_canonical")
+    return compile_graph(graph, nodesets={"null": env_nodeset("null")})
 
 
 def null_env(steps: int, episode_steps: int, repeats: int, dim: int = 7) -> dict[str, Any]:

@@ -4,6 +4,7 @@ and the server's middlewares."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Iterator
@@ -38,11 +39,9 @@ def catalog_app(graphs: Path, token: str | None = None) -> FastAPI:
     @app.websocket("/api/ws")
     async def ws(websocket: WebSocket) -> None:
         await websocket.accept()
-        try:
+        with contextlib.suppress(WebSocketDisconnect):
             while True:
                 await websocket.send_text(f"echo:{len(await websocket.receive_text())}")
-        except WebSocketDisconnect:
-            pass
 
     app.add_middleware(BodyLimit, overrides=BODY_LIMIT_OVERRIDES)
     if token:

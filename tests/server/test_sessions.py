@@ -385,8 +385,9 @@ def test_with_a_token_every_route_and_the_stream_need_it(tmp_path: Path) -> None
         bare = httpx.get(f"{server.url}/api/sessions/{session['id']}")
         assert bare.status_code == 401
         assert httpx.post(f"{server.url}/api/env-panels/env_babyai/action", json={"name": "play"}).status_code == 401
-        with pytest.raises(InvalidStatus), server.websocket(f"/api/sessions/{session['id']}/stream"):
-            pass
+        with pytest.raises(InvalidStatus) as refused:
+            server.websocket(f"/api/sessions/{session['id']}/stream").close()
+        assert refused.value.response.status_code == 403
         with server.websocket(f"/api/sessions/{session['id']}/stream?access_token=s3cret") as ws:
             assert json.loads(ws.recv(timeout=20))["type"] == "hello"
     finally:

@@ -57,13 +57,6 @@ class ActionRequest(BaseModel):
     name: str = Field(max_length=100)
 
 
-class _Streams:
-    """How many stream clients each session has."""
-
-    def __init__(self) -> None:
-        self.count: dict[str, int] = {}
-
-
 def add_live_error_handlers(app: Any) -> None:
     """The HTTP answers of the live surface's errors."""
 
@@ -113,7 +106,7 @@ def _refused_hook(panel: BaseEnvPanel, result: dict[str, Any], field: str) -> Se
 def live_routes(manager: SessionManager) -> APIRouter:
     """The routes, to mount under `/api`."""
     router = APIRouter()
-    streams = _Streams()
+    streams: dict[str, int] = {}  # stream clients per session
 
     # -- env panels -------------------------------------------------------------------------------------------------
 
@@ -233,17 +226,17 @@ def live_routes(manager: SessionManager) -> APIRouter:
         except NotFound:
             await websocket.close(code=4404, reason=f"no session {session_id}")
             return
-        if streams.count.get(session_id, 0) >= MAX_STREAMS:
+        if streams.get(session_id, 0) >= MAX_STREAMS:
             await websocket.close(code=1013, reason=f"session {session_id} has {MAX_STREAMS} streams already")
             return
-        streams.count[session_id] = streams.count.get(session_id, 0) + 1
+        streams[session_id] = streams.get(session_id, 0) + 1
         try:
             await websocket.accept()
             await _serve_stream(websocket, session, min(max(0, after), session.feed.position))
         except WebSocketDisconnect:
             pass
         finally:
-            streams.count[session_id] -= 1
+            streams[session_id] -= 1
 
     return router
 
@@ -271,7 +264,7 @@ async def _serve_stream(websocket: WebSocket, session: Session, position: int) -
             batch = feed.read(position, MAX_BATCH)
             position = batch.position
             message = {"type": "update", "position": position, "dropped": batch.dropped, "events": batch.events,
-                       "session": _brief(session)}  # fmt: skip
+                       "session": session.brief()}  # fmt: skip
             await websocket.send_text(_json(message))
             if session.closed and feed.position == position:
                 await websocket.close(code=1000, reason=f"session {session.id} is {session.state.value}")
@@ -282,21 +275,6 @@ async def _serve_stream(websocket: WebSocket, session: Session, position: int) -
     finally:
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
-
-
-def _brief(session: Session) -> dict[str, Any]:
-    frame = session.frames.latest
-    return {
-        "id": session.id,
-        "state": session.state.value,
-        "step": session.step,
-        "episode_id": session.episode_id,
-        "executions": session.executions,
-        "last_outcome": session.last_outcome.to_json() if session.last_outcome is not None else None,
-        "frame": None
-        if frame is None
-        else {"number": frame.number, "step": frame.step, "url": session.frame_url(frame)},
-    }
 
 
 def _json(message: dict[str, Any]) -> str:

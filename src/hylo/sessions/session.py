@@ -598,31 +598,37 @@ class Session:
 
     # -- views (any thread) -------------------------------------------------------------------------------------
 
-    def describe(self) -> dict[str, Any]:
-        """What `GET /api/sessions/{id}` answers."""
-        runner = self._runner
+    def brief(self) -> dict[str, Any]:
+        """The state a live stream sends with each message."""
         frame = self.frames.latest
+        return {
+            "id": self.id,
+            "state": self.state.value,
+            "step": self.step,
+            "episode_id": self.episode_id,
+            "executions": self.executions,
+            "last_outcome": self.last_outcome.to_json() if self.last_outcome is not None else None,
+            "frame": None
+            if frame is None
+            else {"number": frame.number, "step": frame.step, "camera": frame.camera, "url": self.frame_url(frame)},
+        }
+
+    def describe(self) -> dict[str, Any]:
+        """What `GET /api/sessions/{id}` answers: the brief state, what the session runs and its details."""
+        runner = self._runner
         containers = self.containers
         if runner is not None and self.state is SessionState.RUNNING and runner.checkpoints:
             with contextlib.suppress(IndexError):  # cleared by a new execution meanwhile
                 containers = jsonable(runner.checkpoints[-1][1])
         setup = self.setup
         return {
-            "id": self.id,
-            "state": self.state.value,
+            **self.brief(),
             "benchmark": setup.benchmark.name,
             "graph": setup.plan.graph.name,
             "agent": setup.agent,
             "panel": self.panel.name if self.panel is not None else None,
-            "step": self.step,
-            "episode_id": self.episode_id,
-            "executions": self.executions,
-            "last_outcome": self.last_outcome.to_json() if self.last_outcome is not None else None,
             "last_execution": self.last_execution,
             "containers": containers,
-            "frame": None
-            if frame is None
-            else {"number": frame.number, "step": frame.step, "camera": frame.camera, "url": self.frame_url(frame)},
             "events": self.feed.position,
             "error": self.error,
             "created_at": self.created_at,
