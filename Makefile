@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: demo test lint typecheck pytest bench clean sysdeps
+.PHONY: demo test lint typecheck pytest bench clean sysdeps web web-check
 
 # MuJoCo renders headless on the CPU through EGL (Mesa's llvmpipe). Installed from Debian when missing.
 SYSDEPS_STAMP := $(VENV)/.sysdeps
@@ -21,13 +21,23 @@ $(SYSDEPS_STAMP): | $(BIN)/python
 	fi
 	touch $@
 
-sysdeps: $(SYSDEPS_STAMP)
+# The browser tests drive Debian's Chromium through Playwright (Playwright's own browser download is not used).
+BROWSER_STAMP := $(VENV)/.browser
+
+$(BROWSER_STAMP): | $(BIN)/python
+	@if [ ! -x /usr/bin/chromium ]; then \
+		echo "installing Chromium (browser tests)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+	touch $@
+
+sysdeps: $(SYSDEPS_STAMP) $(BROWSER_STAMP)
 
 $(STAMP_RUN): pyproject.toml | $(BIN)/python $(SYSDEPS_STAMP)
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(STAMP_TEST): pyproject.toml | $(BIN)/python $(SYSDEPS_STAMP)
+$(STAMP_TEST): pyproject.toml | $(BIN)/python $(SYSDEPS_STAMP) $(BROWSER_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(STAMP_RUN)
 
@@ -46,10 +56,26 @@ pytest: $(STAMP_TEST)
 
 test: lint typecheck pytest
 
+# The web UI's bundle is committed in src/hylo/server/web (package data: installing hylo needs no Node).
+# `make web` rebuilds it from web/ with the locked dependencies; `make web-check` fails when the committed bundle
+# is not what the source builds to.
+WEB_BUNDLE := src/hylo/server/web
+
+web:
+	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run build
+
+web-check: web
+	@if [ -n "$$(git status --porcelain -- $(WEB_BUNDLE))" ]; then \
+		git status --short -- $(WEB_BUNDLE); \
+		echo "the committed web bundle differs from what web/ builds to: run 'make web' and commit $(WEB_BUNDLE)"; \
+		exit 1; \
+	fi
+	@echo "the committed web bundle is what web/ builds to"
+
 bench: $(STAMP_RUN)
 	$(BIN)/python benchmarks/kernel_overhead.py
 	$(BIN)/python benchmarks/eval_overhead.py
 	$(BIN)/python benchmarks/eval_breakdown.py
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache web/node_modules

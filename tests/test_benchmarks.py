@@ -8,14 +8,17 @@ from pathlib import Path
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def test_kernel_overhead_prints_one_json_object_with_every_figure():
+def run_benchmark(script: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run `benchmarks/<script>` with `args`; it must exit 0 (its stderr is the message otherwise)."""
     result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "kernel_overhead.py"), "--json", "--repeats", "5", "--steps", "1000"],
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True, timeout=timeout
     )
     assert result.returncode == 0, result.stderr
+    return result
+
+
+def test_kernel_overhead_prints_one_json_object_with_every_figure():
+    result = run_benchmark("kernel_overhead.py", "--json", "--repeats", "5", "--steps", "1000", timeout=120)
     figures = json.loads(result.stdout)
     for key in (
         "bare_steps_per_s",
@@ -31,23 +34,17 @@ def test_kernel_overhead_prints_one_json_object_with_every_figure():
 
 
 def test_eval_overhead_prints_one_json_object_with_both_benchmarks():
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(BENCHMARKS / "eval_overhead.py"),
-            "--json",
-            "--repeats",
-            "5",
-            "--babyai-episodes",
-            "10",
-            "--metaworld-episodes",
-            "1",
-        ],
-        capture_output=True,
-        text=True,
+    result = run_benchmark(
+        "eval_overhead.py",
+        "--json",
+        "--repeats",
+        "5",
+        "--babyai-episodes",
+        "10",
+        "--metaworld-episodes",
+        "1",
         timeout=300,
     )
-    assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert set(figures) == {"babyai", "metaworld"}
     for name, row in figures.items():
@@ -57,13 +54,7 @@ def test_eval_overhead_prints_one_json_object_with_both_benchmarks():
 
 
 def test_eval_breakdown_prints_every_layer_with_its_ratio_to_the_raw_loop():
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "eval_breakdown.py"), "--json", "--episodes", "10", "--repeats", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("eval_breakdown.py", "--json", "--episodes", "10", "--repeats", "1", timeout=300)
     figures = json.loads(result.stdout)
     assert list(figures) == ["raw", "env", "kernel", "panel", "eval_no_trace", "eval"]
     assert figures["raw"]["ratio"] == 1.0
@@ -72,13 +63,7 @@ def test_eval_breakdown_prints_every_layer_with_its_ratio_to_the_raw_loop():
 
 
 def test_scaling_prints_one_json_object_with_every_figure():
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "scaling.py"), "--json", "--episodes", "1", "--repeats", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("scaling.py", "--json", "--episodes", "1", "--repeats", "1", timeout=300)
     figures = json.loads(result.stdout)
     for key in ("workers_1_eps_per_s", "workers_2_eps_per_s", "ratio", "ray_2_eps_per_s", "ray_ratio"):
         assert isinstance(figures[key], float) and figures[key] > 0, key
@@ -87,14 +72,19 @@ def test_scaling_prints_one_json_object_with_every_figure():
 
 
 def test_graph_overhead_prints_one_json_object_with_both_comparisons():
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "graph_overhead.py"), "--json", "--repeats", "1", "--episodes", "5",
-         "--steps", "500", "--episode-steps", "100"],
-        capture_output=True,
-        text=True,
+    result = run_benchmark(
+        "graph_overhead.py",
+        "--json",
+        "--repeats",
+        "1",
+        "--episodes",
+        "5",
+        "--steps",
+        "500",
+        "--episode-steps",
+        "100",
         timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    )
     figures = json.loads(result.stdout)
     assert set(figures) == {"babyai", "null_env"}
     babyai, null = figures["babyai"], figures["null_env"]
@@ -106,14 +96,16 @@ def test_graph_overhead_prints_one_json_object_with_both_comparisons():
 
 
 def test_live_stream_prints_one_json_object_with_both_figures_and_what_the_client_got():
-    result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "live_stream.py"), "--json", "--repeats", "1", "--executions", "2"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_benchmark("live_stream.py", "--json", "--repeats", "1", "--executions", "2", timeout=180)
     figures = json.loads(result.stdout)
     assert figures["headless_steps_per_s"] > 0 and figures["streamed_steps_per_s"] > 0
     assert abs(figures["ratio"] - figures["streamed_steps_per_s"] / figures["headless_steps_per_s"]) < 0.01
     assert figures["steps"] > 0 and figures["client_events_per_repeat"] > figures["steps"] / 2  # the client read
+
+
+def test_web_tti_prints_one_json_object_with_each_page_and_the_ratio():
+    result = run_benchmark("web_tti.py", "--json", "--repeats", "1", timeout=300)
+    figures = json.loads(result.stdout)
+    for key in ("root_tti_ms", "run_100_tti_ms", "run_10000_tti_ms", "next_page_ms", "status_filter_ms"):
+        assert figures[key] > 0, key
+    assert abs(figures["ratio"] - figures["run_10000_tti_ms"] / figures["run_100_tti_ms"]) < 0.01

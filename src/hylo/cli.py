@@ -352,7 +352,7 @@ def _interrupt_on_sigterm() -> None:
 
 def _runs(args: argparse.Namespace) -> int:
     from hylo.eval.report import print_summary
-    from hylo.eval.stats import summarize, summarize_by_task
+    from hylo.eval.stats import summarize, summarize_by_task, summary_json
     from hylo.eval.store import EvalLog, delete_run, find_run, list_runs, records
 
     if args.runs_command == "list":
@@ -381,10 +381,7 @@ def _runs(args: argparse.Namespace) -> int:
         if args.runs_command == "show":
             recs = records(final)
             if args.json:
-                data: dict[str, Any] = {
-                    **info.to_json(),
-                    "summary": {**summarize(recs).to_json(), "per_task": _per_task_json(summarize_by_task(recs))},
-                }
+                data: dict[str, Any] = {**info.to_json(), "summary": summary_json(recs)}
                 sys.stdout.write(json.dumps(data) + "\n")
                 return 0
             console = _console()
@@ -405,10 +402,6 @@ def _runs(args: argparse.Namespace) -> int:
                 entry["trace"] = log.trace(entry["episode_id"], entry["attempt"])
         sys.stdout.write(json.dumps(export) + "\n")
         return 0
-
-
-def _per_task_json(per_task: Any) -> dict[str, Any]:
-    return {task: summary.to_json() for task, summary in per_task.items()}
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -102,6 +102,8 @@ def test_summarize_keeps_abstentions_visible() -> None:
     assert summary.to_json() == {
         "n": 6,
         "status_counts": summary.status_counts,
+        "scored": 4,
+        "successes": 2,
         "success_rate": 0.5,
         "success_ci": list(wilson_interval(2, 4)),
         "conservative_success_rate": pytest.approx(1 / 3),

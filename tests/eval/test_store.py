@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
+from hylo.eval.stats import summary_json
 from hylo.eval.store import (
     FILENAME,
     EpisodeRow,
@@ -127,6 +129,29 @@ def test_the_final_episode_is_the_last_attempt(log: EvalLog) -> None:
     assert done[first.episode_id].attempt == 2
     assert done[first.episode_id].success is True
     assert log.info().n_done == 2
+
+
+def test_pages_and_tallies_read_in_sql_agree_with_the_final_episodes(log: EvalLog) -> None:
+    statuses = [EpisodeStatus.SUCCESS, EpisodeStatus.FAILURE, EpisodeStatus.ERROR, EpisodeStatus.INFRA_INVALID]
+    for task in ("Open", "GoToLocal", "PickupLoc"):
+        for index in range(7):
+            status = statuses[(index + len(task)) % len(statuses)]
+            final = row(task, index, status=status, success=status is EpisodeStatus.SUCCESS, reason=status.value)
+            if index % 3 == 0:  # an earlier attempt that must not count
+                log.record(replace(final, attempt=1, status=EpisodeStatus.INFRA_INVALID, success=False, steps=999))
+                final = replace(final, attempt=2)
+            log.record(final)
+    final = log.final_episodes()
+    assert summary_json(tallies=log.tallies()) == summary_json(records(final))
+    assert list(log.tallies()) == ["GoToLocal", "Open", "PickupLoc"]
+
+    assert log.final_page(offset=5, limit=4) == (21, final[5:9])
+    for status in statuses:
+        for task in (None, "Open"):
+            matching = [r for r in final if r.status is status and task in (None, r.task)]
+            assert log.final_page(offset=1, limit=3, status=status, task=task) == (len(matching), matching[1:4])
+    assert log.final_page(offset=100, limit=10) == (21, [])
+    assert log.final_page(task="Nope") == (0, [])
 
 
 def test_trace_round_trips_json_lines(log: EvalLog) -> None:

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from served_app import Served
 
 from hylo.graph.store import EXAMPLES_DIR, GraphStore
+from hylo.graph.wires import Wire, fits
 from hylo.server.auth import BearerToken
 from hylo.server.catalog import catalog_routes
 from hylo.server.limits import BODY_LIMIT_OVERRIDES, BodyLimit
@@ -252,6 +253,13 @@ def test_nodes_lists_every_node_type_with_its_ports_by_nodeset(client: httpx.Cli
     assert {"reward", "done", "success", "result"} <= {p["name"] for p in step["outputs"]}
     assert {"iterIn", "iterOut"} <= {n["type"] for n in groups["core"]["nodes"]}
     assert "metaworld.step" in {n["type"] for n in groups["metaworld"]["nodes"]}
+
+    # the widening table lets a canvas refuse exactly the edges the engine refuses
+    widens = body["widens"]
+    for source in Wire:
+        for target in Wire:
+            served = source is target or Wire.ANY in (source, target) or target.value in widens.get(source.value, [])
+            assert served == fits(source, target), (source, target)
 
 
 def test_benchmarks_lists_splits_tasks_and_budgets(client: httpx.Client) -> None:

@@ -9,7 +9,7 @@ run that "succeeds" by crashing on its hard episodes cannot look better than it 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
@@ -65,6 +65,10 @@ class EpisodeRecord:
             raise ValueError(f"{self.episode_id}: success={self.success} contradicts status {status.value!r}")
 
 
+Tally = tuple[Mapping[EpisodeStatus, int], int]
+"""Episodes tallied: a count per status and their total steps."""
+
+
 @dataclass(frozen=True)
 class Summary:
     """Aggregate of a set of episodes.
@@ -87,6 +91,8 @@ class Summary:
         return {
             "n": self.n,
             "status_counts": dict(self.status_counts),
+            "scored": self.scored,
+            "successes": self.successes,
             "success_rate": self.success_rate,
             "success_ci": list(self.success_ci) if self.success_ci is not None else None,
             "conservative_success_rate": self.conservative_success_rate,
@@ -98,19 +104,24 @@ def summarize(records: Iterable[EpisodeRecord]) -> Summary:
     """Summarise episodes. Every status appears in `status_counts` (zeros included, in `EpisodeStatus` order) so a
     reader sees that abstentions were looked for, not just that none were reported. `mean_steps` is over all
     episodes."""
-    counts = {status.value: 0 for status in EpisodeStatus}
-    n = scored = successes = steps = 0
+    counts = dict.fromkeys(EpisodeStatus, 0)
+    steps = 0
     for record in records:
-        n += 1
-        counts[record.status.value] += 1
+        counts[record.status] += 1
         steps += record.steps
-        if record.status.scored:
-            scored += 1
-            if record.status is EpisodeStatus.SUCCESS:
-                successes += 1
+    return summary_of(counts, steps)
+
+
+def summary_of(counts: Mapping[EpisodeStatus, int], steps: int) -> Summary:
+    """The `Summary` of episodes tallied as a count per status and their total steps (what `summarize` tallies, or
+    an EvalLog counts in SQL)."""
+    status_counts = {status.value: counts.get(status, 0) for status in EpisodeStatus}
+    n = sum(status_counts.values())
+    scored = sum(counts.get(status, 0) for status in EpisodeStatus if status.scored)
+    successes = counts.get(EpisodeStatus.SUCCESS, 0)
     return Summary(
         n=n,
-        status_counts=counts,
+        status_counts=status_counts,
         scored=scored,
         successes=successes,
         success_rate=successes / scored if scored else None,
@@ -126,6 +137,25 @@ def summarize_by_task(records: Iterable[EpisodeRecord]) -> dict[str, Summary]:
     for record in records:
         by_task.setdefault(record.task, []).append(record)
     return {task: summarize(group) for task, group in by_task.items()}
+
+
+def summary_json(
+    records: Sequence[EpisodeRecord] | None = None, *, tallies: Mapping[str, Tally] | None = None
+) -> dict[str, Any]:
+    """The whole run's `Summary` as JSON, with `per_task` (one summary per task, in first-seen order): what
+    `hylo runs show --json` prints and what the API answers for a run. From `records`, or from `tallies` (task →
+    count per status and total steps, as `EvalLog.tallies` counts them without reading every row)."""
+    if tallies is None:
+        per_task = summarize_by_task(records or ())
+        overall = summarize(records or ())
+    else:
+        per_task = {task: summary_of(*tally) for task, tally in tallies.items()}
+        total: dict[EpisodeStatus, int] = {}
+        for counts, _ in tallies.values():
+            for status, count in counts.items():
+                total[status] = total.get(status, 0) + count
+        overall = summary_of(total, sum(steps for _, steps in tallies.values()))
+    return {**overall.to_json(), "per_task": {task: s.to_json() for task, s in per_task.items()}}
 
 
 def mcnemar_exact(b: int, c: int) -> float:

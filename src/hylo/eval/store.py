@@ -22,7 +22,7 @@ from typing import Any
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import TaskInstance
-from hylo.eval.stats import EpisodeRecord
+from hylo.eval.stats import EpisodeRecord, Tally
 
 SCHEMA_VERSION = 1
 FILENAME = "evallog.sqlite"
@@ -364,12 +364,33 @@ class EvalLog:
         return [_row(r) for r in self._conn.execute(f"{_SELECT} {where} ORDER BY rowid", args)]
 
     def final_episodes(self) -> list[EpisodeRow]:
-        """The last attempt of each episode."""
-        query = (
-            f"{_SELECT} WHERE (episode_id, attempt) IN "
-            "(SELECT episode_id, MAX(attempt) FROM episodes GROUP BY episode_id) ORDER BY task, idx, episode_id"
-        )
-        return [_row(r) for r in self._conn.execute(query)]
+        """The last attempt of each episode, ordered by (task, index)."""
+        return [_row(r) for r in self._conn.execute(f"{_SELECT} e WHERE {_FINAL} {_ORDER}")]
+
+    def final_page(
+        self, *, offset: int = 0, limit: int = 100, status: EpisodeStatus | None = None, task: str | None = None
+    ) -> tuple[int, list[EpisodeRow]]:
+        """`limit` of the final episodes from `offset` (in `final_episodes` order), only those with `status` and of
+        `task` when given; and how many match in all. Read in SQL: a page of a 100,000-episode run costs a page."""
+        where, args = _FINAL, list[str]()
+        if status is not None:
+            where, args = f"{where} AND status = ?", [*args, status.value]
+        if task is not None:
+            where, args = f"{where} AND task = ?", [*args, task]
+        total: int = self._conn.execute(f"SELECT COUNT(*) FROM episodes e WHERE {where}", args).fetchone()[0]
+        query = f"{_SELECT} e WHERE {where} {_ORDER} LIMIT ? OFFSET ?"
+        return total, [_row(r) for r in self._conn.execute(query, (*args, limit, offset))]
+
+    def tallies(self) -> dict[str, Tally]:
+        """Task → (count of final episodes per status, their total steps), tasks in `final_episodes` order: what a
+        summary needs (`hylo.eval.stats.summary_json(tallies=...)`), counted in SQL."""
+        out: dict[str, tuple[dict[EpisodeStatus, int], int]] = {}
+        query = f"SELECT task, status, COUNT(*), SUM(steps) FROM episodes e WHERE {_FINAL} GROUP BY task, status"
+        for task, status, count, steps in self._conn.execute(f"{query} ORDER BY task"):
+            counts, total = out.setdefault(task, ({}, 0))
+            counts[EpisodeStatus(status)] = count
+            out[task] = (counts, total + steps)
+        return dict(out)
 
     def done(self) -> dict[str, EpisodeRow]:
         """Episode id → its final attempt."""
@@ -401,6 +422,11 @@ _SELECT = (
     "SELECT episode_id, task, split, idx, base_seed, seed, status, reason, success, steps, safety_interventions, "
     "metrics, started_at, ended_at, attempt, detail, worker, video FROM episodes"
 )
+
+
+_FINAL = "NOT EXISTS (SELECT 1 FROM episodes later WHERE later.episode_id = e.episode_id AND later.attempt > e.attempt)"
+"""The last attempt of each episode (the primary key's index answers it)."""
+_ORDER = "ORDER BY task, idx, episode_id"
 
 
 def _episode_values(row: EpisodeRow) -> tuple[Any, ...]:

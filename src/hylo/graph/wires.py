@@ -32,6 +32,12 @@ _WIDENS: dict[Wire, frozenset[Wire]] = {
 """Besides equal wires and `any` on either side, the wires a value may go to (an integer is a number, ...)."""
 
 
+def widening() -> dict[str, list[str]]:
+    """`_WIDENS` as JSON: for each wire, the other wires its values may go to (the catalog serves it, so that a
+    canvas refuses exactly the edges the engine refuses)."""
+    return {source.value: sorted(target.value for target in targets) for source, targets in _WIDENS.items()}
+
+
 def fits(source: Wire, target: Wire) -> bool:
     """Whether a value on a `source` wire may feed a `target` port."""
     if source is target or source is Wire.ANY or target is Wire.ANY:

@@ -13,12 +13,13 @@ from contextlib import asynccontextmanager
 from typing import Annotated
 
 from fastapi import APIRouter, FastAPI, Query, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from hylo import __version__
 from hylo.core.status import EpisodeStatus
-from hylo.eval.store import EvalLog, RunNotFound, find_run, list_runs
+from hylo.eval.stats import compare_runs, summary_json
+from hylo.eval.store import EvalLog, RunNotFound, find_run, list_runs, records
 from hylo.graph.store import GraphStore
 from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, SchedulerBusy
 from hylo.jobs.job import JobStatus
@@ -29,7 +30,8 @@ from hylo.server.catalog import catalog_routes
 from hylo.server.events import status_events
 from hylo.server.limits import BODY_LIMIT_OVERRIDES, BodyLimit
 from hylo.server.live import add_live_error_handlers, live_routes
-from hylo.server.models import Episodes, Queue, Runs, Started
+from hylo.server.models import Comparison, Episodes, EpisodeTrace, Queue, RunDetail, Runs, Started
+from hylo.server.web import mount_web
 from hylo.sessions.manager import SessionManager
 
 PREFIX = "/api/eval/v2"
@@ -78,6 +80,7 @@ def create_app(
     app.include_router(_routes(scheduler), prefix=PREFIX)
     app.include_router(live_routes(live), prefix="/api")
     app.include_router(catalog_routes(store), prefix="/api")
+    mount_web(app)  # last: the web UI at `/`, beneath every API route
     app.state.sessions = live
     return app
 
@@ -140,20 +143,82 @@ def _routes(scheduler: JobScheduler) -> APIRouter:
     def runs() -> Runs:
         return Runs(runs=[info.to_json() for info in list_runs(scheduler.log_dir)])
 
+    @router.get("/runs/{run}", response_model=RunDetail, summary="A run, its summary per task and its active job")
+    def run_detail(run: str) -> RunDetail:
+        """The run (as in `/runs`), its summary as `hylo runs show --json` gives it (every status counted, success
+        rate over scored episodes with its 95% Wilson interval, conservative rate over all, and the same per task),
+        and its queued or running job, if any."""
+        with EvalLog.open(find_run(scheduler.log_dir, _run_name(run))) as log:
+            info = log.info()
+            tallies = log.tallies()
+        job = scheduler.active_job(info.run_id)
+        return RunDetail(
+            run=info.to_json(),
+            summary=summary_json(tallies=tallies),
+            job=scheduler.status(job.job_id) if job is not None else None,
+        )
+
     @router.get("/runs/{run}/episodes", response_model=Episodes, summary="A run's final episodes, paged")
     def episodes(
         run: str,
         offset: Annotated[int, Query(ge=0)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         status: Annotated[EpisodeStatus | None, Query(description="only episodes that ended with this status")] = None,
+        task: Annotated[str | None, Query(description="only episodes of this task")] = None,
     ) -> Episodes:
         with EvalLog.open(find_run(scheduler.log_dir, _run_name(run))) as log:
             run_id = log.info().run_id
-            rows = log.final_episodes()
-        if status is not None:
-            rows = [row for row in rows if row.status is status]
-        page = [row.to_json() for row in rows[offset : offset + limit]]
-        return Episodes(run_id=run_id, total=len(rows), offset=offset, limit=limit, episodes=page)
+            total, rows = log.final_page(offset=offset, limit=limit, status=status, task=task)
+        page = [row.to_json() for row in rows]
+        return Episodes(run_id=run_id, total=total, offset=offset, limit=limit, episodes=page)
+
+    @router.get("/runs/{run}/trace", response_model=EpisodeTrace, summary="One episode's recorded trace")
+    def trace(
+        run: str,
+        episode: Annotated[str, Query(min_length=1, description="the episode id, e.g. babyai/test/GoToLocal/0003@s0")],
+        attempt: Annotated[int | None, Query(ge=1, description="which attempt (default: the last)")] = None,
+    ) -> EpisodeTrace:
+        """The trace events of one attempt of an episode, in order. 404 for an episode the run does not have."""
+        with EvalLog.open(find_run(scheduler.log_dir, _run_name(run))) as log:
+            run_id = log.info().run_id
+            attempts = [row.attempt for row in log.attempts(episode)]
+            if not attempts or (attempt is not None and attempt not in attempts):
+                which = f"episode {episode!r}" + (f" attempt {attempt}" if attempt is not None else "")
+                raise RunNotFound(f"run {run_id} has no {which}")
+            chosen = attempt if attempt is not None else max(attempts)
+            events = log.trace(episode, chosen)
+        return EpisodeTrace(run_id=run_id, episode_id=episode, attempt=chosen, attempts=sorted(attempts), events=events)
+
+    @router.get("/runs/{run}/video", summary="One episode's video (MP4)", response_class=FileResponse)
+    def video(run: str, episode: Annotated[str, Query(min_length=1)]) -> FileResponse:
+        """The video recorded for an episode (`video` episodes per task were asked for). 404 when it has none."""
+        run_dir = find_run(scheduler.log_dir, _run_name(run))
+        with EvalLog.open(run_dir) as log:
+            rows = [row for row in log.final_episodes() if row.episode_id == episode]
+        if not rows or not rows[0].video:
+            raise RunNotFound(f"episode {episode!r} of run {run_dir.name} has no video")
+        path = (run_dir / rows[0].video).resolve()
+        if not path.is_relative_to(run_dir.resolve()) or not path.is_file():
+            raise RunNotFound(f"the video of episode {episode!r} is missing from run {run_dir.name}")
+        return FileResponse(path, media_type="video/mp4")
+
+    @router.get("/compare", response_model=Comparison, summary="Pair two runs' episodes and test the difference")
+    def compare(
+        a: Annotated[str, Query(min_length=1, description="run a (id or unique prefix)")],
+        b: Annotated[str, Query(min_length=1, description="run b (id or unique prefix)")],
+    ) -> Comparison:
+        """Episodes paired by id; McNemar's exact test on the pairs both runs scored; every flipped episode. As
+        `hylo compare --json`. 422 when the runs cannot be paired (an episode id with different tasks)."""
+        loaded = []
+        for run in (a, b):
+            with EvalLog.open(find_run(scheduler.log_dir, _run_name(run))) as log:
+                loaded.append((log.info().run_id, records(log.final_episodes())))
+        (run_a, recs_a), (run_b, recs_b) = loaded
+        try:
+            comparison = compare_runs(recs_a, recs_b)
+        except ValueError as exc:
+            raise JobRefused(None, str(exc)) from exc
+        return Comparison(run_a=run_a, run_b=run_b, **comparison.to_json())
 
     @router.post("/runs/{run}/cancel", response_model=JobStatus, summary="Cancel the queued or running job of a run")
     def cancel(run: str) -> JobStatus:

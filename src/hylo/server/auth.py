@@ -8,13 +8,16 @@ from urllib.parse import unquote_to_bytes
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from hylo.server.web import is_public
+
 QUERY_TOKEN = "access_token"
 """The query parameter that may carry the token where a browser cannot set a header (websockets, `GET`)."""
 
 
 class BearerToken:
     """ASGI middleware: every HTTP request (the OpenAPI document included) and every websocket connection must carry
-    `Authorization: Bearer <token>`; anything else gets 401 (a websocket is closed with code 1008).
+    `Authorization: Bearer <token>`; anything else gets 401 (a websocket is closed with code 1008). The web UI's own
+    files (the page and its assets, `hylo.server.web.is_public`) are the exception: they hold no data.
 
     Browsers cannot set a header on a websocket or on the URL of an `<img>` or `EventSource`, so a websocket
     connection or a `GET` request may carry the token as the query parameter `access_token` instead; any other
@@ -39,7 +42,7 @@ class BearerToken:
         return False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
+        if scope["type"] not in ("http", "websocket") or is_public(scope):
             await self.app(scope, receive, send)
             return
         query_tokens = _take_query_tokens(scope)

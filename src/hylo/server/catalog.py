@@ -85,6 +85,11 @@ class Nodes(BaseModel):
 
     nodesets: list[NodesetSchemas]
     unavailable: list[UnavailableNodeset] = Field(default_factory=list)
+    widens: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="which wires a value may go to besides its own (an edge fits when the wires are equal, either is "
+        "`any`, or the target is in the source's list)",
+    )
 
 
 class TaskInfo(BaseModel):
@@ -215,6 +220,7 @@ def catalog_routes(store: GraphStore) -> APIRouter:
     @router.get("/nodes", response_model=Nodes, summary="Every node type's schema, by nodeset")
     def nodes() -> Nodes:
         from hylo.graph.nodesets import all_schemas
+        from hylo.graph.wires import widening
 
         unavailable: list[UnavailableNodeset] = []
 
@@ -222,7 +228,11 @@ def catalog_routes(store: GraphStore) -> APIRouter:
             unavailable.append(UnavailableNodeset(nodeset=name, reason=str(exc)))
 
         groups = all_schemas(on_error=skipped)
-        return Nodes(nodesets=[NodesetSchemas.model_validate(group) for group in groups], unavailable=unavailable)
+        return Nodes(
+            nodesets=[NodesetSchemas.model_validate(group) for group in groups],
+            unavailable=unavailable,
+            widens=widening(),
+        )
 
     @router.get("/benchmarks", response_model=Benchmarks, summary="Registered benchmarks: splits and tasks")
     def benchmarks() -> Benchmarks:

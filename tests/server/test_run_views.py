@@ -1,0 +1,111 @@
+"""What the runs dashboard reads: a run with its summary per task, an episode's trace and video, two runs compared,
+and the web UI's own files served at `/` (without the token, which guards every API route)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+from live_server import quick_spec, wait_final
+
+from hylo.eval.stats import mcnemar_exact, wilson_interval
+from hylo.server import web
+
+API = "/api/eval/v2"
+
+
+def run_job(client: httpx.Client, **overrides: object) -> str:
+    started = client.post(f"{API}/start", json=quick_spec(**overrides))
+    assert started.status_code == 200, started.text
+    status = wait_final(client, started.json()["job_id"])
+    assert status["state"] == "done", status["message"]
+    return str(started.json()["run_id"])
+
+
+def test_a_run_is_served_with_its_summary_per_task_trace_and_video(make_server):
+    client = make_server().client
+    run = run_job(client, tasks=["GoToLocal", "PickupLoc"], episodes=2, video=1)
+
+    detail = client.get(f"{API}/runs/{run}").json()
+    assert detail["run"]["run_id"] == run and detail["run"]["status"] == "complete" and detail["job"] is None
+    summary = detail["summary"]
+    assert summary["n"] == 4 and set(summary["per_task"]) == {"GoToLocal", "PickupLoc"}
+    for task, per_task in summary["per_task"].items():
+        rows = client.get(f"{API}/runs/{run}/episodes", params={"task": task}).json()
+        assert rows["total"] == per_task["n"] == 2
+        successes = sum(row["status"] == "success" for row in rows["episodes"])
+        assert per_task["successes"] == successes and per_task["status_counts"]["success"] == successes
+        assert per_task["success_ci"] == list(wilson_interval(successes, per_task["scored"]))
+        assert per_task["conservative_success_rate"] == successes / 2
+    assert summary["status_counts"]["success"] == sum(s["successes"] for s in summary["per_task"].values())
+
+    episode = client.get(f"{API}/runs/{run}/episodes", params={"task": "GoToLocal"}).json()["episodes"][0]
+    trace = client.get(f"{API}/runs/{run}/trace", params={"episode": episode["episode_id"]}).json()
+    assert trace["episode_id"] == episode["episode_id"] and trace["attempt"] == 1 and trace["attempts"] == [1]
+    kinds = [event["event"] for event in trace["events"]]
+    assert kinds[:2] == ["signal", "episode.start"] and kinds[-2:] == ["episode.end", "signal"] and "action" in kinds
+    assert (
+        client.get(f"{API}/runs/{run}/trace", params={"episode": episode["episode_id"], "attempt": 2}).status_code
+        == 404
+    )
+    assert client.get(f"{API}/runs/{run}/trace", params={"episode": "no/such/episode"}).status_code == 404
+
+    assert episode["video"], "the first episode of each task is recorded"
+    video = client.get(f"{API}/runs/{run}/video", params={"episode": episode["episode_id"]})
+    assert video.status_code == 200 and video.headers["content-type"] == "video/mp4" and len(video.content) > 1000
+    second = client.get(f"{API}/runs/{run}/episodes", params={"task": "GoToLocal", "offset": 1}).json()["episodes"][0]
+    missing = client.get(f"{API}/runs/{run}/video", params={"episode": second["episode_id"]})
+    assert missing.status_code == 404 and "no video" in missing.json()["detail"]
+    assert client.get(f"{API}/runs/nope").status_code == 404
+
+
+def test_two_runs_of_the_same_episodes_are_compared_with_mcnemar(make_server):
+    client = make_server().client
+    expert = run_job(client, episodes=6)
+    randomly = run_job(client, agent="random", episodes=6)
+
+    compared = client.get(f"{API}/compare", params={"a": randomly, "b": expert})
+    assert compared.status_code == 200, compared.text
+    result = compared.json()
+    assert (result["run_a"], result["run_b"]) == (randomly, expert)
+    statuses = {}
+    for run in (randomly, expert):
+        for row in client.get(f"{API}/runs/{run}/episodes").json()["episodes"]:
+            statuses.setdefault(row["episode_id"], []).append(row["status"] == "success")
+    b_only = sum(not a and b for a, b in statuses.values())
+    a_only = sum(a and not b for a, b in statuses.values())
+    assert result["n_pairs"] == 6 and (result["a_only"], result["b_only"]) == (a_only, b_only)
+    assert result["p_value"] == mcnemar_exact(a_only, b_only)
+    assert sorted(flip["episode_id"] for flip in result["flips"]) == sorted(
+        episode for episode, (a, b) in statuses.items() if a != b
+    )
+    unknown = client.get(f"{API}/compare", params={"a": randomly, "b": "nope"})
+    assert unknown.status_code == 404 and "nope" in unknown.json()["detail"]
+
+
+def test_the_web_ui_is_served_at_root_without_the_token_and_the_api_still_needs_it(make_server):
+    server = make_server(token="s3cret-token", start=False)
+    bare = httpx.Client(base_url=server.url, timeout=30)
+    try:
+        page = bare.get("/")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert page.headers["cache-control"] == "no-cache"
+        assets = [part.split('"')[0] for part in page.text.split('src="./')[1:]]
+        assert assets and assets[0].startswith("assets/")
+        script = bare.get(f"/{assets[0]}")
+        assert script.status_code == 200 and "immutable" in script.headers["cache-control"]
+        assert bare.get(f"{API}/runs").status_code == 401
+        assert bare.get("/openapi.json").status_code == 401
+        assert bare.post("/", json={}).status_code == 401
+        assert bare.get("/assets/../openapi.json").status_code == 401
+    finally:
+        bare.close()
+
+
+def test_a_server_without_a_built_ui_says_how_to_build_it(make_server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv(web.WEB_DIR_ENV, str(tmp_path / "empty"))
+    client = make_server(start=False).client
+    missing = client.get("/")
+    assert missing.status_code == 404 and "make web" in missing.text
+    assert client.get(f"{API}/runs").status_code == 200

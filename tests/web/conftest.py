@@ -1,0 +1,46 @@
+"""Fixtures for the browser tests: one `hylo serve` per test module (its own log dir), one Chromium per session,
+and a fresh page per test whose screenshot is saved as `screenshot.png` in the test's temporary directory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from browser import CHROMIUM_ARGS, HyloServe, chromium_path
+from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HyloServe]:
+    served = HyloServe(tmp_path_factory.mktemp("serve") / "runs")
+    yield served
+    served.close()
+
+
+@pytest.fixture(scope="session")
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    launched = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+    yield launched
+    launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser, tmp_path: Path) -> Iterator[Page]:
+    """A page in a new context (empty localStorage), 1400x900. Its last view is saved to `screenshot.png` in the
+    test's temporary directory, pass or fail; `browser.snap(page, tmp_path, name)` saves more along the way."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    context.set_default_timeout(20_000)
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    opened.screenshot(path=str(tmp_path / "screenshot.png"), full_page=True)
+    context.close()
+    assert not errors, f"the page raised: {errors}"

@@ -1,0 +1,127 @@
+"""Synthetic evaluation runs for the web tests: real EvalLogs (as `hylo eval` writes them) with a deterministic,
+plausible mix of episode statuses, written straight into a log dir so a page can show thousands of episodes without
+running any."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+from hylo.core.status import EpisodeStatus
+from hylo.eval.store import EpisodeRow, EvalLog
+
+SPLIT = "default"
+
+_FAILURE_REASONS = ("max_steps", "truncated", "terminated")
+_ABSTAIN_REASONS = {
+    EpisodeStatus.ERROR: ("agent raised ValueError: bad observation", "agent raised TimeoutError: act took too long"),
+    EpisodeStatus.INFRA_INVALID: ("env reset failed: renderer crashed", "watchdog"),
+    EpisodeStatus.SAFETY_ABORT: ("safety: joint limit", "safety: workspace bounds"),
+}
+
+
+def episode_id(benchmark: str, task: str, index: int, base_seed: int) -> str:
+    """An episode id as hylo writes it, e.g. `babyai/default/GoToLocal/0003@s0`."""
+    return f"{benchmark}/{SPLIT}/{task}/{index:04d}@s{base_seed}"
+
+
+def _status(rng: random.Random, success_p: float) -> EpisodeStatus:
+    """Mostly success or failure, with a few of each abstention and safety aborts."""
+    draw = rng.random()
+    if draw < 0.03:
+        return EpisodeStatus.ERROR
+    if draw < 0.05:
+        return EpisodeStatus.INFRA_INVALID
+    if draw < 0.06:
+        return EpisodeStatus.SAFETY_ABORT
+    return EpisodeStatus.SUCCESS if rng.random() < success_p else EpisodeStatus.FAILURE
+
+
+def _reason(rng: random.Random, status: EpisodeStatus) -> str:
+    if status is EpisodeStatus.SUCCESS:
+        return "success"
+    if status is EpisodeStatus.FAILURE:
+        return rng.choice(_FAILURE_REASONS)
+    return rng.choice(_ABSTAIN_REASONS[status])
+
+
+def _trace(run_id: str, row: EpisodeRow) -> list[bytes]:
+    """A short trace: the episode's start, a step or two, its end."""
+    base = {"run_id": run_id, "episode_id": row.episode_id}
+    events = [
+        {**base, "event": "episode.start", "seq": 0, "sim_time": 0.0, "seed": row.seed, "agent": "synthetic"},
+        {**base, "event": "action", "seq": 1, "sim_time": 0.0, "step": 0, "action": 2, "hold": False},
+        {**base, "event": "step.result", "seq": 2, "sim_time": 0.1, "step": 0, "reward": 0.0},
+        {**base, "event": "episode.end", "seq": 3, "sim_time": 0.1, "status": row.status.value, "reason": row.reason},
+    ]
+    return [json.dumps(event).encode() for event in events]
+
+
+def write_run(
+    log_dir: Path,
+    run_id: str,
+    n_episodes: int,
+    tasks: Sequence[str],
+    *,
+    seed: int = 0,
+    base_seed: int = 0,
+    benchmark: str = "babyai",
+    agent: str = "random",
+    success_p: Sequence[float] | None = None,
+    status: str = "complete",
+) -> Path:
+    """Write a run of `n_episodes` episodes spread evenly over `tasks` into `log_dir/run_id` and mark it `status`.
+
+    Episode ids depend only on benchmark, tasks, counts and `base_seed`, so two runs written with different `seed`s
+    pair episode for episode; `seed` draws the outcomes (per task success probability `success_p`, by default
+    falling from 0.9 across the tasks). Returns the run directory."""
+    if not tasks:
+        raise ValueError("a run needs at least one task")
+    rng = random.Random(seed)
+    default_p = [0.9 - 0.6 * i / len(tasks) for i in range(len(tasks))]
+    probabilities = list(success_p) if success_p is not None else default_p
+    per_task = [n_episodes // len(tasks) + (1 if i < n_episodes % len(tasks) else 0) for i in range(len(tasks))]
+    digest = hashlib.blake2b(f"{run_id}:{seed}".encode(), digest_size=8).hexdigest()
+    spec = {"benchmark": benchmark, "agent": agent, "split": SPLIT, "tasks": list(tasks), "seed": base_seed}
+    run_dir = log_dir / run_id
+    items: list[tuple[EpisodeRow, Sequence[bytes]]] = []
+    clock = 1_700_000_000.0
+    for task, count, success_rate in zip(tasks, per_task, probabilities, strict=True):
+        for index in range(count):
+            outcome = _status(rng, success_rate)
+            steps = rng.randint(3, 60)
+            row = EpisodeRow(
+                episode_id=episode_id(benchmark, task, index, base_seed),
+                task=task,
+                split=SPLIT,
+                index=index,
+                base_seed=base_seed,
+                seed=rng.randrange(2**31),
+                status=outcome,
+                reason=_reason(rng, outcome),
+                success=outcome is EpisodeStatus.SUCCESS,
+                steps=steps,
+                metrics={"return": round(rng.random(), 4)},
+                started_at=clock,
+                ended_at=clock + steps * 0.01,
+                worker="synthetic",
+            )
+            clock += 1.0
+            items.append((row, _trace(run_id, row)))
+    with EvalLog.create(
+        run_dir,
+        run_id=run_id,
+        benchmark=benchmark,
+        split=SPLIT,
+        agent=agent,
+        digest=digest,
+        spec=spec,
+        n_planned=n_episodes,
+        versions={"hylo": "synthetic"},
+    ) as log:
+        log.record_many(items)
+        log.update_run(status=status, message=f"synthetic: {n_episodes} episodes")
+    return run_dir

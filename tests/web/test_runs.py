@@ -1,0 +1,332 @@
+"""The runs dashboard in a browser against a real `hylo serve`: starting an evaluation and watching it finish, a
+run's numbers against the API's, a 10,000-episode run paged and filtered, comparing two runs, refusals, cancel and
+video."""
+
+from __future__ import annotations
+
+import time
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from browser import HyloServe, snap
+from playwright.sync_api import Page, expect
+from synthetic import write_run
+
+EVAL = "/api/eval/v2"
+LONG_MS = 40_000
+PAGE_SIZE = 100
+
+
+def pct(value: float | None) -> str:
+    """A rate as the page writes it: a percentage with one decimal, halves rounded away from zero."""
+    if value is None:
+        return "—"
+    return f"{Decimal(value * 100).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP)}%"
+
+
+def interval(ci: list[float] | None) -> str:
+    return "—" if ci is None else f"[{pct(ci[0])}, {pct(ci[1])}]"
+
+
+def points(value: float | None) -> str:
+    if value is None:
+        return "—"
+    text = str(Decimal(value * 100).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
+    return f"{'+' if value > 0 else ''}{text} pp"
+
+
+def p_value(value: float) -> str:
+    if value >= 0.001:
+        return str(Decimal(value).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP))
+    mantissa, exponent = f"{value:.2e}".split("e")
+    return f"{mantissa}e{int(exponent):+d}"
+
+
+def get(server: HyloServe, path: str, **params: Any) -> Any:
+    response = server.api.get(path, params=params)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def expect_summary(page: Page, summary: dict[str, Any]) -> None:
+    """Every number of the per-task table, and of its whole-run row, as the API computed it."""
+    rows: list[tuple[str, dict[str, Any]]] = [*summary["per_task"].items(), ("overall", summary)]
+    expect(page.get_by_test_id("task-table").locator("tbody tr")).to_have_count(len(summary["per_task"]))
+    for key, s in rows:
+        row = page.get_by_test_id("overall-row" if key == "overall" else f"task-row-{key}")
+        expect(row.get_by_test_id(f"cell-n-{key}")).to_have_text(str(s["n"]))
+        for status, count in s["status_counts"].items():
+            expect(row.get_by_test_id(f"cell-count-{status}-{key}")).to_have_text(str(count))
+        expect(row.get_by_test_id(f"cell-success-rate-{key}")).to_have_text(pct(s["success_rate"]))
+        expect(row.get_by_test_id(f"cell-ci-{key}")).to_have_text(interval(s["success_ci"]))
+        expect(row.get_by_test_id(f"cell-conservative-{key}")).to_have_text(pct(s["conservative_success_rate"]))
+    chart_rows = page.get_by_test_id("success-chart").locator("g.chart-row")
+    expect(chart_rows).to_have_count(len(summary["per_task"]) + 1)
+
+
+def open_runs(page: Page, server: HyloServe) -> None:
+    page.goto(server.url + "/#/runs")
+    expect(page.get_by_test_id("start-benchmark")).to_have_value("babyai")
+
+
+def fill_start_form(page: Page, *, run_id: str, agent: str, tasks: list[str], episodes: str, video: str = "0") -> None:
+    form = page.get_by_test_id("start-form")
+    form.get_by_test_id("start-tasks").select_option(tasks)
+    form.get_by_test_id("start-agent").fill(agent)
+    form.get_by_test_id("start-episodes").fill(episodes)
+    form.get_by_test_id("start-video").fill(video)
+    form.get_by_test_id("start-run-id").fill(run_id)
+
+
+def test_start_watch_and_read_a_run(server: HyloServe, page: Page, tmp_path: Path) -> None:
+    run_id = "ui-expert-5"
+    open_runs(page, server)
+    fill_start_form(page, run_id=run_id, agent="expert", tasks=["GoToLocal"], episodes="5")
+    page.get_by_test_id("start-submit").click()
+    expect(page.get_by_test_id("start-run-link")).to_have_text(run_id)
+    expect(page.get_by_test_id(f"run-progress-{run_id}")).to_have_text("5/5", timeout=LONG_MS)
+    expect(page.get_by_test_id(f"run-status-{run_id}")).to_have_text("complete")
+    expect(page.get_by_test_id("queue-empty")).to_be_visible()
+    snap(page, tmp_path, "runs-list")
+
+    page.get_by_test_id(f"run-link-{run_id}").click()
+    detail = get(server, f"{EVAL}/runs/{run_id}")
+    assert detail["summary"]["n"] == 5
+    expect(page.get_by_test_id("run-status")).to_have_text("complete")
+    expect(page.get_by_test_id("run-progress")).to_have_text("5/5")
+    expect_summary(page, detail["summary"])
+
+    episodes = get(server, f"{EVAL}/runs/{run_id}/episodes")["episodes"]
+    rows = page.get_by_test_id("episode-row")
+    expect(rows).to_have_count(5)
+    expect(rows.nth(2)).to_have_attribute("data-episode-id", episodes[2]["episode_id"])
+    expect(rows.nth(2)).to_contain_text(str(episodes[2]["seed"]))
+    rows.nth(2).click()
+    trace = get(server, f"{EVAL}/runs/{run_id}/trace", episode=episodes[2]["episode_id"])
+    assert trace["events"], "the expert's episode has a trace"
+    events = page.get_by_test_id("episode-trace").get_by_test_id("trace-event")
+    expect(events).to_have_count(min(len(trace["events"]), 300))
+    expect(events.first.get_by_test_id("trace-kind-label")).to_have_text(trace["events"][0]["event"])
+    kinds = {event["event"] for event in trace["events"]}
+    assert "episode.start" in kinds
+    expect(page.get_by_test_id("episode-trace").locator('[data-kind="episode.start"]')).to_have_count(1)
+    snap(page, tmp_path, "run-page")
+
+
+def test_a_10000_episode_run_pages_and_filters(server: HyloServe, page: Page, tmp_path: Path) -> None:
+    run_id = "synthetic-10k"
+    write_run(server.log_dir, run_id, 10_000, ["GoToLocal", "PickupLoc", "Open", "Unlock"], seed=7)
+    detail = get(server, f"{EVAL}/runs/{run_id}")
+    counts = detail["summary"]["status_counts"]
+    assert detail["summary"]["n"] == 10_000 and counts["error"] > 0 and counts["infra_invalid"] > 0
+
+    page.goto(server.url + "/#/live")  # the Live place's styles are loaded too, as after a visit there
+    expect(page.get_by_test_id("panel-select")).to_be_visible()
+    open_runs(page, server)
+    expect(page.get_by_test_id(f"run-progress-{run_id}")).to_have_text("10000/10000")
+    page.get_by_test_id(f"run-link-{run_id}").click()
+    expect_summary(page, detail["summary"])
+
+    rows = page.get_by_test_id("episode-row")
+    info = page.get_by_test_id("page-info")
+    expect(info).to_have_text("1–100 of 10000")
+    expect(rows).to_have_count(PAGE_SIZE)
+
+    page.get_by_test_id("status-filter").select_option("infra_invalid")
+    filtered = get(server, f"{EVAL}/runs/{run_id}/episodes", status="infra_invalid", limit=PAGE_SIZE)
+    expect(info).to_have_attribute("data-total", str(filtered["total"]))
+    expect(info).to_have_text(f"1–{min(PAGE_SIZE, filtered['total'])} of {filtered['total']}")
+    expect(rows.first).to_have_attribute("data-episode-id", filtered["episodes"][0]["episode_id"])
+    expect(rows.first).to_contain_text(filtered["episodes"][0]["reason"])
+    expect(page.locator('[data-testid="episode-row"]:not([data-status="infra_invalid"])')).to_have_count(0)
+
+    page.get_by_test_id("page-next").click()
+    second = get(server, f"{EVAL}/runs/{run_id}/episodes", status="infra_invalid", offset=PAGE_SIZE, limit=PAGE_SIZE)
+    expect(info).to_have_text(f"101–{min(2 * PAGE_SIZE, second['total'])} of {second['total']}")
+    expect(rows).to_have_count(len(second["episodes"]))
+    expect(rows.first).to_have_attribute("data-episode-id", second["episodes"][0]["episode_id"])
+
+    # two filters at once, without waiting between them: the page ends with the answer to both
+    page.get_by_test_id("status-filter").select_option("failure")
+    page.get_by_test_id("task-filter").select_option("Open")
+    both = get(server, f"{EVAL}/runs/{run_id}/episodes", status="failure", task="Open", limit=PAGE_SIZE)
+    expect(info).to_have_text(f"1–{min(PAGE_SIZE, both['total'])} of {both['total']}")
+    expect(rows).to_have_count(len(both["episodes"]))
+    expect(rows.first).to_have_attribute("data-episode-id", both["episodes"][0]["episode_id"])
+    expect(page.locator('[data-testid="episode-row"]:not([data-status="failure"])')).to_have_count(0)
+
+    page.get_by_test_id("task-filter").select_option("")
+    page.get_by_test_id("status-filter").select_option("")
+    page.get_by_test_id("page-next").click()
+    page.get_by_test_id("page-next").click()
+    everything = get(server, f"{EVAL}/runs/{run_id}/episodes", offset=2 * PAGE_SIZE, limit=PAGE_SIZE)
+    expect(info).to_have_text("201–300 of 10000")
+    expect(rows.first).to_have_attribute("data-episode-id", everything["episodes"][0]["episode_id"])
+    rows.first.click()
+    trace = get(server, f"{EVAL}/runs/{run_id}/trace", episode=everything["episodes"][0]["episode_id"])["events"]
+    shown = page.get_by_test_id("episode-trace").get_by_test_id("trace-event")
+    expect(shown).to_have_count(len(trace))
+    expect(shown.first).to_have_css("display", "grid")  # its own layout, not the Live place's trace rows
+    snap(page, tmp_path, "big-run")
+
+
+def test_compare_two_runs(server: HyloServe, page: Page, tmp_path: Path) -> None:
+    tasks = ["GoToLocal", "PickupLoc", "Open"]
+    write_run(server.log_dir, "cmp-a", 600, tasks, seed=1, success_p=[0.8, 0.5, 0.3])
+    write_run(server.log_dir, "cmp-b", 600, tasks, seed=2, success_p=[0.9, 0.7, 0.5])
+    result = get(server, f"{EVAL}/compare", a="cmp-a", b="cmp-b")
+    assert 0 < len(result["flips"]) < 600
+
+    page.goto(server.url + "/#/runs")
+    page.get_by_test_id("compare-link").click()
+    page.get_by_test_id("compare-a").select_option("cmp-a")
+    page.get_by_test_id("compare-b").select_option("cmp-b")
+    shown = page.get_by_test_id("compare-result")
+    expect(shown.get_by_test_id("p-value")).to_have_text(p_value(result["p_value"]))
+    assert float(shown.get_by_test_id("p-value").get_attribute("data-value") or "nan") == result["p_value"]
+    for key in ("both_success", "a_only", "b_only", "neither", "n_pairs", "abstained"):
+        expect(shown.get_by_test_id(key.replace("_", "-"))).to_have_text(str(result[key]))
+    expect(shown.get_by_test_id("rate-a")).to_have_text(pct(result["rate_a"]))
+    expect(shown.get_by_test_id("rate-b")).to_have_text(pct(result["rate_b"]))
+    expect(shown.get_by_test_id("difference")).to_have_text(points(result["difference"]))
+    expect(shown.get_by_test_id("flip-count")).to_have_text(str(len(result["flips"])))
+    flips = shown.get_by_test_id("flips").get_by_test_id("flip-row")
+    expect(flips).to_have_count(min(200, len(result["flips"])))
+    expect(flips.first).to_have_attribute("data-episode-id", result["flips"][0]["episode_id"])
+    expect(flips.first).to_contain_text(result["flips"][0]["status_b"])
+    snap(page, tmp_path, "compare")
+
+    page.reload()  # the choice is in the address
+    expect(page.get_by_test_id("compare-result").get_by_test_id("p-value")).to_have_text(p_value(result["p_value"]))
+
+
+def refusal(server: HyloServe, request: dict[str, Any]) -> str:
+    """The line the page shows for a start the server refuses: its status, then each problem as `field: message`
+    (the server's own words, read from the API for the same request)."""
+    answer = server.api.post(f"{EVAL}/start", json=request)
+    assert answer.status_code == 422, answer.text
+    detail = answer.json()["detail"]
+    if isinstance(detail, str):
+        return f"422: {detail}"
+    parts = []
+    for item in detail:
+        where = ".".join(str(part) for part in item.get("loc", []) if part != "body")
+        parts.append(f"{where}: {item['msg']}" if where else item["msg"])
+    return "422: " + "; ".join(parts)
+
+
+def test_a_refused_start_names_the_field(server: HyloServe, page: Page, tmp_path: Path) -> None:
+    babyai = next(b for b in get(server, "/api/benchmarks")["benchmarks"] if b["name"] == "babyai")
+    # what the form sends for what is filled in below (its other fields as they start)
+    request = {
+        "benchmark": "babyai",
+        "split": babyai["default_split"],
+        "tasks": ["GoToLocal"],
+        "agent": "random",
+        "episodes": 0,
+        "seed": 0,
+        "workers": 1,
+        "video": 0,
+        "run_id": "ui-refused",
+    }
+    open_runs(page, server)
+    fill_start_form(page, run_id="ui-refused", agent="random", tasks=["GoToLocal"], episodes="0")
+    page.get_by_test_id("start-submit").click()
+    error = page.get_by_test_id("start-error")
+    expect(error).to_have_text(refusal(server, request))
+    expect(error).to_contain_text("episodes: ")
+
+    page.get_by_test_id("start-episodes").fill("2")
+    page.get_by_test_id("start-agent").fill("os:system")
+    page.get_by_test_id("start-submit").click()
+    expect(error).to_have_text(refusal(server, {**request, "episodes": 2, "agent": "os:system"}))
+    expect(error).to_contain_text("agent: ")
+    snap(page, tmp_path, "refused")
+    assert get(server, f"{EVAL}/queue")["jobs"] == []
+    assert not (server.log_dir / "ui-refused").exists()
+
+
+def test_cancel_a_running_job(server: HyloServe, page: Page, tmp_path: Path) -> None:
+    run_id = "ui-cancel"
+    open_runs(page, server)
+    fill_start_form(page, run_id=run_id, agent="random", tasks=["GoTo"], episodes="2000")
+    page.get_by_test_id("start-submit").click()
+    queued = page.get_by_test_id("queue").locator(f'[data-run-id="{run_id}"]')
+    expect(queued).to_have_count(1)
+    expect(page.get_by_test_id(f"run-status-{run_id}")).to_have_text("running", timeout=LONG_MS)
+    expect(queued.get_by_test_id(f"cancel-{run_id}")).to_be_enabled()
+    snap(page, tmp_path, "runs-while-running")
+
+    page.get_by_test_id(f"run-link-{run_id}").click()
+    expect(page.get_by_test_id("run-job-state")).to_have_text("running")
+    snap(page, tmp_path, "running")
+    page.get_by_test_id(f"cancel-{run_id}").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("cancelled", timeout=LONG_MS)
+    expect(page.get_by_test_id("run-job-state")).to_have_count(0)
+    detail = get(server, f"{EVAL}/runs/{run_id}")
+    assert detail["run"]["status"] == "cancelled" and detail["job"] is None
+    assert detail["run"]["n_done"] < 2000
+
+    page.get_by_test_id("back-to-runs").click()
+    expect(page.get_by_test_id(f"run-status-{run_id}")).to_have_text("cancelled")
+    expect(page.get_by_test_id("queue-empty")).to_be_visible()
+
+
+def test_cancel_from_the_queue(server: HyloServe, page: Page, tmp_path: Path) -> None:
+    run_id = "ui-cancel-queue"
+    open_runs(page, server)
+    fill_start_form(page, run_id=run_id, agent="random", tasks=["Unlock"], episodes="2000")
+    page.get_by_test_id("start-submit").click()
+    row = page.get_by_test_id("queue").locator(f'[data-run-id="{run_id}"]')
+    expect(row).to_have_count(1)
+    job_id = (row.get_attribute("data-testid") or "").removeprefix("queue-row-")
+    row.get_by_test_id(f"cancel-{run_id}").click()
+    expect(row).to_have_count(0, timeout=LONG_MS)
+    expect(page.get_by_test_id("queue-empty")).to_be_visible()
+    assert get(server, f"{EVAL}/status/{job_id}")["state"] == "cancelled"
+
+
+def wait_done(server: HyloServe, job_id: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status: dict[str, Any] = get(server, f"{EVAL}/status/{job_id}")
+        if status["state"] not in ("queued", "running"):
+            return status
+        if time.monotonic() > deadline:
+            pytest.fail(f"job {job_id} did not end within {timeout_s} s: {status}")
+        time.sleep(0.2)
+
+
+def test_an_episode_video_plays(server: HyloServe, page: Page, tmp_path: Path) -> None:
+    run_id = "ui-video"
+    request = {"benchmark": "babyai", "agent": "expert", "tasks": ["GoToLocal"], "episodes": 2, "video": 1}
+    started = server.api.post(f"{EVAL}/start", json={**request, "run_id": run_id})
+    assert started.status_code == 200, started.text
+    assert wait_done(server, started.json()["job_id"])["state"] == "done"
+    episodes = get(server, f"{EVAL}/runs/{run_id}/episodes")["episodes"]
+    with_video = [e["episode_id"] for e in episodes if e["video"]]
+    assert len(with_video) == 1, "one video per task was asked for"
+
+    page.goto(server.url + f"/#/runs/{run_id}")
+    rows = page.get_by_test_id("episode-row")
+    expect(rows).to_have_count(2)
+    offered = rows.filter(has=page.get_by_test_id("episode-has-video"))
+    expect(offered).to_have_count(1)
+    expect(offered).to_have_attribute("data-episode-id", with_video[0])
+    offered.click()
+    video = page.get_by_test_id("episode-video")
+    expect(video).to_be_visible()
+    page.wait_for_function("() => document.querySelector('[data-testid=episode-video]').readyState > 0")
+    src = video.get_attribute("src") or ""
+    assert src.endswith(f"/video?episode={quote(with_video[0], safe='')}")
+    answer = server.api.get(src)
+    assert answer.status_code == 200 and answer.headers["content-type"] == "video/mp4"
+    snap(page, tmp_path, "video")
+
+    without = next(e["episode_id"] for e in episodes if not e["video"])
+    rows.filter(has_not=page.get_by_test_id("episode-has-video")).click()
+    expect(page.get_by_test_id("episode-panel")).to_have_attribute("data-episode-id", without)
+    expect(page.get_by_test_id("episode-video")).to_have_count(0)

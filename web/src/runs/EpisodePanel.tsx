@@ -1,0 +1,144 @@
+// The selected episode: its outcome, its video when it has one, and its recorded trace (each event with its kind,
+// filterable by kind, one attempt at a time).
+import { useEffect, useMemo, useState } from "react";
+import { api, errorMessage, withToken } from "../api";
+import { StatusBadge } from "./Progress";
+import { summarizeEvent, type TraceEvent } from "../trace";
+import { runPath, type EpisodeRow, type EpisodeTrace } from "./types";
+
+const SHOWN_STEP = 300;
+
+export function EpisodePanel(props: { runId: string; episode: EpisodeRow; onClose: () => void }) {
+  const { runId, episode } = props;
+  return (
+    <aside className="panel episode-panel" data-testid="episode-panel" data-episode-id={episode.episode_id}>
+      <div className="section-head">
+        <h3 className="mono episode-title">{episode.episode_id}</h3>
+        <button type="button" onClick={props.onClose} data-testid="episode-close">
+          Close
+        </button>
+      </div>
+      <p>
+        <StatusBadge status={episode.status} /> {episode.reason} · {episode.steps} steps · seed{" "}
+        <span className="mono">{episode.seed}</span>
+      </p>
+      {episode.detail && <pre className="episode-detail">{episode.detail}</pre>}
+      {episode.video && (
+        <video
+          key={episode.episode_id}
+          className="episode-video"
+          data-testid="episode-video"
+          controls
+          preload="metadata"
+          src={withToken(runPath(runId, `/video?episode=${encodeURIComponent(episode.episode_id)}`))}
+        />
+      )}
+      <TraceView key={`${episode.episode_id}#${episode.attempt}`} runId={runId} episodeId={episode.episode_id} />
+    </aside>
+  );
+}
+
+function TraceView({ runId, episodeId }: { runId: string; episodeId: string }) {
+  const [attempt, setAttempt] = useState<number | null>(null);
+  const [trace, setTrace] = useState<EpisodeTrace | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [kind, setKind] = useState("");
+  const [shown, setShown] = useState(SHOWN_STEP);
+
+  useEffect(() => {
+    let cancelled = false;
+    setError(null);
+    const params = new URLSearchParams({ episode: episodeId });
+    if (attempt !== null) params.set("attempt", String(attempt));
+    api<EpisodeTrace>(runPath(runId, `/trace?${params.toString()}`))
+      .then((answer) => !cancelled && setTrace(answer))
+      .catch((e: unknown) => !cancelled && setError(errorMessage(e)));
+    return () => {
+      cancelled = true;
+    };
+  }, [runId, episodeId, attempt]);
+
+  const kinds = useMemo(() => [...new Set(trace?.events.map(eventKind) ?? [])].sort(), [trace]);
+  const events = useMemo(() => (trace?.events ?? []).filter((e) => !kind || eventKind(e) === kind), [trace, kind]);
+
+  if (error) {
+    return (
+      <div className="error-message" data-testid="trace-error">
+        {error}
+      </div>
+    );
+  }
+  if (!trace) return <p className="muted">Loading the trace…</p>;
+  return (
+    <div className="trace">
+      <div className="section-head">
+        <h4>Trace</h4>
+        <span className="muted" data-testid="trace-count">
+          {trace.events.length} events
+        </span>
+        {trace.attempts.length > 1 && (
+          <select
+            data-testid="trace-attempt"
+            value={trace.attempt}
+            onChange={(e) => setAttempt(Number(e.target.value))}
+          >
+            {trace.attempts.map((a) => (
+              <option key={a} value={a}>
+                attempt {a}
+              </option>
+            ))}
+          </select>
+        )}
+        <select
+          data-testid="trace-kind"
+          value={kind}
+          onChange={(e) => {
+            setKind(e.target.value);
+            setShown(SHOWN_STEP);
+          }}
+        >
+          <option value="">every kind</option>
+          {kinds.map((k) => (
+            <option key={k} value={k}>
+              {k}
+            </option>
+          ))}
+        </select>
+      </div>
+      {trace.events.length === 0 ? (
+        <p className="muted" data-testid="episode-trace">
+          No trace was recorded for this attempt.
+        </p>
+      ) : (
+        <ol className="episode-trace-events" data-testid="episode-trace">
+          {events.slice(0, shown).map((event, i) => (
+            <TraceLine key={`${event.seq ?? i}`} event={event} />
+          ))}
+        </ol>
+      )}
+      {events.length > shown && (
+        <button type="button" onClick={() => setShown((n) => n + SHOWN_STEP)} data-testid="trace-more">
+          Show more ({events.length - shown} left)
+        </button>
+      )}
+    </div>
+  );
+}
+
+function eventKind(event: TraceEvent): string {
+  return typeof event.event === "string" ? event.event : "?";
+}
+
+function TraceLine({ event }: { event: TraceEvent }) {
+  const kind = eventKind(event);
+  return (
+    <li className="episode-trace-event" data-testid="trace-event" data-kind={kind}>
+      <span className="trace-seq mono">{event.seq ?? ""}</span>
+      <span className={`trace-kind kind-${kind.split(".")[0]}`} data-testid="trace-kind-label">
+        {kind}
+      </span>
+      <span className="trace-time mono">{typeof event.sim_time === "number" ? `t=${event.sim_time.toFixed(2)}` : ""}</span>
+      <span className="trace-fields mono">{summarizeEvent(event, 400)}</span>
+    </li>
+  );
+}

@@ -1,0 +1,115 @@
+// `#/runs/<id>`: one run — its state and progress (polled while it runs), cancel, the per-task table and chart, and
+// its episodes with the selected episode's trace and video.
+import { useState } from "react";
+import { api } from "../api";
+import { href } from "../router";
+import { CancelButton } from "./CancelButton";
+import { EpisodeList } from "./EpisodeList";
+import { EpisodePanel } from "./EpisodePanel";
+import { ProgressBar, StatusBadge } from "./Progress";
+import { SuccessChart } from "./SuccessChart";
+import { TaskTable } from "./TaskTable";
+import { when } from "./format";
+import { runPath, type EpisodeRow, type RunDetail } from "./types";
+import { usePoll } from "./usePoll";
+
+const FAST_MS = 1000;
+const SLOW_MS = 10000;
+
+function isActive(detail: RunDetail | null): boolean {
+  return !!detail && (detail.job !== null || detail.run.status === "running");
+}
+
+export function RunPage({ runId }: { runId: string }) {
+  const { data, error, reload } = usePoll(
+    runId,
+    () => api<RunDetail>(runPath(runId)),
+    (d) => (isActive(d) ? FAST_MS : SLOW_MS),
+  );
+  const [selected, setSelected] = useState<EpisodeRow | null>(null);
+
+  return (
+    <div className="run-page" data-testid="run-page">
+      <div className="crumbs">
+        <a href={href(["runs"])} data-testid="back-to-runs">
+          ← Runs
+        </a>
+        <a href={href(["compare"], { a: runId })}>Compare with another run</a>
+      </div>
+      {error && (
+        <div className="error-message" data-testid="run-error">
+          {error}
+        </div>
+      )}
+      {data ? (
+        <>
+          <RunHeader detail={data} onCancelled={reload} />
+          <section className="panel">
+            <h3>Per task</h3>
+            <div className="summary-grid">
+              <TaskTable summary={data.summary} />
+              <SuccessChart summary={data.summary} />
+            </div>
+          </section>
+          <div className="episodes-area">
+            <EpisodeList
+              runId={data.run.run_id}
+              tasks={Object.keys(data.summary.per_task)}
+              version={data.run.n_done}
+              selected={selected?.episode_id ?? null}
+              onSelect={setSelected}
+            />
+            {selected && <EpisodePanel runId={data.run.run_id} episode={selected} onClose={() => setSelected(null)} />}
+          </div>
+        </>
+      ) : (
+        !error && <p className="muted">Loading…</p>
+      )}
+    </div>
+  );
+}
+
+function RunHeader({ detail, onCancelled }: { detail: RunDetail; onCancelled: () => void }) {
+  const { run, job } = detail;
+  return (
+    <section className="panel run-header">
+      <div className="run-title">
+        <h2 className="mono" data-testid="run-id">
+          {run.run_id}
+        </h2>
+        <span className="muted">run</span>
+        <StatusBadge status={run.status} testId="run-status" />
+        {job && <span className="muted">job</span>}
+        {job && <StatusBadge status={job.state} testId="run-job-state" />}
+        {job && <CancelButton runId={run.run_id} onDone={onCancelled} />}
+      </div>
+      <dl className="run-facts">
+        <dt>Benchmark</dt>
+        <dd>
+          {run.benchmark}
+          {run.split ? ` / ${run.split}` : ""}
+        </dd>
+        <dt>Agent</dt>
+        <dd>{run.agent}</dd>
+        <dt>Progress</dt>
+        <dd>
+          <ProgressBar done={run.n_done} planned={run.n_planned} testId="run-progress" />
+        </dd>
+        <dt>Created</dt>
+        <dd>{when(run.created_at)}</dd>
+        {run.message && (
+          <>
+            <dt>Message</dt>
+            <dd data-testid="run-message">{run.message}</dd>
+          </>
+        )}
+        {job?.message && (
+          <>
+            <dt>Job</dt>
+            <dd>{job.message}</dd>
+          </>
+        )}
+      </dl>
+    </section>
+  );
+}

@@ -1,0 +1,138 @@
+// `#/runs`: the start form, the queue of jobs and every run with its live progress. Polled every second while a
+// job is queued or running, every few seconds otherwise (runs written by other processes appear too).
+import { api } from "../api";
+import { href } from "../router";
+import { CancelButton } from "./CancelButton";
+import { ProgressBar, StatusBadge } from "./Progress";
+import { StartForm } from "./StartForm";
+import { EVAL_API, type JobStatus, type RunInfo } from "./types";
+import { usePoll } from "./usePoll";
+import { when } from "./format";
+
+interface Overview {
+  runs: RunInfo[];
+  jobs: JobStatus[];
+}
+
+const FAST_MS = 1000;
+const SLOW_MS = 5000;
+
+async function loadOverview(): Promise<Overview> {
+  const [runs, queue] = await Promise.all([
+    api<{ runs: RunInfo[] }>(`${EVAL_API}/runs`),
+    api<{ jobs: JobStatus[] }>(`${EVAL_API}/queue`),
+  ]);
+  return { runs: runs.runs, jobs: queue.jobs };
+}
+
+function isActive(data: Overview | null): boolean {
+  if (!data) return false;
+  return data.jobs.length > 0 || data.runs.some((run) => run.status === "running");
+}
+
+export function RunsOverview() {
+  const { data, error, reload } = usePoll("overview", loadOverview, (d) => (isActive(d) ? FAST_MS : SLOW_MS));
+  return (
+    <div className="runs-page">
+      <div className="runs-side">
+        <StartForm onStarted={reload} />
+        <QueueTable jobs={data?.jobs ?? null} onChange={reload} />
+      </div>
+      <div className="runs-main">
+        <div className="section-head">
+          <h2>Runs</h2>
+          <a href={href(["compare"])} data-testid="compare-link">
+            Compare two runs
+          </a>
+        </div>
+        {error && <div className="error-message">{error}</div>}
+        {data ? <RunsTable runs={data.runs} /> : <p className="muted">Loading…</p>}
+      </div>
+    </div>
+  );
+}
+
+function QueueTable({ jobs, onChange }: { jobs: JobStatus[] | null; onChange: () => void }) {
+  return (
+    <section className="panel" data-testid="queue">
+      <h3>Queue</h3>
+      {jobs === null ? (
+        <p className="muted">Loading…</p>
+      ) : jobs.length === 0 ? (
+        <p className="muted" data-testid="queue-empty">
+          No job is queued or running.
+        </p>
+      ) : (
+        <ul className="queue-list">
+          {jobs.map((job) => (
+            <li key={job.job_id} data-testid={`queue-row-${job.job_id}`} data-run-id={job.run_id}>
+              <div className="queue-line">
+                <a className="mono queue-run" href={href(["runs", job.run_id])}>
+                  {job.run_id}
+                </a>
+                <StatusBadge status={job.state} testId={`job-state-${job.job_id}`} />
+              </div>
+              <div className="queue-line">
+                <span className="mono muted">job {job.job_id}</span>
+                {job.progress ? (
+                  <ProgressBar done={job.progress.n_done} planned={job.progress.n_planned} />
+                ) : (
+                  <span className="muted">not started</span>
+                )}
+                <CancelButton runId={job.run_id} onDone={onChange} />
+              </div>
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+function RunsTable({ runs }: { runs: RunInfo[] }) {
+  if (runs.length === 0) {
+    return (
+      <p className="muted" data-testid="runs-list">
+        No runs yet: start one with the form.
+      </p>
+    );
+  }
+  const newestFirst = [...runs].reverse();
+  return (
+    <table className="runs-table" data-testid="runs-list">
+      <thead>
+        <tr>
+          <th>Run</th>
+          <th>Benchmark</th>
+          <th>Agent</th>
+          <th>Status</th>
+          <th>Progress</th>
+          <th>Created</th>
+        </tr>
+      </thead>
+      <tbody>
+        {newestFirst.map((run) => (
+          <tr key={run.run_id} data-testid={`run-row-${run.run_id}`}>
+            <td className="mono">
+              <a href={href(["runs", run.run_id])} data-testid={`run-link-${run.run_id}`}>
+                {run.run_id}
+              </a>
+            </td>
+            <td>
+              {run.benchmark}
+              {run.split ? <span className="muted"> / {run.split}</span> : null}
+            </td>
+            <td>{run.agent}</td>
+            <td>
+              <StatusBadge status={run.status} testId={`run-status-${run.run_id}`} />
+            </td>
+            <td>
+              <ProgressBar done={run.n_done} planned={run.n_planned} testId={`run-progress-${run.run_id}`} />
+            </td>
+            <td className="muted">{when(run.created_at)}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}

@@ -1,0 +1,16 @@
+// The runs dashboard: the list of runs with the queue and the start form (`#/runs`), one run (`#/runs/<id>`) and the
+// comparison of two runs (`#/compare?a=&b=`).
+import type { Route } from "../router";
+import { ComparePage } from "./ComparePage";
+import { RunPage } from "./RunPage";
+import { RunsOverview } from "./RunsOverview";
+import "./runs.css";
+
+export function RunsPage({ route }: { route: Route }) {
+  if (route.parts[0] === "compare") {
+    return <ComparePage a={route.query.get("a") ?? ""} b={route.query.get("b") ?? ""} />;
+  }
+  const runId = route.parts[1];
+  if (runId) return <RunPage key={runId} runId={runId} />;
+  return <RunsOverview />;
+}

@@ -1,0 +1,136 @@
+// The shapes `/api/eval/v2` answers with, as the runs dashboard reads them.
+import type { TraceEvent } from "../trace";
+
+export const STATUSES = ["success", "failure", "error", "infra_invalid", "safety_abort"] as const;
+export type EpisodeStatus = (typeof STATUSES)[number];
+
+export interface RunInfo {
+  run_id: string;
+  status: string;
+  mode: string;
+  benchmark: string;
+  split: string | null;
+  agent: string;
+  digest: string;
+  spec: Record<string, unknown>;
+  n_planned: number;
+  n_done: number;
+  created_at: number;
+  updated_at: number;
+  message: string | null;
+}
+
+export interface RunProgress {
+  status: string;
+  message: string | null;
+  n_done: number;
+  n_planned: number;
+  status_counts: Record<string, number>;
+}
+
+export interface JobStatus {
+  job_id: string;
+  run_id: string;
+  state: string;
+  message: string;
+  priority: number;
+  submitted_at: number;
+  started_at: number | null;
+  ended_at: number | null;
+  exit_code: number | null;
+  progress: RunProgress | null;
+}
+
+export interface Summary {
+  n: number;
+  status_counts: Record<string, number>;
+  scored: number;
+  successes: number;
+  success_rate: number | null;
+  success_ci: [number, number] | null;
+  conservative_success_rate: number | null;
+  mean_steps: number | null;
+}
+
+export interface RunSummary extends Summary {
+  per_task: Record<string, Summary>;
+}
+
+export interface RunDetail {
+  run: RunInfo;
+  summary: RunSummary;
+  job: JobStatus | null;
+}
+
+export interface EpisodeRow {
+  episode_id: string;
+  task: string;
+  split: string;
+  index: number;
+  seed: number;
+  status: EpisodeStatus;
+  reason: string;
+  success: boolean;
+  steps: number;
+  attempt: number;
+  detail: string | null;
+  video: string | null;
+  metrics: Record<string, unknown>;
+}
+
+export interface EpisodePage {
+  run_id: string;
+  total: number;
+  offset: number;
+  limit: number;
+  episodes: EpisodeRow[];
+}
+
+export interface EpisodeTrace {
+  run_id: string;
+  episode_id: string;
+  attempt: number;
+  attempts: number[];
+  events: TraceEvent[];
+}
+
+export interface Flip {
+  episode_id: string;
+  task: string;
+  status_a: string;
+  status_b: string;
+}
+
+export interface Comparison {
+  run_a: string;
+  run_b: string;
+  n_pairs: number;
+  only_in_a: number;
+  only_in_b: number;
+  abstained: number;
+  both_success: number;
+  a_only: number;
+  b_only: number;
+  neither: number;
+  rate_a: number | null;
+  rate_b: number | null;
+  difference: number | null;
+  p_value: number;
+  flips: Flip[];
+}
+
+export interface BenchmarkInfo {
+  name: string;
+  display_name?: string;
+  available: boolean;
+  reason: string | null;
+  default_split: string | null;
+  splits: { name: string; tasks: { name: string }[] }[];
+}
+
+export const EVAL_API = "/api/eval/v2";
+
+/** The API path of a run, with its id encoded. */
+export function runPath(runId: string, rest = ""): string {
+  return `${EVAL_API}/runs/${encodeURIComponent(runId)}${rest}`;
+}
