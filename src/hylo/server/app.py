@@ -194,10 +194,11 @@ def _routes(scheduler: JobScheduler) -> APIRouter:
         """The video recorded for an episode (`video` episodes per task were asked for). 404 when it has none."""
         run_dir = find_run(scheduler.log_dir, _run_name(run))
         with EvalLog.open(run_dir) as log:
-            rows = [row for row in log.final_episodes() if row.episode_id == episode]
-        if not rows or not rows[0].video:
+            attempts = log.attempts(episode)
+        final = max(attempts, key=lambda row: row.attempt, default=None)
+        if final is None or not final.video:
             raise RunNotFound(f"episode {episode!r} of run {run_dir.name} has no video")
-        path = (run_dir / rows[0].video).resolve()
+        path = (run_dir / final.video).resolve()
         if not path.is_relative_to(run_dir.resolve()) or not path.is_file():
             raise RunNotFound(f"the video of episode {episode!r} is missing from run {run_dir.name}")
         return FileResponse(path, media_type="video/mp4")
