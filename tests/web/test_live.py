@@ -166,6 +166,67 @@ def test_pause_holds_the_step_then_step_adds_one_and_moving_the_episode_ends_the
     expect(page.get_by_test_id("panel-message")).to_have_count(0)
 
 
+def out_of_range_graph(server: HyloServe) -> str:
+    """Save a Meta-World graph whose action is a constant far outside the action space (carried around the loop from
+    iterIn's `init_push`): the shield clips it at every step."""
+    graph = server.api.get("/api/graphs/metaworld_chunked_expert").json()
+    graph["name"] = "out_of_range"
+    graph.pop("layout", None)
+    graph["nodes"] = [n for n in graph["nodes"] if n["id"] != "reason"]
+    graph["nodes"].append({"id": "push", "type": "constant", "config": {"wire": "action", "value": [5.0, 0, 0, 0]}})
+    next(n for n in graph["nodes"] if n["id"] == "iterOut")["config"]["carry"].append(
+        {"name": "push", "wire": "action"}
+    )
+    graph["edges"] = [e for e in graph["edges"] if "reason" not in (e["source"], e["target"])] + [
+        {"source": "push", "sourceHandle": "value", "target": "iterIn", "targetHandle": "init_push"},
+        {"source": "iterIn", "sourceHandle": "push", "target": "step", "targetHandle": "action"},
+        {"source": "iterIn", "sourceHandle": "push", "target": "iterOut", "targetHandle": "push"},
+    ]
+    saved = server.api.put("/api/graphs/out_of_range", json=graph)
+    assert saved.status_code == 200, saved.text
+    return "out_of_range"
+
+
+def play_graph(server: HyloServe, page: Page, graph: str, budget: int) -> dict[str, Any]:
+    """On Meta-World's panel, run `graph` for `budget` steps from the page; the session's answer once it is idle."""
+    page.get_by_test_id("agent-select").select_option(f"graph:{graph}")
+    page.get_by_test_id("step-budget").fill(str(budget))
+    page.get_by_test_id("action-play").click()
+    expect(page.get_by_test_id("outcome-status")).to_be_visible()
+    expect(page.get_by_test_id("session-status")).to_have_text("idle")
+    session = only_session(server)
+    assert session["graph"] == graph and session["last_outcome"]["steps"] == budget, session
+    return session
+
+
+def test_the_timeline_marks_shield_interventions_and_chunk_boundaries(
+    server: HyloServe, page: Page, tmp_path: Path
+) -> None:
+    graph = out_of_range_graph(server)
+    open_panel(server, page, METAWORLD, "reach-v3", 0)
+    session = play_graph(server, page, graph, 12)
+    interventions = session["last_outcome"]["safety_interventions"]
+    assert interventions == 12  # every step's action was clipped
+    expect(page.get_by_test_id("timeline-intervention")).to_have_count(interventions)
+    expect(page.locator("h3", has_text="Timeline")).to_contain_text(f"{interventions} shield interventions")
+    expect(page.get_by_test_id("timeline-chunk")).to_have_count(0)  # one action per step: nothing to mark
+    snap(page, tmp_path, "shield")
+
+    close_all(server)
+    page.reload()
+    session = play_graph(server, page, "metaworld_chunked_expert", 12)  # chunks of 4, 2 of them run
+    events = server.api.get(f"/api/sessions/{session['id']}/events", params={"limit": 1000}).json()["events"]
+    chunks = [e for e in events if e["event"] == "agent.chunk"]
+    assert len(chunks) == 6  # a new chunk every 2 steps
+    expect(page.get_by_test_id("timeline-chunk")).to_have_count(len(chunks))
+    expect(page.get_by_test_id("timeline-intervention")).to_have_count(0)
+    for chunk in chunks:
+        expect(
+            page.get_by_test_id(f"timeline-step-{chunk['requested_at']}").get_by_test_id("timeline-chunk")
+        ).to_have_count(1)
+    snap(page, tmp_path, "chunks")
+
+
 def test_a_refused_change_is_shown_and_the_trace_can_be_filtered_and_read_per_step(
     server: HyloServe, page: Page, tmp_path: Path
 ) -> None:
