@@ -434,14 +434,8 @@ class ServedSession:
             for key in ("steps", "elapsed_sec"):
                 if key in harness:
                     metrics[f"harness_{key}"] = jsonable(harness[key])
-        outcome = EpisodeOutcome(
-            status=status,
-            success=status is EpisodeStatus.SUCCESS,
-            steps=episode.steps,
-            reason=reason,
-            safety_interventions=episode.interventions,
-            detail=detail,
-            metrics=metrics,
+        outcome = EpisodeOutcome.ended(
+            status, episode.steps, reason, safety_interventions=episode.interventions, detail=detail, metrics=metrics
         )
         episode.outcome = outcome
         if episode.recorded:  # abandoned while the agent acted: recorded already

@@ -523,11 +523,10 @@ class Kernel:
         return self._end(EpisodeStatus.ERROR, raised(who, exc), detail_of(exc))
 
     def _end(self, status: EpisodeStatus, reason: str, detail: str | None = None) -> EpisodeOutcome:
-        return EpisodeOutcome(
-            status=status,
-            success=status is EpisodeStatus.SUCCESS,
-            steps=self._steps,
-            reason=reason,
+        return EpisodeOutcome.ended(
+            status,
+            self._steps,
+            reason,
             safety_interventions=self._interventions,
             detail=detail,
             metrics={"return": self._return},

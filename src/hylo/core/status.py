@@ -48,6 +48,28 @@ class EpisodeOutcome:
     detail: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def ended(
+        cls,
+        status: EpisodeStatus,
+        steps: int,
+        reason: str,
+        *,
+        safety_interventions: int = 0,
+        detail: str | None = None,
+        metrics: dict[str, Any] | None = None,
+    ) -> EpisodeOutcome:
+        """The outcome of an episode that ended with `status` (`success` follows from it)."""
+        return cls(
+            status,
+            status is EpisodeStatus.SUCCESS,
+            steps,
+            reason,
+            safety_interventions,
+            detail,
+            {} if metrics is None else metrics,
+        )
+
     def to_json(self) -> dict[str, Any]:
         """The outcome as JSON-ready values (the status by name)."""
         from hylo.core.jsonable import jsonable

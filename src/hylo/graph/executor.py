@@ -658,11 +658,10 @@ class GraphRunner:
     def _end(
         self, status: EpisodeStatus, reason: str, detail: str | None = None, *, metrics: dict[str, Any] | None = None
     ) -> EpisodeOutcome:
-        return EpisodeOutcome(
-            status=status,
-            success=status is EpisodeStatus.SUCCESS,
-            steps=self._steps,
-            reason=reason,
+        return EpisodeOutcome.ended(
+            status,
+            self._steps,
+            reason,
             safety_interventions=self._interventions,
             detail=detail,
             metrics={"return": self._return, **(metrics or {})},
