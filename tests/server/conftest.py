@@ -10,6 +10,7 @@ import pytest
 from live_server import LiveServer
 
 from hylo.jobs import JobScheduler
+from hylo.server import ServerAccess
 
 
 @pytest.fixture
@@ -19,15 +20,17 @@ def log_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def make_server(log_dir: Path) -> Iterator[Callable[..., LiveServer]]:
-    """`make_server(token=None, machine=None, start=True, **scheduler_kwargs)`: a live server over a new scheduler
-    of `log_dir` (started unless `start=False`); both are closed after the test."""
+    """`make_server(token=None, access=None, machine=None, start=True, **scheduler_kwargs)`: a live server over a
+    new scheduler of `log_dir` (started unless `start=False`); both are closed after the test."""
     made: list[LiveServer] = []
 
-    def make(*, token: str | None = None, start: bool = True, **kwargs: Any) -> LiveServer:
+    def make(
+        *, token: str | None = None, access: ServerAccess | None = None, start: bool = True, **kwargs: Any
+    ) -> LiveServer:
         scheduler = JobScheduler(log_dir, **kwargs)
         if start:
             scheduler.start()
-        server = LiveServer(scheduler, token)
+        server = LiveServer(scheduler, token, access)
         made.append(server)
         return server
 

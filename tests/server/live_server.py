@@ -10,7 +10,7 @@ import httpx
 from served_app import Served
 
 from hylo.jobs import JobScheduler, Machine
-from hylo.server import create_app
+from hylo.server import ServerAccess, create_app
 
 ONE_CPU = Machine(cpus=1, ram_total_gb=16.0, ram_available_gb=16.0)
 
@@ -18,9 +18,9 @@ ONE_CPU = Machine(cpus=1, ram_total_gb=16.0, ram_available_gb=16.0)
 class LiveServer(Served):
     """The API over `scheduler` served by uvicorn on 127.0.0.1:<ephemeral>, and an httpx client for it."""
 
-    def __init__(self, scheduler: JobScheduler, token: str | None = None) -> None:
+    def __init__(self, scheduler: JobScheduler, token: str | None = None, access: ServerAccess | None = None) -> None:
         self.scheduler = scheduler
-        super().__init__(create_app(scheduler, token=token), token)
+        super().__init__(create_app(scheduler, token=token, access=access), token)
 
 
 def wait_final(client: httpx.Client, job_id: str, timeout: float = 90) -> dict[str, Any]:

@@ -7,8 +7,9 @@ from typing import Any
 
 import gymnasium.spaces as spaces
 import numpy as np
+from pydantic import Field
 
-from hylo.core.agent import AgentBase
+from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.types import Observation
@@ -18,6 +19,9 @@ class RandomAgent(AgentBase):
     """Samples the action space uniformly; seeded from the episode's seed, so runs are reproducible."""
 
     name = "random"
+
+    class Args(AgentArgs):
+        chunk: int = Field(default=1, ge=1, le=MAX_CHUNK, description="actions per act")
 
     def __init__(self, chunk: int = 1) -> None:
         if chunk < 1:
@@ -56,6 +60,9 @@ class HoldAgent(AgentBase):
     """Always returns the neutral action: the floor any agent must beat."""
 
     name = "hold"
+
+    class Args(AgentArgs):
+        pass
 
     def reset(self, ctx: EpisodeContext) -> None:
         self.ctx = ctx

@@ -14,7 +14,10 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from hylo.core.errors import HyloError
+from pydantic import ValidationError
+
+from hylo.core.agent import AgentArgs
+from hylo.core.errors import HyloError, shown
 from hylo.envs.benchmark import UnknownChoice
 
 if TYPE_CHECKING:
@@ -78,6 +81,7 @@ def _import(target: str) -> Callable[..., Any]:
 
 
 def _build(name: str, factory: Callable[..., Any], args: dict[str, Any]) -> Any:
+    args = check_args(name, factory, args)
     try:
         agent = factory(**args)
     except (TypeError, ValueError) as exc:
@@ -85,6 +89,35 @@ def _build(name: str, factory: Callable[..., Any], args: dict[str, Any]) -> Any:
     if not callable(getattr(agent, "act", None)):
         raise AgentSpecError(f"agent {name!r} built {agent!r}, which has no act() method")
     return agent
+
+
+def args_model(factory: Callable[..., Any]) -> type[AgentArgs] | None:
+    """The `Args` an agent class declares, if any."""
+    model = getattr(factory, "Args", None)
+    return model if isinstance(model, type) and issubclass(model, AgentArgs) else None
+
+
+def check_args(name: str, factory: Callable[..., Any], args: dict[str, Any]) -> dict[str, Any]:
+    """`args` checked against the agent's declared `Args` (unchanged when it declares none); raises
+    `AgentSpecError` naming each bad argument and what the agent accepts."""
+    model = args_model(factory)
+    if model is None:
+        return args
+    try:
+        checked = model.model_validate(args)
+    except ValidationError as exc:
+        problems = "; ".join(_problem(error) for error in exc.errors())
+        accepted = ", ".join(model.model_fields) or "no arguments"
+        raise AgentSpecError(
+            f"cannot build agent {name!r} with arguments {shown(args, 200)}: {problems} (it accepts: {accepted})"
+        ) from None
+    return checked.model_dump(exclude_unset=True)
+
+
+def _problem(error: Any) -> str:
+    where = ".".join(str(part) for part in error["loc"]) or "arguments"
+    given = "" if error["type"] == "missing" else f", got {shown(error['input'])}"
+    return f"{where}: {error['msg']}{given}"
 
 
 def _accepted(factory: Callable[..., Any]) -> str:
@@ -96,26 +129,52 @@ def _accepted(factory: Callable[..., Any]) -> str:
     return f" (it accepts: {', '.join(names)})" if names else ""
 
 
-def make_agent(
-    name: str, args: dict[str, Any] | None = None, benchmark: Benchmark | None = None, *, allow_import: bool = True
-) -> Any:
-    """Build the agent called `name` with `args`. `expert` needs the benchmark; `module:Class` needs `allow_import`
-    (an HTTP request may only name registered agents)."""
-    args = dict(args or {})
+def agent_factory(name: str, benchmark: Benchmark | None = None, *, allow_import: bool = True) -> Callable[..., Any]:
+    """What builds the agent called `name`, without building it: the benchmark's expert class for `expert`, a
+    registered agent's class, or (with `allow_import`) the `module:Class` named."""
     if name == "expert":
         if benchmark is None:
             raise AgentSpecError("agent 'expert' needs a benchmark")
         expert = benchmark.expert()
         if expert is None:
             raise AgentSpecError(f"benchmark {benchmark.name!r} has no expert agent")
-        if args:
-            return _build(name, type(expert), args)
-        return expert
+        return type(expert)
     registered = registered_agents()
     if name in registered:
-        return _build(name, _import(registered[name]), args)
+        return _import(registered[name])
     if ":" in name:
         if not allow_import:
             raise UnknownChoice("agent (only registered agents are accepted here)", name, list(registered))
-        return _build(name, _import(name), args)
+        return _import(name)
     raise UnknownChoice("agent", name, [*registered, "module:Class"])
+
+
+def make_agent(
+    name: str, args: dict[str, Any] | None = None, benchmark: Benchmark | None = None, *, allow_import: bool = True
+) -> Any:
+    """Build the agent called `name` with `args` (checked against its `Args` first). `expert` needs the benchmark;
+    `module:Class` needs `allow_import` (an HTTP request may only name registered agents)."""
+    args = dict(args or {})
+    factory = agent_factory(name, benchmark, allow_import=allow_import)
+    if name == "expert" and not args and benchmark is not None:
+        return benchmark.expert()  # the benchmark's own instance, as it configures it
+    return _build(name, factory, args)
+
+
+def vet_agent(
+    name: str, args: dict[str, Any] | None = None, benchmark: Benchmark | None = None, *, allow_import: bool = True
+) -> list[str]:
+    """Check that `make_agent(name, args, benchmark)` would get a known agent and arguments it accepts, without
+    building it when the agent declares its `Args` (building may connect to a server, or allocate what its arguments
+    size); one that declares none is built and closed. Returns the URLs the agent would connect to (its `RemoteUrl`
+    arguments). Raises `AgentSpecError` / `UnknownChoice` naming the bad value."""
+    args = dict(args or {})
+    factory = agent_factory(name, benchmark, allow_import=allow_import)
+    model = args_model(factory)
+    if model is None:
+        close = getattr(make_agent(name, args, benchmark, allow_import=allow_import), "close", None)
+        if callable(close):
+            close()
+        return []
+    checked = check_args(name, factory, args)
+    return [str(checked[field]) for field in model.remote_fields() if checked.get(field) is not None]

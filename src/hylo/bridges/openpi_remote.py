@@ -19,10 +19,11 @@ from typing import Any
 
 import msgpack
 import numpy as np
+from pydantic import Field
 from websockets.exceptions import ConnectionClosed, InvalidURI, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from hylo.core.agent import AgentBase, AgentRequirements
+from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase, AgentRequirements, RemoteUrl
 from hylo.core.chunk import ActionChunk
 from hylo.core.errors import AgentTimeout, HyloError
 from hylo.core.types import Observation
@@ -35,6 +36,14 @@ DEFAULT_OBS_MAP: Mapping[str, str] = {
     "prompt": "instruction",
 }
 """openpi key → hylo observation path. With the default mapping an entry is sent only when the observation has it."""
+
+MAX_CALL_S = 86_400.0
+"""The longest `timeout` a call may be given: one day."""
+MAX_KEYS = 256
+"""The most entries `obs_map` and `extra` may have."""
+MAX_ACTION_DIM = 4096
+MAX_RETRIES = 100
+MAX_BACKOFF_S = 600.0
 
 CLOSE_TIMEOUT_S = 1.0
 """How long closing a connection waits for the server's side of the closing handshake (a server busy inferring
@@ -159,6 +168,18 @@ class OpenPiRemoteAgent(AgentBase):
     """
 
     name = "openpi-remote"
+
+    class Args(AgentArgs):
+        url: RemoteUrl
+        timeout: float = Field(default=30.0, gt=0, le=MAX_CALL_S)
+        execution_steps: int | None = Field(default=None, ge=1, le=MAX_CHUNK)
+        obs_map: dict[str, str] | None = Field(default=None, max_length=MAX_KEYS)
+        passthrough: bool = False
+        extra: dict[str, Any] | None = Field(default=None, max_length=MAX_KEYS)
+        action_dim: int | None = Field(default=None, ge=1, le=MAX_ACTION_DIM)
+        retries: int = Field(default=3, ge=0, le=MAX_RETRIES)
+        backoff: float = Field(default=0.5, ge=0, le=MAX_BACKOFF_S)
+        images: bool = True
 
     def __init__(
         self,

@@ -23,11 +23,13 @@ from typing import Any
 
 import gymnasium.spaces as spaces
 import numpy as np
+from pydantic import Field
 from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
+from hylo.bridges.openpi_remote import MAX_BACKOFF_S, MAX_CALL_S, MAX_RETRIES
 from hylo.bridges.vlaeval_protocol import PROTOCOL_VERSION, Message, MessageType, ProtocolError, pack, unpack
-from hylo.core.agent import AgentBase, AgentRequirements
+from hylo.core.agent import AgentArgs, AgentBase, AgentRequirements, RemoteUrl
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.errors import AgentTimeout, HyloError
@@ -60,6 +62,13 @@ class VlaEvalRemoteAgent(AgentBase):
     """
 
     name = "vlaeval-remote"
+
+    class Args(AgentArgs):
+        url: RemoteUrl
+        timeout: float = Field(default=30.0, gt=0, le=MAX_CALL_S)
+        retries: int = Field(default=3, ge=0, le=MAX_RETRIES)
+        backoff: float = Field(default=0.5, ge=0, le=MAX_BACKOFF_S)
+        images: bool = True
 
     def __init__(
         self, url: str, timeout: float = 30.0, retries: int = 3, backoff: float = 0.5, images: bool = True

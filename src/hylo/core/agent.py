@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Protocol, runtime_checkable
 
 import gymnasium.spaces as spaces
+from pydantic import BaseModel, ConfigDict, Field
 
 from hylo.core.errors import IncompatibleComponents
 from hylo.core.signals import ContainerSpec
@@ -24,6 +25,7 @@ class Agent(Protocol):
     """Anything with `act` is an agent; `reset`, `on_step` and `on_episode_end` are optional.
 
     An agent may also declare:
+    - `Args: type[AgentArgs]` — the arguments its class accepts, with their bounds (checked before it is built)
     - `requirements: AgentRequirements` — what it needs from the env (checked at bind time)
     - `containers: Sequence[ContainerSpec]` — its state containers (on `ctx.containers`)
     - `on_signal(signal)` — to hear lifecycle signals (e.g. to forward them to another process)
@@ -32,9 +34,44 @@ class Agent(Protocol):
     def act(self, obs: Observation) -> ActionChunk: ...
 
 
+MAX_CHUNK = 10_000
+"""The longest action chunk the built-in agents may be asked for (a chunk is held in memory for its episode)."""
+
+
+class _RemoteUrlMark:
+    """Marks an `AgentArgs` field whose value is a URL the agent connects to."""
+
+    def __repr__(self) -> str:
+        return "RemoteUrl"
+
+
+REMOTE_URL = _RemoteUrlMark()
+
+RemoteUrl = Annotated[str, Field(min_length=1, max_length=2048), REMOTE_URL]
+"""The type of an `AgentArgs` field holding a URL the agent connects to (a policy server's): a server admits such
+an agent from a request only when the operator allowed the URL (`hylo serve --allow-remote PREFIX`)."""
+
+
+class AgentArgs(BaseModel):
+    """The keyword arguments an agent class accepts, with their types and bounds, declared as the class's `Args`.
+
+    They are checked before the agent is built, with errors naming the argument; a server checks them instead of
+    building the agent while it handles a request, so a request can neither make the server allocate without bound
+    (`chunk: 3000000`) nor connect anywhere (a `RemoteUrl` needs the operator's leave). Strict: `1.5` is not an int,
+    `true` not a number, and an unknown argument is refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    @classmethod
+    def remote_fields(cls) -> tuple[str, ...]:
+        """The fields that hold a URL the agent connects to."""
+        return tuple(name for name, info in cls.model_fields.items() if REMOTE_URL in info.metadata)
+
+
 class AgentBase:
     """Convenience base class: no-op hooks, so a subclass only writes `act`."""
 
+    Args: ClassVar[type[AgentArgs] | None] = None
     name: str = ""
     requirements: AgentRequirements | None = None
     containers: Sequence[ContainerSpec] = ()

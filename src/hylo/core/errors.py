@@ -11,6 +11,15 @@ class HyloError(Exception):
     """Base class of hylo's own exceptions."""
 
 
+def shown(value: object, limit: int = 80) -> str:
+    """A bad value as an error message names it: its repr, cut short when long; an integer of hundreds of digits
+    by its size (Python refuses to print one of more than 4300)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 class IncompatibleComponents(HyloError):
     """An environment and an agent (or a shield, or a timing mode) cannot work together.
 

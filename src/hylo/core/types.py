@@ -62,6 +62,10 @@ def _stable_repr(value: Any) -> str:
     return repr(value)
 
 
+MAX_SEED = 2**63 - 1
+"""The largest base seed or episode index: what a signed 64-bit integer (numpy's, SQLite's) holds."""
+
+
 def derive_seed(*parts: object) -> int:
     """A 31-bit seed that is a pure function of `parts` (stable across processes and Python versions)."""
     digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()

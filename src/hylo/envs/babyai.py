@@ -17,7 +17,7 @@ import minigrid  # noqa: F401  (registers the BabyAI-* gymnasium ids)
 import numpy as np
 from minigrid.utils.baby_ai_bot import BabyAIBot
 
-from hylo.core.agent import AgentBase, AgentRequirements
+from hylo.core.agent import AgentArgs, AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
@@ -169,6 +169,9 @@ class BabyAIExpert(AgentBase):
 
     name = "expert"
     requirements = AgentRequirements(action_space=spaces.Discrete(NUM_ACTIONS), privileged_state=True)
+
+    class Args(AgentArgs):
+        pass
 
     def reset(self, ctx: EpisodeContext) -> None:
         self.ctx = ctx

@@ -19,8 +19,9 @@ import metaworld.env_dict as env_dict
 import mujoco
 import numpy as np
 from metaworld.policies import ENV_POLICY_MAP
+from pydantic import Field
 
-from hylo.core.agent import AgentBase, AgentRequirements
+from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
@@ -292,6 +293,10 @@ class MetaWorldExpert(AgentBase):
 
     name = "expert"
     requirements = AgentRequirements(observation_keys=("state",), action_space=spaces.Box(-1.0, 1.0, (4,)))
+
+    class Args(AgentArgs):
+        chunk_size: int = Field(default=1, ge=1, le=MAX_CHUNK, description="actions per act (held open loop)")
+        execution_steps: int | None = Field(default=None, ge=1, le=MAX_CHUNK, description="of which run (default all)")
 
     def __init__(self, chunk_size: int = 1, execution_steps: int | None = None) -> None:
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:

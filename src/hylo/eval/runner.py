@@ -9,6 +9,7 @@ lists every episode of the run, ordered by (task, index) whatever order they ran
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -210,31 +211,57 @@ def choose_backend(spec: EvalSpec) -> str:
     refuses combinations that cannot work."""
     if spec.address is not None and spec.backend != "ray":
         raise EvalError(f"--address {spec.address!r} is a Ray address: it needs --backend ray", field="address")
-    if spec.backend == "auto":
-        return "inline" if spec.workers == 1 else "process"
-    if spec.backend == "inline" and spec.workers > 1:
+    backend = ("inline" if spec.workers == 1 else "process") if spec.backend == "auto" else spec.backend
+    if backend == "inline" and spec.workers > 1:
         raise EvalError(
             f"--backend inline runs one worker, not {spec.workers}; use --backend process or ray", field="backend"
         )
-    return spec.backend
+    cpus = usable_cpus()
+    if backend == "process" and spec.workers > cpus:
+        raise EvalError(
+            f"--workers {spec.workers} is more worker processes than this machine's {cpus} usable CPUs; use at most "
+            f"{cpus}, or --backend ray to go past one machine",
+            field="workers",
+        )
+    return backend
 
 
-def plan_run(spec: EvalSpec, *, allow_import: bool = True) -> EvalSpec:
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity), else every CPU."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def plan_run(spec: EvalSpec, *, allow_import: bool = True, check_url: Callable[[str], None] | None = None) -> EvalSpec:
     """Validate a spec without running it and fix its run: split, tasks and `run_id` filled in, `fresh` consumed.
-    The agent is built once to check its name and arguments. Without `allow_import` (an HTTP request) only
+    Agents are checked by name and arguments without being built when they declare their `Args` (a remote agent
+    would connect to its server: that happens in the run's own process), and `check_url` is asked about every URL
+    they would connect to (it raises `ValueError` to refuse one). Without `allow_import` (an HTTP request) only
     registered benchmarks and agents are accepted, never an import path. Raises a `HyloError` naming the bad value."""
-    from hylo.agents.registry import make_agent
-    from hylo.graph.agent_nodes import build_agents, close_agents
-
     choose_backend(spec)
     resolved = resolve(spec, allow_import=allow_import)
-    if resolved.plan is None:
-        close_agents({"agent": make_agent(resolved.spec.agent, resolved.spec.agent_args, resolved.benchmark,
-                                          allow_import=allow_import)})  # fmt: skip
-    else:
-        close_agents(build_agents(resolved.plan, resolved.benchmark, allow_import=allow_import))
+    urls = vet_run_agents(resolved, allow_import=allow_import)
+    if check_url is not None:
+        for url in urls:
+            try:
+                check_url(url)
+            except ValueError as exc:
+                raise EvalError(str(exc), field="agent_args" if resolved.plan is None else "graph") from None
     make_timing(resolved.spec)
     return resolved.spec.model_copy(update={"run_id": run_id_for(resolved.spec, resolved.budgets), "fresh": False})
+
+
+def vet_run_agents(resolved: _Resolved, *, allow_import: bool = True) -> list[str]:
+    """Check a resolved run's agent (or its graph's agents) by name and arguments; the URLs they would connect to."""
+    from hylo.agents.registry import vet_agent
+    from hylo.graph.agent_nodes import vet_agents
+
+    spec = resolved.spec
+    if resolved.plan is not None:
+        return vet_agents(resolved.plan, resolved.benchmark, allow_import=allow_import)
+    return vet_agent(spec.agent, spec.agent_args, resolved.benchmark, allow_import=allow_import)
 
 
 def make_timing(spec: EvalSpec) -> Timing:

@@ -17,6 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from hylo.core.errors import shown
+from hylo.core.types import MAX_SEED
+
 DIGEST_FIELDS = (
     "benchmark",
     "split",
@@ -33,16 +36,35 @@ DIGEST_FIELDS = (
 )
 """The fields that define an evaluation's results; everything else is a display or parallelism knob."""
 
-_MINIMUMS: dict[str, tuple[int, str]] = {
-    "episodes": (1, "episodes"),
-    "seed": (0, "seed"),
-    "max_steps": (1, "step budget"),
-    "video": (0, "video"),
-    "workers": (1, "workers"),
-    "retry_infra": (0, "retry-infra"),
-    "max_infra_failures": (1, "max infra failures"),
+MAX_EPISODES = 100_000
+"""The most episodes per task a run may plan."""
+MAX_TASKS = 10_000
+"""The most tasks a run may name."""
+MAX_STEPS = 10_000_000
+"""The largest step budget per episode."""
+MAX_SECONDS = 86_400.0
+"""The longest any time limit may be: one day."""
+MAX_RAY_WORKERS = 1024
+"""The most Ray actors one run may ask for (the process backend is capped by this machine's CPUs instead)."""
+MAX_INFRA = 1_000_000
+"""The most infra retries and failures a run may be told to tolerate."""
+MAX_NAME = 200
+"""The longest benchmark, agent, split or task name."""
+MAX_JSON_DEPTH = 16
+"""How deeply `agent_args` and `timing_options` may nest (an agent's arguments are a few flat values)."""
+MAX_ARGS_BYTES = 64 * 1024
+"""The largest `agent_args`, as JSON."""
+
+_RANGES: dict[str, tuple[int, int, str]] = {
+    "episodes": (1, MAX_EPISODES, "episodes"),
+    "seed": (0, MAX_SEED, "seed"),
+    "max_steps": (1, MAX_STEPS, "step budget"),
+    "video": (0, MAX_EPISODES, "video"),
+    "workers": (1, MAX_RAY_WORKERS, "workers"),
+    "retry_infra": (0, MAX_INFRA, "retry-infra"),
+    "max_infra_failures": (1, MAX_INFRA, "max infra failures"),
 }
-"""The integer fields with a lower bound, and how an error names them."""
+"""The integer fields' bounds, and how an error names them."""
 
 TIMING_OPTIONS = ("refill_steps", "max_hold_steps", "latency_s", "clock", "adaptive_refill")
 
@@ -52,10 +74,10 @@ class EvalSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    benchmark: str = Field(min_length=1)
-    agent: str = Field(min_length=1)
-    split: str | None = None
-    tasks: list[str] = Field(default_factory=list)
+    benchmark: str = Field(min_length=1, max_length=MAX_NAME)
+    agent: str = Field(min_length=1, max_length=MAX_NAME)
+    split: str | None = Field(default=None, max_length=MAX_NAME)
+    tasks: list[str] = Field(default_factory=list, max_length=MAX_TASKS)
     agent_args: dict[str, Any] = Field(default_factory=dict)
     episodes: int = 10
     seed: int = 0
@@ -67,32 +89,50 @@ class EvalSpec(BaseModel):
     graph: dict[str, Any] | None = None
     """A graph document (hylo.graph) run instead of a bare agent; `agent` then names it (`graph:<name>`)."""
     # display and parallelism knobs: not in the digest
-    log_dir: str = "hylo-runs"
-    run_id: str | None = None
+    log_dir: str = Field(default="hylo-runs", max_length=4096)
+    run_id: str | None = Field(default=None, max_length=MAX_NAME)
     fresh: bool = False
     video: int = 0
     strict: bool = False
     workers: int = 1
     backend: Literal["auto", "inline", "process", "ray"] = "auto"
-    address: str | None = None
+    address: str | None = Field(default=None, max_length=MAX_NAME)
     retry_infra: int = 0
     max_infra_failures: int | None = None
     episode_timeout: float | None = None
 
-    @field_validator(*_MINIMUMS)
+    @field_validator(*_RANGES)
     @classmethod
-    def _at_least(cls, value: int | None, info: ValidationInfo) -> int | None:
-        minimum, label = _MINIMUMS[info.field_name or ""]
+    def _in_range(cls, value: int | None, info: ValidationInfo) -> int | None:
+        minimum, maximum, label = _RANGES[info.field_name or ""]
         if value is not None and value < minimum:
             raise ValueError(f"{label} must be >= {minimum}, got {value}")
+        if value is not None and value > maximum:
+            raise ValueError(f"{label} must be <= {maximum:,}, got {shown(value)}")
+        return value
+
+    @field_validator("tasks")
+    @classmethod
+    def _task_names(cls, value: list[str]) -> list[str]:
+        for task in value:
+            if not 0 < len(task) <= MAX_NAME:
+                raise ValueError(f"a task name has 1 to {MAX_NAME} characters, got {shown(task)}")
+        return value
+
+    @field_validator("agent_args", "timing_options")
+    @classmethod
+    def _plain_json(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        check_json_value(value, info.field_name or "")
         return value
 
     @field_validator("act_timeout", "episode_timeout")
     @classmethod
     def _seconds(cls, value: float | None, info: ValidationInfo) -> float | None:
+        label = (info.field_name or "").replace("_", " ")
         if value is not None and not (value > 0 and math.isfinite(value)):
-            label = (info.field_name or "").replace("_", " ")
             raise ValueError(f"{label} must be a finite number of seconds > 0, got {value}")
+        if value is not None and value > MAX_SECONDS:
+            raise ValueError(f"{label} must be at most {MAX_SECONDS:g} seconds (one day), got {value:g}")
         return value
 
     @field_validator("timing_options")
@@ -101,6 +141,10 @@ class EvalSpec(BaseModel):
         unknown = sorted(set(value) - set(TIMING_OPTIONS))
         if unknown:
             raise ValueError(f"unknown timing options {unknown}; choose from {list(TIMING_OPTIONS)}")
+        for name, maximum in (("refill_steps", MAX_STEPS), ("max_hold_steps", MAX_STEPS), ("latency_s", MAX_SECONDS)):
+            given = value.get(name)
+            if isinstance(given, (int, float)) and not isinstance(given, bool) and given > maximum:
+                raise ValueError(f"timing option {name} must be at most {maximum}, got {shown(given)}")
         return value
 
     @field_validator("address")
@@ -159,3 +203,30 @@ class EvalSpec(BaseModel):
     @property
     def log_path(self) -> Path:
         return Path(self.log_dir)
+
+
+def check_json_value(
+    value: Any, field: str, *, max_depth: int = MAX_JSON_DEPTH, max_bytes: int = MAX_ARGS_BYTES
+) -> None:
+    """Refuse what a JSON field must not hold: nesting deeper than `max_depth`, more than `max_bytes` of JSON, or a
+    number that is not finite. Raises `ValueError` naming `field`."""
+
+    def walk(node: Any, depth: int) -> None:
+        if depth > max_depth:
+            raise ValueError(f"{field} nests deeper than {max_depth} levels")
+        if isinstance(node, dict):
+            for item in node.values():
+                walk(item, depth + 1)
+        elif isinstance(node, (list, tuple)):
+            for item in node:
+                walk(item, depth + 1)
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise ValueError(f"{field} holds a number that is not finite ({node})")
+
+    walk(value, 0)
+    try:
+        size = len(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{field} must hold JSON values only: {exc}") from None
+    if size > max_bytes:
+        raise ValueError(f"{field} is {size:,} bytes of JSON, more than the {max_bytes:,} it may hold")

@@ -138,6 +138,25 @@ class Reason(Node):
             close()
 
 
+def reason_agents(plan: Plan) -> dict[str, ReasonConfig]:
+    """The agent (name and arguments) of each `reason` node of a graph, by node id."""
+    return {node.id: node.config for node in plan.nodes.values() if isinstance(node.config, ReasonConfig)}
+
+
+def vet_agents(plan: Plan, benchmark: Benchmark | None, *, allow_import: bool = True) -> list[str]:
+    """Check every `reason` node's agent and arguments as `hylo.agents.registry.vet_agent` does (without building
+    those that declare their `Args`); returns the URLs they would connect to."""
+    from hylo.agents.registry import AgentSpecError, vet_agent
+
+    urls: list[str] = []
+    for node_id, config in reason_agents(plan).items():
+        try:
+            urls += vet_agent(config.agent, config.args, benchmark, allow_import=allow_import)
+        except AgentSpecError as exc:
+            raise AgentSpecError(f"node {node_id!r}: {exc}") from None
+    return urls
+
+
 def build_agents(plan: Plan, benchmark: Benchmark | None, *, allow_import: bool = True) -> dict[str, Any]:
     """The agent of each `reason` node of a graph, by node id, built once: a worker asks them what they need
     before it builds its env, and hands them on to their nodes (`Runtime.agents`)."""
@@ -145,9 +164,8 @@ def build_agents(plan: Plan, benchmark: Benchmark | None, *, allow_import: bool 
 
     built: dict[str, Any] = {}
     try:
-        for node in plan.nodes.values():
-            if isinstance(node.config, ReasonConfig):
-                built[node.id] = make_agent(node.config.agent, node.config.args, benchmark, allow_import=allow_import)
+        for node_id, config in reason_agents(plan).items():
+            built[node_id] = make_agent(config.agent, config.args, benchmark, allow_import=allow_import)
     except BaseException:
         close_agents(built)
         raise

@@ -1,7 +1,7 @@
 """Jobs: a durable, prioritised queue of evaluations, admitted against the machine's resources and each run as its
 own `hylo eval` process (`JobScheduler`)."""
 
-from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, SchedulerBusy
+from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
 from hylo.jobs.job import Job, JobState, JobStatus, Resources, RunProgress
 from hylo.jobs.request import SCHEDULING_FIELDS, JobRequest
 from hylo.jobs.resources import Admission, Gpu, Machine, Placement, admit, declared, measure_machine, never_fits
@@ -21,6 +21,7 @@ __all__ = [
     "JobStatus",
     "Machine",
     "Placement",
+    "QueueFull",
     "Resources",
     "RunProgress",
     "SchedulerBusy",

@@ -25,3 +25,7 @@ class JobNotFound(HyloError, LookupError):
 
 class SchedulerBusy(HyloError):
     """Another live scheduler owns this log dir."""
+
+
+class QueueFull(HyloError):
+    """The queue holds as many waiting jobs as the scheduler takes (HTTP 429): wait or cancel some."""

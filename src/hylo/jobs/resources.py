@@ -15,12 +15,12 @@ The rules, in the order the queue is served (priority, then submission):
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import psutil
 
+from hylo.eval.runner import usable_cpus
 from hylo.jobs.job import Job, Resources
 
 logger = logging.getLogger(__name__)
@@ -52,14 +52,6 @@ class Machine:
 
 
 MachineProbe = Callable[[], Machine]
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity), else every CPU."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return psutil.cpu_count() or 1
 
 
 def measure_gpus() -> tuple[Gpu, ...]:

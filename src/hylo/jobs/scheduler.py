@@ -17,19 +17,19 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from hylo.eval.spec import EvalSpec
-from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, SchedulerBusy
+from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
 from hylo.jobs.job import Job, JobState, JobStatus
 from hylo.jobs.outcome import CANCELLED_RUN_MESSAGE, outcome
 from hylo.jobs.process import STDERR_FILE, STDOUT_FILE, alive, created, kill_group_of, signal_group, spawn
 from hylo.jobs.progress import mark_run, run_complete, run_progress
 from hylo.jobs.resources import Machine, MachineProbe, Placement, admit, declared, measure_machine, never_fits
-from hylo.jobs.store import ActiveRun, JobStore
+from hylo.jobs.store import ActiveRun, JobStore, QueueLimit
 from hylo.jobs.validation import check_spec
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,8 @@ class JobScheduler:
     `machine` replaces the measured machine (a `Machine`, or a function returning one at each scheduling pass): tests
     simulate a GPU machine or a single CPU with it. `grace_s` is how long a signalled job has to stop before SIGKILL.
     `die_with_scheduler` makes job processes receive SIGTERM when the scheduler dies (Linux). `env` is the job
-    processes' environment (default: this process's at each start).
+    processes' environment (default: this process's at each start). `max_queued` caps the jobs waiting at once
+    (`QueueFull` past it; None: no cap).
     """
 
     def __init__(
@@ -77,7 +78,13 @@ class JobScheduler:
         grace_s: float = 10.0,
         die_with_scheduler: bool = True,
         env: Mapping[str, str] | None = None,
+        max_queued: int | None = None,
     ) -> None:
+        if max_queued is not None and (
+            isinstance(max_queued, bool) or not isinstance(max_queued, int) or max_queued < 1
+        ):
+            raise ValueError(f"max_queued must be an int >= 1 (or None: no cap), got {max_queued!r}")
+        self.max_queued = max_queued
         self.log_dir = Path(log_dir).resolve()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.poll_interval = poll_interval
@@ -163,9 +170,12 @@ class JobScheduler:
         ram_gb: float | None = None,
         gpu_mem_gb: float = 0.0,
         exclusive_gpu: bool = False,
+        check_url: Callable[[str], None] | None = None,
     ) -> JobStatus:
         """Validate and queue an evaluation. Raises `JobRefused` (naming the field) for bad input or a job that can
-        never fit this machine, `JobConflict` when the run already has a queued or running job."""
+        never fit this machine, `JobConflict` when the run already has a queued or running job, `QueueFull` when
+        `max_queued` jobs wait already. `check_url` is asked about every URL the job's agents would connect to, and
+        refuses one by raising `ValueError` (a server's `--allow-remote`); nothing connects before the job runs."""
         if cpus is not None and cpus < 1:
             raise JobRefused("cpus", f"cpus must be >= 1, got {cpus}")
         if ram_gb is not None and not ram_gb > 0:
@@ -176,7 +186,7 @@ class JobScheduler:
         never = never_fits(resources, self.machine())
         if never is not None:
             raise JobRefused(*never)
-        planned = check_spec(spec, self.log_dir)
+        planned = check_spec(spec, self.log_dir, check_url)
         assert planned.run_id is not None  # plan_run fixes it
         job = Job(
             job_id=secrets.token_hex(6),
@@ -188,7 +198,12 @@ class JobScheduler:
             submitted_at=time.time(),
         )
         try:
-            self.store.add(job)
+            self.store.add(job, max_queued=self.max_queued)
+        except QueueLimit as exc:
+            raise QueueFull(
+                f"the queue holds {exc.queued} jobs, the most this scheduler takes ({self.max_queued}); wait for some "
+                "to start or cancel some"
+            ) from None
         except ActiveRun as exc:
             raise JobConflict(
                 f"run {job.run_id!r} already has job {exc.job_id} queued or running; cancel it or wait for it"

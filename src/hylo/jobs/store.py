@@ -127,9 +127,16 @@ class JobStore:
 
     # -- writing -------------------------------------------------------------------------------------------------------
 
-    def add(self, job: Job) -> Job:
-        """Queue a job, unless its run already has an active one (raises `ActiveRun` with that job's id)."""
+    def add(self, job: Job, *, max_queued: int | None = None) -> Job:
+        """Queue a job, unless its run already has an active one (raises `ActiveRun` with that job's id) or
+        `max_queued` jobs are queued already (raises `QueueLimit`)."""
         with self._transaction() as conn:
+            if max_queued is not None:
+                (queued,) = conn.execute(
+                    "SELECT COUNT(*) FROM jobs WHERE state = ?", (JobState.QUEUED.value,)
+                ).fetchone()
+                if queued >= max_queued:
+                    raise QueueLimit(queued)
             active = conn.execute(
                 "SELECT job_id FROM jobs WHERE run_id = ? AND state IN (?, ?)", (job.run_id, *_ACTIVE)
             ).fetchone()
@@ -186,6 +193,14 @@ class JobStore:
                 [state.value, message, exit_code, executed_now, time.time(), *args],
             )
         return cursor.rowcount > 0
+
+
+class QueueLimit(HyloError):
+    """The queue is full: `queued` jobs wait already."""
+
+    def __init__(self, queued: int) -> None:
+        super().__init__(f"{queued} jobs queued")
+        self.queued = queued
 
 
 class ActiveRun(HyloError):

@@ -3,6 +3,7 @@ blame, the log dir forced to the scheduler's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -47,9 +48,10 @@ def blamed_field(exc: Exception) -> str | None:
     return None
 
 
-def check_spec(spec: EvalSpec, log_dir: Path) -> EvalSpec:
-    """The spec as the job will run it: log dir the scheduler's, validated by `plan_run(allow_import=False)`, run id
-    fixed and `fresh` consumed. Raises `JobRefused` naming the field."""
+def check_spec(spec: EvalSpec, log_dir: Path, check_url: Callable[[str], None] | None = None) -> EvalSpec:
+    """The spec as the job will run it: log dir the scheduler's, validated by `plan_run(allow_import=False)` (which
+    asks `check_url` about every URL its agents would connect to), run id fixed and `fresh` consumed. Raises
+    `JobRefused` naming the field."""
     log_dir = log_dir.resolve()
     if "log_dir" in spec.model_fields_set and Path(spec.log_dir).resolve() != log_dir:
         raise JobRefused(
@@ -57,7 +59,7 @@ def check_spec(spec: EvalSpec, log_dir: Path) -> EvalSpec:
         )
     spec = spec.model_copy(update={"log_dir": str(log_dir)})
     try:
-        planned = plan_run(spec, allow_import=False)
+        planned = plan_run(spec, allow_import=False, check_url=check_url)
     except (HyloError, ValueError, LookupError) as exc:
         raise JobRefused(blamed_field(exc), str(exc)) from None
     if planned.run_id in RESERVED_RUN_IDS:

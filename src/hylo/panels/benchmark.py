@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hylo.core.errors import shown
 from hylo.core.signals import Signal
-from hylo.core.types import TaskInstance
+from hylo.core.types import MAX_SEED, TaskInstance
 from hylo.envs.benchmark import Benchmark, UnknownChoice
 from hylo.panels.base import PLAYBACK_ACTIONS, BaseEnvPanel, EnvPanelField, Placement, intent
 
@@ -119,5 +120,7 @@ def _non_negative_int(name: str, value: Any) -> int:
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         value = int(value)
     if not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        raise ValueError(f"{name} must be an integer >= 0, got {shown(value)}")
+    if value > MAX_SEED:
+        raise ValueError(f"{name} must be at most {MAX_SEED}, got {shown(value)}")
     return value

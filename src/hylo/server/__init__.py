@@ -9,9 +9,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from hylo.hosts import is_loopback
+    from hylo.server.access import ServerAccess
     from hylo.server.app import PREFIX, create_app
     from hylo.server.auth import BearerToken
-    from hylo.server.binding import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV, ServeRefused, check_binding, is_loopback
+    from hylo.server.binding import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV, ServeRefused, check_binding
     from hylo.server.serve import serve
 
 _WHERE = {
@@ -23,7 +25,8 @@ _WHERE = {
     "TOKEN_ENV": "hylo.server.binding",
     "ServeRefused": "hylo.server.binding",
     "check_binding": "hylo.server.binding",
-    "is_loopback": "hylo.server.binding",
+    "is_loopback": "hylo.hosts",
+    "ServerAccess": "hylo.server.access",
     "serve": "hylo.server.serve",
 }
 
@@ -34,6 +37,7 @@ __all__ = [
     "TOKEN_ENV",
     "BearerToken",
     "ServeRefused",
+    "ServerAccess",
     "check_binding",
     "create_app",
     "is_loopback",

@@ -10,27 +10,42 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
-from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import Match, Mount
 
 from hylo import __version__
+from hylo.core.errors import shown
 from hylo.core.status import EpisodeStatus
 from hylo.eval.stats import compare_runs, summary_json
 from hylo.eval.store import EvalLog, RunNotFound, find_run, list_runs, records
 from hylo.graph.store import GraphStore
-from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, SchedulerBusy
+from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
 from hylo.jobs.job import JobStatus
 from hylo.jobs.request import JobRequest
 from hylo.jobs.scheduler import JobScheduler
+from hylo.server.access import ServerAccess
 from hylo.server.auth import BearerToken
 from hylo.server.catalog import catalog_routes
 from hylo.server.events import status_events
+from hylo.server.guard import RequestGuard
 from hylo.server.limits import BODY_LIMIT_OVERRIDES, BodyLimit
 from hylo.server.live import add_live_error_handlers, live_routes
-from hylo.server.models import Comparison, Episodes, EpisodeTrace, Queue, RunDetail, Runs, Started
+from hylo.server.models import (
+    PANEL_PROBLEMS,
+    PROBLEMS,
+    Comparison,
+    Episodes,
+    EpisodeTrace,
+    Queue,
+    RunDetail,
+    Runs,
+    Started,
+)
 from hylo.server.web import mount_web
 from hylo.sessions.manager import SessionManager
 
@@ -46,14 +61,18 @@ def create_app(
     manage_scheduler: bool = False,
     sessions: SessionManager | None = None,
     graphs: GraphStore | None = None,
+    access: ServerAccess | None = None,
 ) -> FastAPI:
     """The API over `scheduler`. With `token`, every request needs `Authorization: Bearer <token>`. With
     `manage_scheduler`, the app starts the scheduler on startup and closes it on shutdown (terminating running
     jobs, which stay resumable). `graphs` keeps the saved graphs (by default in `<log dir>/graphs`, beside the
     built-in examples); `sessions` holds the interactive sessions and panels (by default a manager over `graphs`),
-    closed when the app shuts down."""
+    closed when the app shuts down. `access` holds the operator's rules (default: a loopback server, no Ray and no
+    remote agent for requests): which `Host` and `Origin` values are served, which cluster and policy servers jobs
+    and sessions may reach."""
+    access = access if access is not None else ServerAccess()
     store = graphs if graphs is not None else GraphStore(scheduler.log_dir / "graphs")
-    live = sessions if sessions is not None else SessionManager(graphs=store.get)
+    live = sessions if sessions is not None else SessionManager(graphs=store.get, check_url=access.check_url)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -74,12 +93,14 @@ def create_app(
     )
     app.add_middleware(BodyLimit, overrides=BODY_LIMIT_OVERRIDES)
     if token:
-        app.add_middleware(BearerToken, token=token)  # outermost: a request without the token is not even read
+        app.add_middleware(BearerToken, token=token)  # a request without the token is not even read
+    app.add_middleware(RequestGuard, policy=access.hosts)  # outermost: a forged request is not even authenticated
     _add_error_handlers(app)
     add_live_error_handlers(app)
-    app.include_router(_routes(scheduler), prefix=PREFIX)
-    app.include_router(live_routes(live), prefix="/api")
-    app.include_router(catalog_routes(store), prefix="/api")
+    app.include_router(_routes(scheduler, access), prefix=PREFIX, responses=PROBLEMS)
+    app.include_router(live_routes(live), prefix="/api", responses=PANEL_PROBLEMS)
+    app.include_router(catalog_routes(store), prefix="/api", responses=PROBLEMS)
+    _add_options(app)
     mount_web(app)  # last: the web UI at `/`, beneath every API route
     app.state.sessions = live
     return app
@@ -91,8 +112,20 @@ def _add_error_handlers(app: FastAPI) -> None:
         loc = ["body", exc.field] if exc.field else ["body"]
         return JSONResponse({"detail": [{"loc": loc, "msg": exc.message, "type": "value_error"}]}, status_code=422)
 
-    for error, status_code in ((JobNotFound, 404), (RunNotFound, 404), (JobConflict, 409), (SchedulerBusy, 503)):
+    for error, status_code in (
+        (JobNotFound, 404),
+        (RunNotFound, 404),
+        (JobConflict, 409),
+        (QueueFull, 429),
+        (SchedulerBusy, 503),
+    ):
         app.add_exception_handler(error, _plain_error(status_code))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        """FastAPI's 422, with each error's input and context shown as text (a value JSON cannot carry, such as
+        the infinity `1e400` parses to, must not break the answer)."""
+        return JSONResponse({"detail": [_plain_problem(error) for error in exc.errors()]}, status_code=422)
 
 
 def _plain_error(status_code: int) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
@@ -104,6 +137,37 @@ def _plain_error(status_code: int) -> Callable[[Request, Exception], Awaitable[J
     return handle
 
 
+def _add_options(app: FastAPI) -> None:
+    """`OPTIONS` on any path answers which methods it takes (204 with `Allow`), and grants no cross-origin access:
+    no `Access-Control-Allow-*` header, so a browser's preflight from another page fails as it should."""
+
+    @app.options("/{path:path}", include_in_schema=False)
+    def options(path: str, request: Request) -> Response:
+        routes = [r for r in app.router.routes if getattr(r, "endpoint", None) is not options]
+        methods = {
+            method
+            for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+            for route in routes
+            if not isinstance(route, Mount) and route.matches({**request.scope, "method": method})[0] is Match.FULL
+        }
+        if not methods and not request.url.path.startswith("/api/"):
+            methods = {"GET", "HEAD"}  # the web UI's files
+        if not methods:
+            return JSONResponse({"detail": f"no route {request.url.path!r}"}, status_code=404)
+        return Response(status_code=204, headers={"Allow": ", ".join(sorted(methods | {"OPTIONS"}))})
+
+
+def _plain_problem(error: Any) -> dict[str, Any]:
+    problem: dict[str, Any] = {
+        "loc": [part if isinstance(part, (int, str)) else str(part) for part in error.get("loc", ())],
+        "msg": str(error.get("msg", "")),
+        "type": str(error.get("type", "value_error")),
+    }
+    if "input" in error and error.get("type") != "missing":
+        problem["input"] = shown(error["input"])
+    return problem
+
+
 def _run_name(run: str) -> str:
     """A run named in a path: a run id (letters, digits, '-', '_', '.', not leading '.') or a prefix of one, never a
     path out of the log dir."""
@@ -112,14 +176,17 @@ def _run_name(run: str) -> str:
     return run
 
 
-def _routes(scheduler: JobScheduler) -> APIRouter:
+def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
     router = APIRouter()
 
     @router.post("/start", response_model=Started, summary="Queue an evaluation")
     def start(request: JobRequest) -> Started:
-        """Validate the spec (registered benchmarks and agents only), check that the job can ever fit this machine,
-        and queue it. 422 names the offending field; 409 when the run already has a queued or running job."""
-        status = scheduler.submit(request.eval_spec(), **request.scheduling())
+        """Validate the spec (registered benchmarks and agents only; Ray and remote agents only as the operator
+        allows), check that the job can ever fit this machine, and queue it. Nothing is connected to or built beyond
+        the check of names and arguments: the job's own process does that. 422 names the offending field; 409 when
+        the run already has a queued or running job; 429 when the queue is full."""
+        spec = access.job_spec(request.eval_spec())
+        status = scheduler.submit(spec, check_url=access.check_url, **request.scheduling())
         return Started(job_id=status.job_id, run_id=status.run_id, state=status.state)
 
     @router.get("/status/{job}", response_model=JobStatus, summary="A job's state and its run's progress")

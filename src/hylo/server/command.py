@@ -11,8 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from hylo.argtypes import port
-from hylo.server.binding import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV, ServeRefused
+from hylo.argtypes import port, positive_int
+from hylo.server.binding import DEFAULT_HOST, DEFAULT_MAX_QUEUED, DEFAULT_PORT, TOKEN_ENV, ServeRefused
 
 EXIT_BAD_INPUT = 2
 
@@ -32,26 +32,72 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
         default=None,
         help=f"require 'Authorization: Bearer TOKEN' (default ${TOKEN_ENV}); needed to bind beyond loopback",
     )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests for this host name (a reverse proxy's, a LAN name); repeatable",
+    )
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let pages of this origin (http://host:port) change state; repeatable",
+    )
+    parser.add_argument(
+        "--allow-ray",
+        default=None,
+        metavar="ADDRESS",
+        help="let requests run jobs on Ray: this cluster's address, or 'local' for a Ray of each job's own",
+    )
+    parser.add_argument(
+        "--allow-remote",
+        action="append",
+        default=[],
+        metavar="URL_PREFIX",
+        help="let requests use remote agents whose policy server is under this ws:// URL prefix; repeatable",
+    )
+    parser.add_argument(
+        "--max-queued",
+        type=positive_int,
+        default=DEFAULT_MAX_QUEUED,
+        metavar="N",
+        help=f"the most jobs waiting at once; more are answered 429 (default {DEFAULT_MAX_QUEUED})",
+    )
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until Ctrl-C or SIGTERM (exit 0); 2 with one line when refused (no token off loopback, a log dir
-    another scheduler owns)."""
+    """Serve until Ctrl-C or SIGTERM (exit 0); 2 with one line when refused (no token off loopback, a malformed
+    --allow-* flag, a port that cannot be bound, a log dir another scheduler owns)."""
     from hylo.jobs.errors import SchedulerBusy
+    from hylo.server.access import ServerAccess
     from hylo.server.serve import serve
 
     token = args.token or os.environ.get(TOKEN_ENV) or None
+    try:
+        access = ServerAccess.of(
+            args.host,
+            allow_hosts=args.allow_host,
+            allow_origins=args.allow_origin,
+            allow_ray=args.allow_ray,
+            allow_remote=args.allow_remote,
+        )
+    except ValueError as exc:
+        print(f"hylo: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # uvicorn re-raises the signal once it has shut down
     try:
-        serve(args.log_dir, host=args.host, port=args.port, token=token)
+        serve(args.log_dir, host=args.host, port=args.port, token=token, access=access, max_queued=args.max_queued)
     except (ServeRefused, SchedulerBusy) as exc:
         print(f"hylo: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 0
-    except SystemExit as exc:  # uvicorn exits when it cannot bind (the reason is logged)
+    except SystemExit as exc:  # uvicorn exits when its startup fails (the reason is logged)
         return exc.code if isinstance(exc.code, int) else 1
     return 0
 

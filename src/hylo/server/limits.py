@@ -1,4 +1,5 @@
-"""Size limits on what clients send: request bodies (`BodyLimit`, 413) and incoming websocket messages (close 1009).
+"""Size limits on what clients send: request bodies (`BodyLimit`, 413), how deeply a JSON body nests (422), and
+incoming websocket messages (close 1009).
 
 A body is read before the application sees it, so a route never holds more than its limit: a declared
 `Content-Length` above the limit is refused before the body is read, a chunked body as soon as it grows past it.
@@ -6,8 +7,10 @@ A body is read before the application sees it, so a route never holds more than 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
+import numpy as np
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -24,6 +27,9 @@ WS_CLOSE_TOO_BIG = 1009
 
 BODY_LIMIT_OVERRIDES: dict[str, int] = {"/api/graphs/": MAX_GRAPH_BYTES}
 """Per-path-prefix body limits of the API: a graph may be as large as a graph file (2 MiB)."""
+
+MAX_JSON_DEPTH = 64
+"""How deeply a JSON request body may nest (a graph document nests about eight levels; JSON parsers recurse)."""
 
 DRAIN_BYTES = 8 * 1024 * 1024
 """How much of a refused body is read and dropped before the 413 is sent, so that a client still sending it reads the
@@ -98,6 +104,11 @@ class BodyLimit:
                 return
             if not message.get("more_body", False):
                 break
+        if _declares_json(scope) and json_depth(b"".join(m.get("body", b"") for m in messages)) > MAX_JSON_DEPTH:
+            detail = [{"loc": ["body"], "msg": f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels",
+                       "type": "value_error"}]  # fmt: skip
+            await JSONResponse({"detail": detail}, status_code=422)(scope, receive, send)
+            return
         queued = iter(messages)
 
         async def replay() -> Message:
@@ -127,6 +138,25 @@ class BodyLimit:
                 await send(message)
 
         await self.app(scope, limited_receive, guarded_send)
+
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def json_depth(body: bytes) -> int:
+    """How deeply a JSON text nests (its strings, which may hold brackets, left out), counted without parsing it:
+    a parser recurses once per level and would fail (or take the server with it) on a deep enough body."""
+    brackets = np.frombuffer(_STRING.sub(b"", body).translate(None, _NOT_BRACKET), dtype=np.uint8)
+    if not brackets.size:
+        return 0
+    steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max())
+
+
+def _declares_json(scope: Scope) -> bool:
+    media = (_header(scope, b"content-type") or b"").split(b";", 1)[0].strip().lower()
+    return media.endswith(b"json")
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:

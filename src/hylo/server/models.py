@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from hylo.jobs.job import JobState, JobStatus
 
@@ -77,3 +77,33 @@ class Comparison(BaseModel):
     difference: float | None
     p_value: float
     flips: list[dict[str, str]]
+
+
+class Problem(BaseModel):
+    """A refusal: `detail` says why, as a sentence or (422) as one entry per problem, each naming where it is
+    (`loc`, as FastAPI's validation errors do) or which graph node it is about; `message` sums a list up."""
+
+    detail: str | list[dict[str, Any]] = Field(description="why the request was refused")
+    message: str | None = None
+
+
+_WHY = {
+    400: "the body could not be parsed",
+    401: "the token is missing or wrong (a server started with --token)",
+    403: "a foreign Host or Origin, or a cross-site read (docs/api.md, Security)",
+    404: "no such run, job, graph, panel or session",
+    409: "the request contradicts the state: a run with an active job, a busy panel, a full server",
+    413: "the body is larger than the route accepts",
+    415: "the body is not declared JSON",
+    422: "a value is refused; `detail` names the field",
+    429: "the job queue is full (--max-queued)",
+    502: "a panel living in a subprocess failed",
+}
+
+PROBLEMS: dict[int | str, dict[str, Any]] = {
+    code: {"model": Problem, "description": why} for code, why in _WHY.items() if code != 502
+}
+"""The refusals any route may answer, as the OpenAPI document lists them."""
+
+PANEL_PROBLEMS: dict[int | str, dict[str, Any]] = {**PROBLEMS, 502: {"model": Problem, "description": _WHY[502]}}
+"""Those of the env-panel and session routes, which may also reach a panel in a subprocess."""

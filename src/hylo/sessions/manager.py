@@ -14,10 +14,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hylo.core.errors import HyloError
+from hylo.core.types import MAX_SEED
 from hylo.envs.benchmark import Benchmark, UnknownChoice, get_benchmark, registered_benchmarks
+from hylo.eval.spec import MAX_EPISODES, MAX_NAME, MAX_SECONDS, MAX_STEPS, check_json_value
+from hylo.graph.compile import Plan
 from hylo.graph.model import Graph
 from hylo.panels.base import BaseEnvPanel
 from hylo.panels.benchmark import BenchmarkPanel
@@ -49,11 +52,11 @@ class PlacementRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    benchmark: str | None = None
-    split: str | None = None
-    task: str | None = None
-    episode_index: int | None = Field(default=None, ge=0)
-    seed: int | None = Field(default=None, ge=0)
+    benchmark: str | None = Field(default=None, max_length=MAX_NAME)
+    split: str | None = Field(default=None, max_length=MAX_NAME)
+    task: str | None = Field(default=None, max_length=MAX_NAME)
+    episode_index: int | None = Field(default=None, ge=0, le=MAX_EPISODES - 1)
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
 
 
 class SessionRequest(BaseModel):
@@ -62,15 +65,21 @@ class SessionRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    agent: str | None = Field(default=None, max_length=200)
+    agent: str | None = Field(default=None, max_length=MAX_NAME)
     agent_args: dict[str, Any] = Field(default_factory=dict)
     graph: str | None = Field(default=None, max_length=64)
     placement: PlacementRequest = Field(default_factory=PlacementRequest)
-    step_budget: int | None = Field(default=None, ge=1)
+    step_budget: int | None = Field(default=None, ge=1, le=MAX_STEPS)
     env_mode: Literal["local", "server"] = "local"
     shield: bool = True
     render: bool = True
-    act_timeout_s: float | None = Field(default=None, gt=0)
+    act_timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+
+    @field_validator("agent_args")
+    @classmethod
+    def _plain_json(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_json_value(value, "agent_args")
+        return value
 
     @model_validator(mode="after")
     def _one_program(self) -> SessionRequest:
@@ -170,11 +179,19 @@ class PanelRegistry:
 
 class SessionManager:
     """Makes, finds and closes the sessions of a server. `graphs(name)` returns a saved graph (raising `KeyError`
-    or a `HyloError` naming it when there is none)."""
+    or a `HyloError` naming it when there is none). `check_url` is asked about every URL a session's agents would
+    connect to, and refuses one by raising `ValueError` (a server's `--allow-remote`; None: any)."""
 
-    def __init__(self, graphs: Callable[[str], Graph] | None = None, *, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self,
+        graphs: Callable[[str], Graph] | None = None,
+        *,
+        max_sessions: int = MAX_SESSIONS,
+        check_url: Callable[[str], None] | None = None,
+    ) -> None:
         self.panels = PanelRegistry()
         self._graphs = graphs
+        self.check_url = check_url
         self._sessions: dict[str, Session] = {}
         self._numbers = itertools.count(1)
         self._lock = threading.Lock()
@@ -248,6 +265,7 @@ class SessionManager:
                 f"{benchmark.name!r}",
                 "placement.benchmark",
             )
+        self._vet_agents(plan, benchmark, "agent_args" if request.agent is not None else "graph")
         options = graph.nodesets.get(benchmark.name)
         remote = options is not None and options.mode == "server"
         setup = SessionSetup(
@@ -328,6 +346,21 @@ class SessionManager:
         except (KeyError, HyloError, ValueError) as exc:
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             raise SessionRefused(str(message), "graph") from None
+
+    def _vet_agents(self, plan: Plan, benchmark: Benchmark, field: str) -> None:
+        """Refuse agents with bad arguments, or that would connect where `check_url` does not allow, before anything
+        is built."""
+        from hylo.agents.registry import AgentSpecError
+        from hylo.graph.agent_nodes import vet_agents
+
+        check = self.check_url
+        try:
+            urls = vet_agents(plan, benchmark, allow_import=False)
+            if check is not None:
+                for url in urls:
+                    check(url)
+        except (AgentSpecError, ValueError) as exc:
+            raise SessionRefused(str(exc), field) from None
 
     @staticmethod
     def _check_agent(agent: str) -> None:

@@ -1,0 +1,128 @@
+"""The outermost layer of the API: requests a web page in the user's browser could forge are answered 403 before
+anything reads them, and every answer tells the browser not to frame or sniff it.
+
+What a page on another site can do to a server on loopback, and what stops it here:
+- read or change anything after re-pointing its own name at 127.0.0.1 (DNS rebinding): the `Host` header names
+  the page's site, not this server (`HostPolicy.host_allowed`);
+- change state with a form, `fetch(..., {mode: "no-cors"})` or a websocket (none of them needs a CORS preflight):
+  the browser names the page in `Origin`, which is not this server's (`HostPolicy.origin_allowed`);
+- embed a read (`<img>`, `<video>`, `<script>`) of an API route: the browser marks it `Sec-Fetch-Site: cross-site`;
+- frame the UI to trick clicks: `X-Frame-Options: DENY` and CSP `frame-ancestors 'none'`.
+
+A request body that is not declared JSON is refused (415) as well: a form or a `text/plain` body is what a page can
+send without a preflight.
+"""
+
+from __future__ import annotations
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from hylo.hosts import CROSS_SITE, HostPolicy
+
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"x-frame-options", b"DENY"),
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+)
+"""Sent with every HTTP answer (the UI's files and the API's alike)."""
+
+WS_POLICY_VIOLATION = 1008
+
+
+class RequestGuard:
+    """ASGI middleware enforcing `policy` (see the module's docstring) on HTTP requests and websocket handshakes."""
+
+    def __init__(self, app: ASGIApp, policy: HostPolicy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        refusal = self.refusal(scope)
+        if refusal is not None:
+            status, detail = refusal
+            if scope["type"] == "websocket":  # closed before it is accepted: the client sees HTTP 403
+                await send({"type": "websocket.close", "code": WS_POLICY_VIOLATION, "reason": detail[:120]})
+                return
+            await _with_headers(JSONResponse({"detail": detail}, status_code=status))(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    def refusal(self, scope: Scope) -> tuple[int, str] | None:
+        """(status, why) when the request must not reach the application, else None."""
+        headers = Headers(scope=scope)
+        return self._wrong_host(scope, headers) or self._foreign_page(scope, headers) or _not_json(scope, headers)
+
+    def _wrong_host(self, scope: Scope, headers: Headers) -> tuple[int, str] | None:
+        host = headers.get("host")
+        server = scope.get("server")
+        port = server[1] if server and len(server) > 1 else None
+        if self.policy.host_allowed(host, port):
+            return None
+        names = ", ".join(sorted(self.policy.names()))
+        return 403, (
+            f"this server does not answer to host {host!r}; it is reached as {names} (an operator adds names with "
+            "--allow-host)"
+        )
+
+    def _foreign_page(self, scope: Scope, headers: Headers) -> tuple[int, str] | None:
+        """A state change or websocket from another origin, or a read embedded in another site's page."""
+        origin, host = headers.get("origin"), headers.get("host")
+        secure = scope.get("scheme") in ("https", "wss")
+        allowed = self.policy.origin_allowed(origin, host, secure=secure)
+        if scope["type"] == "websocket" or scope.get("method") in STATE_CHANGING:
+            if allowed:
+                return None
+            return 403, (
+                f"requests from the page at {origin!r} may not change anything here; an operator allows an origin with "
+                "--allow-origin"
+            )
+        embedded = headers.get("sec-fetch-site") in CROSS_SITE and headers.get("sec-fetch-mode") != "navigate"
+        if embedded and (origin is None or not allowed):
+            return 403, "a page of another site may not read this server (Sec-Fetch-Site: cross-site)"
+        return None
+
+
+def _not_json(scope: Scope, headers: Headers) -> tuple[int, str] | None:
+    """A request body not declared JSON (a form, `text/plain`: what a page may send without a preflight)."""
+    if scope.get("method") not in STATE_CHANGING or not _has_body(headers) or _is_json(headers.get("content-type")):
+        return None
+    declared = headers.get("content-type") or "not declared"
+    return 415, f"the request body is {declared}; send JSON with 'content-type: application/json'"
+
+
+def _has_body(headers: Headers) -> bool:
+    length = headers.get("content-length")
+    if length is not None:
+        return length.strip() not in ("", "0")
+    return "transfer-encoding" in headers
+
+
+def _is_json(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _with_headers(response: JSONResponse) -> JSONResponse:
+    for name, value in SECURITY_HEADERS:
+        response.headers[name.decode()] = value.decode()
+    return response
