@@ -45,9 +45,11 @@ def free_port() -> int:
 class HyloServe:
     """`hylo serve` on a free loopback port over `log_dir`, as a user starts it; stopped with SIGTERM."""
 
-    def __init__(self, log_dir: Path, *, token: str | None = None, startup_s: float = 60.0) -> None:
+    def __init__(
+        self, log_dir: Path, *, token: str | None = None, port: int | None = None, startup_s: float = 60.0
+    ) -> None:
         self.log_dir = log_dir
-        self.port = free_port()
+        self.port = port if port is not None else free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
         hylo = shutil.which("hylo", path=str(Path(sys.executable).parent)) or "hylo"
@@ -76,9 +78,14 @@ class HyloServe:
         except httpx.TransportError:
             return False
 
+    @property
+    def log_path(self) -> Path:
+        """The server's output: uvicorn logs every request with its status."""
+        return self.log_dir.parent / f"hylo-serve-{self.port}.log"
+
     def log_text(self) -> str:
         self._log.flush()
-        return (self.log_dir.parent / f"hylo-serve-{self.port}.log").read_text(errors="replace")[-4000:]
+        return self.log_path.read_text(errors="replace")[-4000:]
 
     def close(self) -> None:
         self.api.close()
