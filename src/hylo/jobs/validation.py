@@ -14,9 +14,6 @@ from hylo.eval.runner import EvalError, plan_run
 from hylo.eval.spec import EvalSpec
 from hylo.jobs.errors import JobRefused
 
-RESERVED_RUN_IDS = frozenset({"jobs", "jobs.sqlite", "jobs.lock"})
-"""Names in the log dir that belong to the scheduler."""
-
 _CHOICE_FIELDS = {"benchmark": "benchmark", "agent": "agent", "split": "split", "task": "tasks"}
 
 
@@ -48,8 +45,9 @@ def blamed_field(exc: Exception) -> str | None:
 
 
 def check_spec(spec: EvalSpec, log_dir: Path) -> EvalSpec:
-    """The spec as the job will run it: log dir the scheduler's, validated by `plan_run(allow_import=False)`, run id
-    fixed and `fresh` consumed. Raises `JobRefused` naming the field."""
+    """The spec as the job will run it: log dir the scheduler's, validated by `plan_run(allow_import=False)` (which
+    refuses a run id the log dir reserves for its own files), run id fixed and `fresh` consumed. Raises `JobRefused`
+    naming the field."""
     log_dir = log_dir.resolve()
     if "log_dir" in spec.model_fields_set and Path(spec.log_dir).resolve() != log_dir:
         raise JobRefused(
@@ -60,6 +58,4 @@ def check_spec(spec: EvalSpec, log_dir: Path) -> EvalSpec:
         planned = plan_run(spec, allow_import=False)
     except (HyloError, ValueError, LookupError) as exc:
         raise JobRefused(blamed_field(exc), str(exc)) from None
-    if planned.run_id in RESERVED_RUN_IDS:
-        raise JobRefused("run_id", f"run id {planned.run_id!r} is reserved for the job queue; choose another")
     return planned
