@@ -1,4 +1,5 @@
-"""The docs promise what the code does: every benchmark's observation keys and the EvalLog's columns are documented."""
+"""The docs promise what the code does: every benchmark's observation keys, the EvalLog's columns and the names a log
+dir keeps for itself are documented."""
 
 import sqlite3
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 from hylo.envs.babyai import BabyAIBenchmark
 from hylo.envs.gym_adapter import GymBenchmark
 from hylo.envs.metaworld import MetaWorldBenchmark
-from hylo.eval.store import FILENAME, EvalLog
+from hylo.eval.store import FILENAME, RESERVED_NAMES, EvalLog
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -39,3 +40,9 @@ def test_every_evallog_column_is_documented(tmp_path):
             assert f"`{table}`" in text
             for column in conn.execute(f"PRAGMA table_info({table})"):
                 assert f"`{column[1]}`" in text, f"column {table}.{column[1]} is not in docs/evallog.md"
+
+
+def test_every_name_a_log_dir_reserves_is_documented():
+    text = (DOCS / "evallog.md").read_text()
+    for name in sorted(RESERVED_NAMES):
+        assert f"`{name}`" in text or f"`{name}/`" in text, f"reserved name {name!r} is not in docs/evallog.md"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -185,10 +186,37 @@ def _validation_message(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+OPERATOR_IMPORT_COMMANDS = ("eval", "graph", "bridge")
+"""The commands that take import paths (`--agent mypkg.policies:MyPolicy`): the operator's own code, found in the
+current directory as under `python -m`."""
+
+
+def import_from_cwd() -> None:
+    """Put the current directory on the import path (after the installed packages, so a stray file there never
+    shadows a module hylo imports). Process workers inherit the path; Ray's workers get the driver's directory."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.append(cwd)
+
+
+def _check_log_dir(args: argparse.Namespace) -> None:
+    """Refuse a `--log-dir` that cannot hold runs before anything runs (a `--spec` file's own is the runner's to
+    check)."""
+    log_dir = getattr(args, "log_dir", None)
+    if log_dir is None or getattr(args, "spec", None) is not None:
+        return
+    from hylo.eval.store import check_log_dir
+
+    check_log_dir(log_dir, writable=args.command not in ("runs", "compare"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _check_log_dir(args)
+        if args.command in OPERATOR_IMPORT_COMMANDS:
+            import_from_cwd()
         if args.command == "eval":
             return _eval(args)
         if args.command == "runs":
@@ -405,16 +433,22 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from hylo.eval.report import print_comparison
-    from hylo.eval.stats import compare_runs
+    from hylo.eval.report import no_pairs_message, pairing_note, print_comparison
+    from hylo.eval.stats import NoPairs, compare_runs
     from hylo.eval.store import EvalLog, find_run, records
 
     loaded = []
     for run in (args.run_a, args.run_b):
         with EvalLog.open(find_run(args.log_dir, run)) as log:
-            loaded.append((log.info().run_id, records(log.final_episodes())))
-    (name_a, a), (name_b, b) = loaded
-    comparison = compare_runs(a, b)
+            loaded.append((log.info(), records(log.final_episodes())))
+    (info_a, a), (info_b, b) = loaded
+    name_a, name_b = info_a.run_id, info_b.run_id
+    try:
+        comparison = compare_runs(a, b)
+    except NoPairs as exc:
+        return _fail(EXIT_BAD_INPUT, no_pairs_message(info_a, info_b, exc))
+    if comparison.partial:
+        print(f"hylo: warning: {pairing_note(info_a, info_b, comparison)}", file=sys.stderr)
     if args.json:
         sys.stdout.write(json.dumps({"run_a": name_a, "run_b": name_b, **comparison.to_json()}) + "\n")
     else:
@@ -455,7 +489,10 @@ def _list(args: argparse.Namespace) -> int:
     width = max(len(name) for name in [*agents, "module:Class"])
     for name, target in agents.items():
         console.print(f"{name:<{width}} {target}", highlight=False)
-    console.print(f"{'module:Class':<{width}} any class on the Python path, built as Class(**args) from -A key=value")
+    console.print(
+        f"{'module:Class':<{width}} any class on the Python path or in the current directory, built as Class(**args) "
+        "from -A key=value"
+    )
     return 0
 
 

@@ -160,6 +160,50 @@ def test_bad_input_is_one_clear_line(tmp_path, args, named):
     assert not list(tmp_path.glob("*/evallog.sqlite"))  # nothing started
 
 
+EVAL_GOTOLOCAL = ["eval", "babyai", "--task", "GoToLocal", "--agent", "random", "--episodes", "1"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [EVAL_GOTOLOCAL, ["graph", "run", "babyai_expert", "--episodes", "1"], ["runs", "list"], ["runs", "show", "x"],
+     ["compare", "a", "b"]],
+)  # fmt: skip
+@pytest.mark.parametrize("under_it", [False, True])
+def test_a_log_dir_that_is_a_file_or_under_one_is_one_line_naming_it(tmp_path, command, under_it):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not runs")
+    log_dir = a_file / "runs" if under_it else a_file
+    result = hylo(*command, "--log-dir", str(log_dir), cwd=tmp_path, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"hylo: error: log dir {str(log_dir)!r} ")
+    assert "aborted" not in result.stderr and a_file.read_text() == "not runs"
+
+
+def test_a_spec_files_log_dir_is_checked_before_anything_runs(tmp_path):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not runs")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"benchmark": "babyai", "agent": "random", "tasks": ["GoToLocal"], "episodes": 1,
+                                "log_dir": str(a_file)}))  # fmt: skip
+    result = hylo("eval", "--spec", str(spec), "--json", cwd=tmp_path, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == f"hylo: error: log dir {str(a_file)!r} is not a directory\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "run_id"),
+    [(EVAL_GOTOLOCAL, "graphs"), (EVAL_GOTOLOCAL, "jobs.sqlite-wal"), (EVAL_GOTOLOCAL, "jobs.lock"),
+     (["graph", "run", "babyai_expert", "--episodes", "1"], "graphs")],
+)  # fmt: skip
+def test_a_run_id_the_log_dir_uses_for_its_own_files_is_refused(tmp_path, command, run_id):
+    result = hylo(*command, "--run-id", run_id, "--log-dir", str(tmp_path / "runs"), cwd=tmp_path, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"hylo: error: run id {run_id!r} is reserved: the log dir keeps its own files by that name; choose another\n"
+    )
+    assert not (tmp_path / "runs" / run_id).exists()
+
+
 def test_sigkill_midway_then_rerun_finishes_every_episode_once(tmp_path):
     args = ["eval", "babyai", "--task", "GoToLocal", "--agent", "eval_agents:SleepyKillable", "-A", "seconds=0.01",
             "--episodes", "12", "--run-id", "killed", "--json"]  # fmt: skip

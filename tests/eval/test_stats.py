@@ -10,6 +10,7 @@ from hylo.eval.stats import (
     Comparison,
     EpisodeRecord,
     Flip,
+    NoPairs,
     compare_runs,
     mcnemar_exact,
     summarize,
@@ -213,6 +214,7 @@ def test_compare_runs_pairs_and_flips() -> None:
     data = cmp.to_json()
     assert data["flips"][0] == {"episode_id": "t0/0", "task": "t0", "status_a": "success", "status_b": "safety_abort"}
     assert data["n_pairs"] == 5 and data["p_value"] == 1.0
+    assert cmp.partial and (data["paired"], data["n_a"], data["n_b"]) == (7, 8, 9)  # 7 in both, 2 of them abstained
 
 
 def test_compare_runs_significant_and_empty() -> None:
@@ -223,11 +225,19 @@ def test_compare_runs_significant_and_empty() -> None:
     assert cmp.p_value == pytest.approx(2 / 2**12)
     assert len(cmp.flips) == 12
 
-    none = compare_runs([rec("x", S.SUCCESS)], [rec("y", S.SUCCESS)])
-    assert none.n_pairs == 0
-    assert (none.rate_a, none.rate_b, none.difference) == (None, None, None)
-    assert none.p_value == 1.0
-    assert (none.only_in_a, none.only_in_b) == (1, 1)
+    assert not cmp.partial and (cmp.paired, cmp.n_a, cmp.n_b) == (12, 12, 12)
+
+    abstaining = compare_runs([rec("x", S.ERROR)], [rec("x", S.SUCCESS)])  # paired, but nothing scored on both sides
+    assert (abstaining.n_pairs, abstaining.abstained, abstaining.paired, abstaining.p_value) == (0, 1, 1, 1.0)
+
+
+@pytest.mark.parametrize(("a", "b"), [(["x", "z"], ["y"]), ([], ["y"]), ([], [])])
+def test_runs_without_an_episode_in_common_cannot_be_compared(a: list[str], b: list[str]) -> None:
+    """Nothing paired is nothing tested: not p = 1 and "no episode flipped"."""
+    with pytest.raises(NoPairs, match="share no episode") as refused:
+        compare_runs([rec(e, S.SUCCESS) for e in a], [rec(e, S.FAILURE) for e in b])
+    assert isinstance(refused.value, ValueError)  # what the HTTP API answers with 422
+    assert (refused.value.n_a, refused.value.n_b) == (len(a), len(b))
 
 
 def test_compare_runs_rejects_ambiguous_pairing() -> None:

@@ -22,9 +22,17 @@ from hylo.core.status import EpisodeStatus
 from hylo.eval.stats import summary_json
 from hylo.eval.store import (
     FILENAME,
+    GRAPHS_DIR,
+    JOBS_DB,
+    JOBS_DIR,
+    JOBS_LOCK,
+    RESERVED_NAMES,
+    BadLogDir,
     EpisodeRow,
     EvalLog,
+    ReservedRunId,
     RunNotFound,
+    check_log_dir,
     delete_run,
     find_run,
     list_runs,
@@ -434,3 +442,40 @@ def test_delete_run_removes_only_that_run(log_dir: Path) -> None:
     with pytest.raises(RunNotFound, match="ambiguous"):
         delete_run(log_dir, "babyai-random")  # nothing is deleted on an ambiguous name
     assert len(list_runs(log_dir)) == 2
+
+
+def test_the_log_dirs_own_names_are_reserved_with_the_sqlite_side_files() -> None:
+    for name in (JOBS_DIR, JOBS_LOCK, GRAPHS_DIR, JOBS_DB, f"{JOBS_DB}-wal", f"{JOBS_DB}-shm", FILENAME):
+        assert name in RESERVED_NAMES
+    assert GRAPHS_DIR == "graphs"
+
+
+@pytest.mark.parametrize("name", ["graphs", "jobs.sqlite-wal", "jobs.sqlite-shm", "Jobs", "evallog.sqlite"])
+def test_a_run_is_never_created_under_a_reserved_name(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ReservedRunId, match=f"run id {name!r} is reserved"):
+        create(tmp_path / "runs" / name)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_reserved_directory_holding_an_evallog_is_no_run(log_dir: Path) -> None:
+    """A run named `graphs` made before the name was reserved shares its directory with the saved graphs: it is not
+    listed, nor found by name or prefix (renaming the directory brings it back)."""
+    (log_dir / "babyai-hold-ccc").rename(log_dir / GRAPHS_DIR)
+    assert [r.run_id for r in list_runs(log_dir)] == ["babyai-random-aaa", "babyai-random-aab"]
+    with pytest.raises(RunNotFound, match="'graphs'"):
+        find_run(log_dir, GRAPHS_DIR)
+    with pytest.raises(RunNotFound, match="'gra'"):
+        find_run(log_dir, "gra")
+
+
+def test_a_log_dir_that_is_or_lies_under_a_file_is_refused_by_name(tmp_path: Path) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not runs")
+    with pytest.raises(BadLogDir, match=f"log dir {str(a_file)!r} is not a directory"):
+        check_log_dir(a_file)
+    under = a_file / "runs"
+    with pytest.raises(BadLogDir, match=f"log dir {str(under)!r} cannot be created: {str(a_file)!r} is not a"):
+        check_log_dir(under, writable=True)
+    assert check_log_dir(tmp_path) == tmp_path
+    assert check_log_dir(tmp_path / "new" / "runs", writable=True) == tmp_path / "new" / "runs"
+    assert not (tmp_path / "new").exists()  # checked, not made

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -89,6 +90,8 @@ def test_one_scheduler_owns_a_log_dir_at_a_time(tmp_path: Path):
         (quick(benchmark="gym:evil.module:Env-v0"), {}, "benchmark"),
         (quick(tasks=["Nowhere"]), {}, "tasks"),
         (quick(run_id="jobs"), {}, "run_id"),
+        (quick(run_id="graphs"), {}, "run_id"),
+        (quick(run_id="jobs.sqlite-wal"), {}, "run_id"),
         (quick(), {"cpus": 0}, "cpus"),
         (quick(), {"ram_gb": 0.0}, "ram_gb"),
         (quick(), {"cpus": 4096}, "cpus"),
@@ -151,3 +154,18 @@ def test_stopping_without_terminating_lets_running_jobs_finish(tmp_path: Path):
         scheduler.stop(terminate=False)
         assert not scheduler.running
         assert scheduler.status(job.job_id).state is JobState.DONE
+
+
+@pytest.mark.parametrize("given", ["env", "os.environ"])
+def test_a_job_never_gets_the_api_token_in_its_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given):
+    monkeypatch.setenv("HYLO_TOKEN", "s3cret-token")  # as `HYLO_TOKEN=... hylo serve` has it
+    monkeypatch.setenv("HYLO_TEST_MARK", "kept")
+    env = dict(os.environ) if given == "env" else None
+    with JobScheduler(tmp_path / "runs", env=env) as scheduler:
+        scheduler.start()
+        job = scheduler.submit(slow())
+        running = wait_for_episodes(scheduler, job.job_id, 0)
+        assert running.pid is not None
+        environ = Path(f"/proc/{running.pid}/environ").read_bytes().split(b"\0")
+    assert b"HYLO_TEST_MARK=kept" in environ  # the job's own environment, read while it ran
+    assert not [entry for entry in environ if entry.startswith(b"HYLO_TOKEN=") or b"s3cret-token" in entry]

@@ -1,4 +1,4 @@
-"""Rich tables for a run's results and for a comparison of two runs."""
+"""Rich tables for a run's results and for a comparison of two runs, and what a comparison says about its pairing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from rich.console import Console
 from rich.table import Table
 
 from hylo.core.status import EpisodeStatus
-from hylo.eval.stats import Comparison, Summary
+from hylo.eval.stats import Comparison, NoPairs, Summary
+from hylo.eval.store import RunInfo
 
 
 def _rate(value: float | None) -> str:
@@ -91,3 +92,36 @@ def print_comparison(
             console.print(f"… and {len(c.flips) - len(shown)} more (hylo compare --all-flips lists every one)")
     else:
         console.print("no episode flipped.")
+
+
+def run_scope(info: RunInfo, *, tasks: bool = False) -> str:
+    """Where a run's episodes come from, e.g. `babyai/test seed 0` (with `tasks`: `... tasks GoToLocal, PickupLoc`):
+    what two runs must share for their episodes to pair."""
+    scope = f"{info.benchmark}/{info.split}" if info.split else info.benchmark
+    seed = info.spec.get("seed")
+    if seed is not None:
+        scope += f" seed {seed}"
+    if tasks and info.spec.get("tasks"):
+        scope += f" tasks {', '.join(map(str, info.spec['tasks']))}"
+    return scope
+
+
+def no_pairs_message(a: RunInfo, b: RunInfo, exc: NoPairs) -> str:
+    """Why two runs cannot be compared, naming each run's scope (its tasks too when that is all they differ in)."""
+    if not exc.n_a or not exc.n_b:
+        empty = ", ".join(info.run_id for info, n in ((a, exc.n_a), (b, exc.n_b)) if not n)
+        return f"runs {a.run_id} and {b.run_id} share no episode: {empty} has no finished episode yet"
+    tasks = run_scope(a) == run_scope(b)
+    return (
+        f"runs {a.run_id} and {b.run_id} share no episode: {a.run_id} is {run_scope(a, tasks=tasks)}, {b.run_id} is "
+        f"{run_scope(b, tasks=tasks)}; compare runs of the same benchmark, split, seed and tasks"
+    )
+
+
+def pairing_note(a: RunInfo, b: RunInfo, comparison: Comparison) -> str:
+    """How much of each run a partial comparison covers."""
+    c = comparison
+    return (
+        f"not every episode is paired: {c.paired} of {a.run_id}'s {c.n_a} episodes and {c.paired} of {b.run_id}'s "
+        f"{c.n_b} are in both runs; the comparison covers those {c.paired}"
+    )

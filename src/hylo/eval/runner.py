@@ -27,7 +27,17 @@ from hylo.eval.pool import InlinePool, Pool, ProcessPool
 from hylo.eval.provenance import Background, git_commit, package_versions
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import Summary, summarize, summarize_by_task
-from hylo.eval.store import FILENAME, EpisodeRow, EvalLog, RunBusy, RunInfo, records
+from hylo.eval.store import (
+    FILENAME,
+    EpisodeRow,
+    EvalLog,
+    ReservedRunId,
+    RunBusy,
+    RunInfo,
+    check_log_dir,
+    check_run_id,
+    records,
+)
 from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig, WorkerFailed
 from hylo.eval.writer import EvalLogWriter, RunAborted
 from hylo.graph.compile import Plan
@@ -192,6 +202,10 @@ def run_id_for(spec: EvalSpec, budgets: dict[str, int]) -> str:
     """The run a spec names: its `run_id`, else benchmark-agent-digest; with `fresh`, a new id that no run in the log
     dir has yet (refused when a named run exists)."""
     run_id = spec.run_id or spec.default_run_id(budgets)
+    try:
+        check_run_id(run_id)
+    except ReservedRunId as exc:
+        raise EvalError(str(exc), field="run_id") from None
     if spec.fresh:
         if spec.run_id is not None and (spec.log_path / run_id).exists():
             raise EvalError(
@@ -281,6 +295,7 @@ class Evaluation:
     """One invocation of a run: resolve, open or resume the EvalLog, run the missing episodes, summarise."""
 
     def __init__(self, spec: EvalSpec, *, progress: ProgressCallback | None = None) -> None:
+        check_log_dir(spec.log_path, writable=True)
         self.resolved = resolve(spec)
         self.spec = self.resolved.spec
         self.progress = progress

@@ -194,12 +194,26 @@ class Flip:
         }
 
 
+class NoPairs(ValueError):
+    """Two runs without an episode in common (another benchmark, split, seed or task set): there is nothing to pair,
+    and a comparison would read as "no difference" (p = 1) where nothing was compared."""
+
+    def __init__(self, n_a: int, n_b: int) -> None:
+        super().__init__(
+            f"runs a ({n_a} episodes) and b ({n_b} episodes) share no episode; compare runs of the same benchmark, "
+            "split, seed and tasks"
+        )
+        self.n_a = n_a
+        self.n_b = n_b
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Paired comparison of run `a` against run `b` (same episode ids, e.g. same tasks and seeds).
 
     Only episodes present in both runs and scored in both enter the test; unpaired episodes and pairs where either side
-    abstained are counted, not hidden. `difference` is `rate_b - rate_a` (positive: `b` is better).
+    abstained are counted, not hidden. `paired` episodes are in both runs (`n_pairs` of them scored in both, the other
+    `abstained`); `difference` is `rate_b - rate_a` (positive: `b` is better).
     """
 
     n_pairs: int
@@ -216,6 +230,26 @@ class Comparison:
     p_value: float
     flips: list[Flip] = field(default_factory=list)
 
+    @property
+    def paired(self) -> int:
+        """Episodes in both runs, scored or not."""
+        return self.n_pairs + self.abstained
+
+    @property
+    def n_a(self) -> int:
+        """Episodes in run `a`."""
+        return self.paired + self.only_in_a
+
+    @property
+    def n_b(self) -> int:
+        """Episodes in run `b`."""
+        return self.paired + self.only_in_b
+
+    @property
+    def partial(self) -> bool:
+        """Whether either run has episodes the other lacks (the test covers only the paired ones)."""
+        return bool(self.only_in_a or self.only_in_b)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "n_pairs": self.n_pairs,
@@ -231,6 +265,9 @@ class Comparison:
             "difference": self.difference,
             "p_value": self.p_value,
             "flips": [flip.to_json() for flip in self.flips],
+            "paired": self.paired,
+            "n_a": self.n_a,
+            "n_b": self.n_b,
         }
 
 
@@ -248,10 +285,13 @@ def compare_runs(a: Sequence[EpisodeRecord], b: Sequence[EpisodeRecord]) -> Comp
 
     Pairing removes the per-episode difficulty from the comparison: only the discordant pairs (`a_only`, `b_only`)
     carry information, which is what McNemar's test uses. A duplicate id within a run, or an id whose task differs
-    between the runs, raises `ValueError` since the pairing would be meaningless.
+    between the runs, raises `ValueError` since the pairing would be meaningless; runs without an episode in common
+    raise `NoPairs` (a `ValueError`), since there is nothing to test.
     """
     by_a = _by_id(a, "a")
     by_b = _by_id(b, "b")
+    if by_a.keys().isdisjoint(by_b):
+        raise NoPairs(len(by_a), len(by_b))
     n_pairs = abstained = both_success = a_only = b_only = neither = 0
     flips: list[Flip] = []
     for episode_id, ra in by_a.items():

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from hylo.eval.spec import EvalSpec
+from hylo.eval.store import JOBS_DIR, JOBS_LOCK
 from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
 from hylo.jobs.job import Job, JobState, JobStatus
 from hylo.jobs.outcome import CANCELLED_RUN_MESSAGE, outcome
@@ -31,11 +32,11 @@ from hylo.jobs.progress import mark_run, run_complete, run_progress
 from hylo.jobs.resources import Machine, MachineProbe, Placement, admit, declared, measure_machine, never_fits
 from hylo.jobs.store import ActiveRun, JobStore, QueueLimit
 from hylo.jobs.validation import check_spec
+from hylo.secret_env import without_secrets
 
 logger = logging.getLogger(__name__)
 
-LOCK_FILE = "jobs.lock"
-JOBS_DIR = "jobs"
+LOCK_FILE = JOBS_LOCK
 
 GONE_MESSAGE = "its process was gone when the scheduler restarted; resubmit the same spec to resume"
 ORPHAN_MESSAGE = (
@@ -388,7 +389,8 @@ class JobScheduler:
                 self._changed.notify_all()
 
     def _start(self, job: Job, gpu: int | None, machine: Machine) -> None:
-        env = dict(os.environ if self._env is None else self._env)
+        # A job never calls the API back: it gets no token to read, log or leak (hylo.secret_env).
+        env = without_secrets(os.environ if self._env is None else self._env)
         if machine.gpus:  # a job sees only the GPU it was placed on, and one that declared none sees none
             env["CUDA_VISIBLE_DEVICES"] = "" if gpu is None else str(gpu)
         job_dir = self.job_dir(job.job_id)

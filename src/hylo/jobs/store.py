@@ -17,9 +17,10 @@ from typing import Any
 
 from hylo.core.errors import HyloError
 from hylo.eval.spec import EvalSpec
+from hylo.eval.store import JOBS_DB
 from hylo.jobs.job import Job, JobState, Resources
 
-FILENAME = "jobs.sqlite"
+FILENAME = JOBS_DB
 SCHEMA_VERSION = 1
 
 _SCHEMA = """

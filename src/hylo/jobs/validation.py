@@ -15,9 +15,6 @@ from hylo.eval.runner import EvalError, plan_run
 from hylo.eval.spec import EvalSpec
 from hylo.jobs.errors import JobRefused
 
-RESERVED_RUN_IDS = frozenset({"jobs", "jobs.sqlite", "jobs.lock"})
-"""Names in the log dir that belong to the scheduler."""
-
 _CHOICE_FIELDS = {"benchmark": "benchmark", "agent": "agent", "split": "split", "task": "tasks"}
 
 
@@ -50,8 +47,8 @@ def blamed_field(exc: Exception) -> str | None:
 
 def check_spec(spec: EvalSpec, log_dir: Path, check_url: Callable[[str], None] | None = None) -> EvalSpec:
     """The spec as the job will run it: log dir the scheduler's, validated by `plan_run(allow_import=False)` (which
-    asks `check_url` about every URL its agents would connect to), run id fixed and `fresh` consumed. Raises
-    `JobRefused` naming the field."""
+    refuses a run id the log dir reserves for its own files, and asks `check_url` about every URL its agents would
+    connect to), run id fixed and `fresh` consumed. Raises `JobRefused` naming the field."""
     log_dir = log_dir.resolve()
     if "log_dir" in spec.model_fields_set and Path(spec.log_dir).resolve() != log_dir:
         raise JobRefused(
@@ -62,6 +59,4 @@ def check_spec(spec: EvalSpec, log_dir: Path, check_url: Callable[[str], None] |
         planned = plan_run(spec, allow_import=False, check_url=check_url)
     except (HyloError, ValueError, LookupError) as exc:
         raise JobRefused(blamed_field(exc), str(exc)) from None
-    if planned.run_id in RESERVED_RUN_IDS:
-        raise JobRefused("run_id", f"run id {planned.run_id!r} is reserved for the job queue; choose another")
     return planned
