@@ -55,9 +55,10 @@ def exchange(ws: ClientConnection, task: str) -> None:
     assert ask(ws, wire.MessageType.OBSERVATION, OBS, 3).type is wire.MessageType.ACTION
 
 
-def rows_of(served: BridgeProcess, task: str) -> list[Any]:
+def rows_of(served: BridgeProcess, task: str, count: int = 1) -> list[Any]:
+    """The bridge's rows for `task`, waiting (briefly) until `count` of them are committed."""
     deadline = time.monotonic() + 15
-    while not (rows := [row for row in served.rows() if row.task == task]) and time.monotonic() < deadline:
+    while len(rows := [row for row in served.rows() if row.task == task]) < count and time.monotonic() < deadline:
         time.sleep(0.05)
     return rows
 
@@ -245,7 +246,7 @@ def test_a_frame_whose_images_exceed_the_pixel_budget_together_is_refused_before
         ws.send(msgpack.packb(alone))  # one of them alone is within the budget: decoded, and the agent acts
         assert wire.unpack(ws.recv(timeout=30)).type is wire.MessageType.ACTION
         assert _peak_rss(served.proc.pid) - base > 64 * MiB  # which the peak shows
-    first, second = sorted(rows_of(served, "glance"), key=lambda row: row.started_at)
+    first, second = sorted(rows_of(served, "glance", count=2), key=lambda row: row.started_at)
     assert first.status.value == "infra_invalid" and "over the 16777216 pixel budget" in first.reason
     assert second.steps == 1
     assert served.stop() == 0
@@ -304,6 +305,7 @@ def test_a_busy_port_is_one_line_and_exit_2_and_leaves_no_run(tmp_path: Path) ->
         (["--action-dim", "1000000000000"], "expected an action length from 1 to 4096, got '1000000000000'"),
         (["--allow-origin", "evil.example"], "expected an origin such as http://host:port, got 'evil.example'"),
         (["--allow-origin", "http://a.example/page"], "got 'http://a.example/page'"),
+        (["--allow-origin", "http://a.example:99999"], "got 'http://a.example:99999'"),
         (["--allow-host", "a b"], "argument --allow-host: expected a host name such as bridge.internal, got 'a b'"),
         (["--host", ""], "argument --host: expected an address to bind, such as 127.0.0.1, got ''"),
         (["--run-id", "../escape"], "argument --run-id: expected a run id of letters, digits"),

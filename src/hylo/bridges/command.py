@@ -8,11 +8,13 @@ import asyncio
 import math
 import os
 import signal
+import socket
 import sqlite3
 import sys
 import threading
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 from hylo.argtypes import int_in, port
 from hylo.bridges.limits import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
@@ -93,8 +95,9 @@ def _host_name(text: str) -> str:
 def _origin(text: str) -> str:
     try:
         HostPolicy.of(DEFAULT_HOST, allow_origins=[text])
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        urlsplit(text.strip()).port  # noqa: B018 (raises for a port past 65535)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an origin such as http://host:port, got {text[:80]!r}") from None
     if len(text) > _MAX_NAME + 16:
         raise argparse.ArgumentTypeError(f"expected an origin such as http://host:port, got {text[:80]!r}...")
     return text
@@ -234,11 +237,14 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
         allow_hosts=args.allow_hosts,
         allow_origins=args.allow_origins,
     )
-    if not is_loopback(args.host):
-        print(f"hylo bridge: warning: serving on {args.host}, beyond loopback, with no authentication", file=sys.stderr)
     shown_host = f"[{args.host}]" if ":" in args.host else args.host
 
     def started(port: int) -> None:
+        if not is_loopback(args.host):
+            print(
+                f"hylo bridge: warning: serving on {args.host}, beyond loopback, with no authentication",
+                file=sys.stderr,
+            )
         print(
             f"hylo bridge: serving {args.agent} on ws://{shown_host}:{port} (run {run_id}, log {served.run_dir})",
             file=sys.stderr,
@@ -257,7 +263,7 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
     except OSError as exc:  # the port could not be bound: nothing was served
         bridge.agents.close()
         served.discard()
-        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else os.strerror(exc.errno or 0).lower()
         return _fail(f"cannot listen on {shown_host}:{args.port}: {reason}")
     except KeyboardInterrupt:
         bridge.stopping = True
