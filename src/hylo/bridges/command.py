@@ -29,8 +29,8 @@ MAX_IDLE_TIMEOUT_S = 86400.0
 MAX_ACTION_DIM = 4096
 _MAX_NAME = 253  # the longest DNS name
 
-action_dim = int_in(1, MAX_ACTION_DIM, f"an action length from 1 to {MAX_ACTION_DIM}")
-max_connections = int_in(1, MAX_CONNECTIONS, f"a number of connections from 1 to {MAX_CONNECTIONS}")
+_action_dim = int_in(1, MAX_ACTION_DIM, f"an action length from 1 to {MAX_ACTION_DIM}")
+_max_connections = int_in(1, MAX_CONNECTIONS, f"a number of connections from 1 to {MAX_CONNECTIONS}")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -131,7 +131,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
     vla.add_argument("--run-id", type=_run_id, default=None, help="the run's id (default served-<agent>-<timestamp>)")
     vla.add_argument("--no-shield", action="store_true", help="approve every action unchanged (no safety shield)")
     vla.add_argument(
-        "--action-dim", type=action_dim, default=None, help="the action vector's length (bounds the shield)"
+        "--action-dim", type=_action_dim, default=None, help="the action vector's length (bounds the shield)"
     )
     vla.add_argument("--action-low", type=_bound, default=-math.inf, help="lower bound of every action dimension")
     vla.add_argument("--action-high", type=_bound, default=math.inf, help="upper bound of every action dimension")
@@ -146,7 +146,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
     )
     vla.add_argument(
         "--max-connections",
-        type=max_connections,
+        type=_max_connections,
         default=DEFAULT_MAX_CONNECTIONS,
         metavar="N",
         help=f"connections served at once (default {DEFAULT_MAX_CONNECTIONS}); one more is refused with HTTP 503",

@@ -4,13 +4,13 @@ Each WebSocket frame is one msgpack map `{"type", "payload", "seq", "timestamp"}
 `{"__ndarray__": True, "data", "dtype", "shape"}`; HWC uint8 images with 1, 3 or 4 channels as
 `{"__image__": True, "format": "png" | "jpeg" | "raw", "data", "shape"}`. Only bool, integer and float dtypes are
 accepted, so a frame can never make the decoder build an object array. Sizes are checked before anything is allocated,
-so that what a frame decodes to stays within a small multiple of its own size:
+so that a frame decodes to about its own size plus its images, whatever it holds:
 
 - an array's bytes must match its declared shape and dtype;
 - the compressed images a frame decodes declare at most `MAX_FRAME_PIXELS` together, checked before the first is
   decoded, and each one's header must match its declared shape, so a small frame cannot decompress into gigabytes;
 - a frame holds at most `MAX_FRAME_VALUES` values (list items and map entries; an empty list or map costs as much
-  as a one-byte value on the wire but some 60 bytes once decoded), strings of at most `MAX_STRING_BYTES`, nested
+  as a one-byte value on the wire but some 70 bytes once decoded), strings of at most `MAX_STRING_BYTES`, nested
   at most `MAX_NESTING` deep.
 """
 
