@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -34,6 +35,7 @@ from hylo.cli import main
 AGENT = "vlaeval_fixtures:ScriptedAgent"
 OBS = {"images": {"front": frame(16, 16, 3, 1)}, "state": np.zeros(5), "task_description": "probe"}
 MiB = 2**20
+Start = Callable[..., BridgeProcess]
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +43,22 @@ def bridge(tmp_path_factory: pytest.TempPathFactory) -> Any:
     served = BridgeProcess("--agent", AGENT, log_dir=tmp_path_factory.mktemp("limits"))
     yield served
     assert served.stop() == 0
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Start]:
+    """`start(*flags)`: a bridge of its own for one test, killed after it should the test fail before stopping it."""
+    started: list[BridgeProcess] = []
+
+    def start(*flags: str, agent: str = AGENT) -> BridgeProcess:
+        started.append(BridgeProcess("--agent", agent, *flags, log_dir=tmp_path))
+        return started[-1]
+
+    yield start
+    for served in started:
+        if served.proc.poll() is None:
+            served.proc.kill()
+            served.proc.wait(timeout=30)
 
 
 def ask(ws: ClientConnection, kind: wire.MessageType, payload: dict[str, Any], seq: int) -> wire.Message:
@@ -71,8 +89,10 @@ def refused(url: str, **kwargs: Any) -> tuple[int, str]:
     return response.status_code, response.body.decode()
 
 
-def test_connections_past_the_cap_are_refused_with_503_while_health_answers(tmp_path: Path) -> None:
-    served = BridgeProcess("--agent", AGENT, "--max-connections", "8", log_dir=tmp_path)
+def test_connections_past_the_cap_are_refused_with_503_while_health_answers(
+    start: Start,
+) -> None:
+    served = start("--max-connections", "8")
     with ExitStack() as stack:
         held = [stack.enter_context(connect(served.url)) for _ in range(8)]
         for ws in held:
@@ -104,8 +124,10 @@ def test_connections_past_the_cap_are_refused_with_503_while_health_answers(tmp_
     assert served.stop() == 0
 
 
-def test_a_silent_connection_is_closed_after_the_idle_timeout_and_its_episode_recorded(tmp_path: Path) -> None:
-    served = BridgeProcess("--agent", AGENT, "--idle-timeout", "1", log_dir=tmp_path)
+def test_a_silent_connection_is_closed_after_the_idle_timeout_and_its_episode_recorded(
+    start: Start, tmp_path: Path
+) -> None:
+    served = start("--idle-timeout", "1")
     gate = tmp_path / "gate"
     with connect(served.url) as ws:
         ws.send(wire.pack(wire.MessageType.EPISODE_START, {"task": {"name": "gated", "instruction": str(gate)}}, 1))
@@ -128,11 +150,9 @@ def test_a_silent_connection_is_closed_after_the_idle_timeout_and_its_episode_re
     assert served.stop() == 0
 
 
-def test_memory_and_threads_come_back_after_64_clients_leave(tmp_path: Path) -> None:
+def test_memory_and_threads_come_back_after_64_clients_leave(start: Start) -> None:
     """Each HeavyAgent holds 8 MiB: the pool keeps one for the next connection and closes the others."""
-    served = BridgeProcess(
-        "--agent", "vlaeval_fixtures:HeavyAgent", "--max-connections", "64", "--no-shield", log_dir=tmp_path
-    )
+    served = start("--max-connections", "64", "--no-shield", agent="vlaeval_fixtures:HeavyAgent")
     process = psutil.Process(served.proc.pid)
     with connect(served.url) as ws:  # what the first client loads stays (the codec, the trace): part of the base
         exchange(ws, "warm-up")
@@ -154,16 +174,8 @@ def test_memory_and_threads_come_back_after_64_clients_leave(tmp_path: Path) -> 
     assert served.stop() == 0
 
 
-def test_host_and_origin_are_checked_on_the_handshake_and_on_health(tmp_path: Path) -> None:
-    served = BridgeProcess(
-        "--agent",
-        AGENT,
-        "--allow-origin",
-        "http://localhost:5173",
-        "--allow-host",
-        "bridge.internal",
-        log_dir=tmp_path,
-    )
+def test_host_and_origin_are_checked_on_the_handshake_and_on_health(start: Start) -> None:
+    served = start("--allow-origin", "http://localhost:5173", "--allow-host", "bridge.internal")
     port = served.port
 
     def health(headers: dict[str, str]) -> tuple[int, str]:
@@ -220,10 +232,12 @@ def _reset_peak(pid: int) -> int:
     return _peak_rss(pid)
 
 
-def test_a_frame_whose_images_exceed_the_pixel_budget_together_is_refused_before_decoding(tmp_path: Path) -> None:
+def test_a_frame_whose_images_exceed_the_pixel_budget_together_is_refused_before_decoding(
+    start: Start,
+) -> None:
     """Four 4096×4096 RGBA PNGs (64 MiB each once decoded, 16 Mi pixels: the budget) in one frame of under a MiB."""
     assert wire.MAX_FRAME_PIXELS == 4096 * 4096
-    served = BridgeProcess("--agent", AGENT, log_dir=tmp_path)
+    served = start()
     camera = {"__image__": True, "format": "png", "data": _png(4096, 4096, 4), "shape": [4096, 4096, 4]}
     cameras = {name: camera for name in ("front", "wrist", "left", "right")}
     bomb = msgpack.packb({"type": "observation", "payload": {"images": cameras}, "seq": 7, "timestamp": 0.0})
