@@ -37,7 +37,13 @@ OBS = {"images": {"front": frame(16, 16, 3, 1)}, "state": np.zeros(5), "task_des
 
 @pytest.fixture(scope="module")
 def bridge(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    served = BridgeProcess("--agent", "vlaeval_fixtures:ScriptedAgent", log_dir=tmp_path_factory.mktemp("bridge"))
+    served = BridgeProcess(
+        "--agent",
+        "vlaeval_fixtures:ScriptedAgent",
+        "--max-connections",
+        "40",  # the test of 33 busy connections and a late one needs more than the default 32
+        log_dir=tmp_path_factory.mktemp("bridge"),
+    )
     yield served
     assert served.stop() == 0
 

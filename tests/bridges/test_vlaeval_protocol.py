@@ -117,3 +117,50 @@ def test_skipping_images_skips_only_those_under_images_and_deep_frames_are_proto
         nested = [nested]
     with pytest.raises(ProtocolError, match="nested too deeply"):
         unpack(_observation({"x": nested}))
+
+
+def test_the_images_of_a_frame_share_one_pixel_budget_checked_before_any_is_decoded(monkeypatch) -> None:
+    camera = {"__image__": True, "format": "png", "data": _png(np.zeros((30, 20, 3), np.uint8)), "shape": [30, 20, 3]}
+    frame = _observation({"images": {"a": camera, "b": camera}, "mask": camera})
+    decoded: list[object] = []
+    real = vlaeval_protocol.decode_image
+    monkeypatch.setattr(vlaeval_protocol, "decode_image", lambda image: decoded.append(image) or real(image))
+    with pytest.raises(ProtocolError, match="3 compressed images declare 1800 pixels together, over the 1799 pixel"):
+        unpack(frame, max_pixels=1799)
+    assert decoded == []
+    assert unpack(frame, max_pixels=1800).payload["mask"].shape == (30, 20, 3) and len(decoded) == 3
+    payload = unpack(frame, decode_images=False, max_pixels=600).payload  # the cameras kept compressed cost nothing
+    assert isinstance(payload["images"]["a"], UndecodedImage) and payload["mask"].shape == (30, 20, 3)
+
+
+def test_a_frame_is_bounded_in_values_string_length_and_nesting() -> None:
+    def nested(depth: int) -> object:
+        value: object = 0
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    assert unpack(_observation({"x": nested(31)})).payload["x"] == nested(31)  # the payload itself is one level
+    with pytest.raises(ProtocolError, match=r"nested too deeply \(more than 32 levels"):
+        unpack(_observation({"x": nested(32)}))
+    head = msgpack.packb({"type": "observation", "seq": 1, "timestamp": 0.0})
+    deep = bytes([head[0] + 1]) + head[1:] + msgpack.packb("payload") + b"\x81\xa1x" + b"\x91" * 5000 + b"\x00"
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        unpack(deep)  # past msgpack's own limit
+    empties = _observation({"x": [{}] * 60_000})
+    assert len(empties) < 70_000  # a byte each on the wire
+    with pytest.raises(ProtocolError, match=f"a frame of {len(empties)} bytes holds more than 100000 values"):
+        unpack(empties)
+    with pytest.raises(ProtocolError, match=r"1048577 exceeds max_str_len\(1048576\)"):
+        unpack(_observation({"x": "y" * (2**20 + 1)}))
+    assert len(unpack(_observation({"x": "y" * 2**20})).payload["x"]) == 2**20
+
+
+def test_the_header_of_a_refused_frame_is_read_without_building_its_payload() -> None:
+    frame = msgpack.packb({"type": "observation", "payload": {"x": [{}] * 200_000}, "seq": 2**64 - 1})
+    with pytest.raises(ProtocolError):
+        unpack(frame)
+    assert vlaeval_protocol.frame_header(frame) == ("observation", 2**64 - 1)
+    assert vlaeval_protocol.frame_header(msgpack.packb([1, 2])) == (None, 0)
+    assert vlaeval_protocol.frame_header(b"") == (None, 0)
+    assert vlaeval_protocol.frame_header(msgpack.packb({"type": 3, "seq": True})) == (None, 0)

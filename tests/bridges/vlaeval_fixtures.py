@@ -6,6 +6,7 @@ names the benchmark `vlaeval_fixtures:ToyBenchmark`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -13,6 +14,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,7 @@ class ScriptedAgent(AgentBase):
     - `gated`: each act waits (up to a minute) until the file named by the task's `instruction` exists
     - `text`: returns a string, which no ACTION can carry
     - `surrogate`: raises ValueError with a lone surrogate in its message (which SQLite cannot store)
+    - `glance`: as any other, but notes only the images' shapes (summing large ones costs seconds)
     - anything else: 0.25 in every dimension
     """
 
@@ -73,7 +77,7 @@ class ScriptedAgent(AgentBase):
                 "keys": sorted(obs),
                 "instruction": obs.instruction,
                 "image_shapes": {name: list(np.shape(image)) for name, image in images.items()},
-                "image_sums": {name: int(np.asarray(image, dtype=np.int64).sum()) for name, image in images.items()},
+                "image_sums": {} if self.task == "glance" else _sums(images),
                 "state": np.asarray(obs.state).tolist() if obs.state is not None else None,
             },
         )
@@ -86,6 +90,23 @@ class ScriptedAgent(AgentBase):
             value = 5.0 if self.calls == 1 else float("nan")
             return ActionChunk.single(np.full(ACTION_DIM, value, dtype=np.float32))
         return ActionChunk.single(np.full(ACTION_DIM, 0.25, dtype=np.float32))
+
+
+def _sums(images: dict[str, Any]) -> dict[str, int]:
+    return {name: int(np.asarray(image, dtype=np.int64).sum()) for name, image in images.items()}
+
+
+class HeavyAgent(ScriptedAgent):
+    """A ScriptedAgent that holds `BALLAST_BYTES` of memory of its own (as a model's weights would), released by
+    `close`, so whether the bridge keeps or closes idle agents shows in its memory."""
+
+    BALLAST_BYTES = 8 * 2**20
+
+    def __init__(self) -> None:
+        self.ballast: np.ndarray | None = np.ones(self.BALLAST_BYTES, dtype=np.uint8)  # written: resident
+
+    def close(self) -> None:
+        self.ballast = None
 
 
 def frame(height: int, width: int, channels: int, seed: int) -> np.ndarray:
@@ -184,6 +205,18 @@ class BridgeProcess:
     @property
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.port}"
+
+    def health(self) -> dict[str, Any]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=10) as response:
+            assert response.status == 200
+            return json.loads(response.read())
+
+    def wait_health(self, done: Callable[[dict[str, Any]], bool], timeout: float = 20) -> dict[str, Any]:
+        """`/health` once `done` holds for it (or as it is when `timeout` s have passed)."""
+        deadline = time.monotonic() + timeout
+        while not done(health := self.health()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return health
 
     def rows(self) -> list[Any]:
         with EvalLog.open(self.run_dir) as log:

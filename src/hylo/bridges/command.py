@@ -6,17 +6,38 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import signal
+import socket
+import sqlite3
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
-from hylo.argtypes import port, positive_int
+from hylo.argtypes import int_in, port
+from hylo.bridges.limits import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
+from hylo.hosts import HostPolicy, is_loopback, split_host
 
 EXIT_BAD_INPUT = 2
 DEFAULT_HOST = "127.0.0.1"
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+MAX_FRAME_MB = 4096
+MAX_CONNECTIONS = 1024
+MAX_IDLE_TIMEOUT_S = 86400.0
+MAX_ACTION_DIM = 4096
+_MAX_NAME = 253  # the longest DNS name
+
+_action_dim = int_in(1, MAX_ACTION_DIM, f"an action length from 1 to {MAX_ACTION_DIM}")
+_max_connections = int_in(1, MAX_CONNECTIONS, f"a number of connections from 1 to {MAX_CONNECTIONS}")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with errors on one line (`python -m hylo.bridges` has no `hylo` parser around it)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _bound(text: str) -> float:
@@ -30,13 +51,64 @@ def _bound(text: str) -> float:
 
 
 def _megabytes(text: str) -> int:
+    expected = f"expected a size in MiB (> 0, at most {MAX_FRAME_MB}), got {text!r}"
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a size in MiB (> 0), got {text!r}") from None
-    if not (0 < value < math.inf) or value * 2**20 < 1:
-        raise argparse.ArgumentTypeError(f"expected a size in MiB (> 0), got {text!r}")
+        raise argparse.ArgumentTypeError(expected) from None
+    if not 0 < value <= MAX_FRAME_MB or value * 2**20 < 1:
+        raise argparse.ArgumentTypeError(expected)
     return int(value * 2**20)
+
+
+def _seconds(text: str) -> float:
+    expected = f"expected a number of seconds (> 0, at most {MAX_IDLE_TIMEOUT_S:g}), got {text!r}"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(expected) from None
+    if not 0 < value <= MAX_IDLE_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(expected)
+    return value
+
+
+def _address(text: str) -> str:
+    """A bind address: a name or an IP address (brackets around an IPv6 one are dropped)."""
+    name = text.strip()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if not name or len(name) > _MAX_NAME or any(c.isspace() or not c.isprintable() or c in "/[]@" for c in name):
+        raise argparse.ArgumentTypeError(f"expected an address to bind, such as 127.0.0.1, got {text!r}")
+    return name
+
+
+def _host_name(text: str) -> str:
+    try:
+        name, _ = split_host(text)
+    except ValueError:
+        name = ""
+    if not name or len(text) > _MAX_NAME or any(c.isspace() or not c.isprintable() or c in "/@" for c in name):
+        raise argparse.ArgumentTypeError(f"expected a host name such as bridge.internal, got {text!r}")
+    return text
+
+
+def _origin(text: str) -> str:
+    try:
+        HostPolicy.of(DEFAULT_HOST, allow_origins=[text])
+        urlsplit(text.strip()).port  # noqa: B018 (raises for a port past 65535)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an origin such as http://host:port, got {text[:80]!r}") from None
+    if len(text) > _MAX_NAME + 16:
+        raise argparse.ArgumentTypeError(f"expected an origin such as http://host:port, got {text[:80]!r}...")
+    return text
+
+
+def _run_id(text: str) -> str:
+    if not text or len(text) > 200 or text[0] == "." or not all(c.isalnum() or c in "-_." for c in text):
+        raise argparse.ArgumentTypeError(
+            f"expected a run id of letters, digits, '-', '_' and '.' (not starting with '.'), got {text!r}"
+        )
+    return text
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
@@ -51,15 +123,15 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
     vla.add_argument(
         "-A", dest="agent_args", action="append", default=[], metavar="KEY=VALUE", help="agent argument (repeatable)"
     )
-    vla.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
+    vla.add_argument("--host", type=_address, default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
     vla.add_argument("--port", type=port, required=True, help="port to listen on (0 picks a free one)")
     vla.add_argument(
         "--log-dir", type=Path, default=Path("hylo-runs"), help="where the run is kept (default ./hylo-runs)"
     )
-    vla.add_argument("--run-id", default=None, help="the run's id (default served-<agent>-<timestamp>)")
+    vla.add_argument("--run-id", type=_run_id, default=None, help="the run's id (default served-<agent>-<timestamp>)")
     vla.add_argument("--no-shield", action="store_true", help="approve every action unchanged (no safety shield)")
     vla.add_argument(
-        "--action-dim", type=positive_int, default=None, help="the action vector's length (bounds the shield)"
+        "--action-dim", type=_action_dim, default=None, help="the action vector's length (bounds the shield)"
     )
     vla.add_argument("--action-low", type=_bound, default=-math.inf, help="lower bound of every action dimension")
     vla.add_argument("--action-high", type=_bound, default=math.inf, help="upper bound of every action dimension")
@@ -67,9 +139,42 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
         "--max-frame-mb",
         dest="max_frame_bytes",
         type=_megabytes,
-        default=256 * 2**20,
+        default=DEFAULT_MAX_FRAME_BYTES,
         metavar="MB",
-        help="the largest frame read, in MiB (default 256); a larger one closes its connection",
+        help=f"the largest frame read, in MiB (default {DEFAULT_MAX_FRAME_BYTES // 2**20}); a larger one closes its "
+        "connection",
+    )
+    vla.add_argument(
+        "--max-connections",
+        type=_max_connections,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=f"connections served at once (default {DEFAULT_MAX_CONNECTIONS}); one more is refused with HTTP 503",
+    )
+    vla.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=DEFAULT_IDLE_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"close a connection silent this long while the bridge waits for it (default {DEFAULT_IDLE_TIMEOUT_S:g})",
+    )
+    vla.add_argument(
+        "--allow-host",
+        dest="allow_hosts",
+        type=_host_name,
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a further name the bridge answers to in Host, e.g. a proxy's (repeatable)",
+    )
+    vla.add_argument(
+        "--allow-origin",
+        dest="allow_origins",
+        type=_origin,
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a web page's origin (http://host:port) allowed to connect (repeatable; other pages get 403)",
     )
     return parser
 
@@ -111,12 +216,15 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
     from hylo.core.shield import SafetyShield
 
     run_id = args.run_id or default_run_id(args.agent)
-    served = ServedRun(
-        args.log_dir,
-        run_id=run_id,
-        agent=args.agent,
-        spec={"harness": "vla-eval", "agent": args.agent, "agent_args": agent_args, "shield": not args.no_shield},
-    )
+    try:
+        served = ServedRun(
+            args.log_dir,
+            run_id=run_id,
+            agent=args.agent,
+            spec={"harness": "vla-eval", "agent": args.agent, "agent_args": agent_args, "shield": not args.no_shield},
+        )
+    except (OSError, sqlite3.Error) as exc:
+        return _fail(f"cannot create run {run_id} in {args.log_dir}: {getattr(exc, 'strerror', None) or exc}")
     bridge = VlaEvalBridge(
         AgentPool(lambda: make_agent(args.agent, agent_args, None, allow_import=True), first),
         served,
@@ -124,13 +232,21 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
         shield=SafetyShield.permissive if args.no_shield else SafetyShield,
         action_space=space,
         max_frame_bytes=args.max_frame_bytes,
+        max_connections=args.max_connections,
+        idle_timeout=args.idle_timeout,
+        allow_hosts=args.allow_hosts,
+        allow_origins=args.allow_origins,
     )
-    if args.host not in _LOOPBACK:
-        print(f"hylo bridge: warning: serving on {args.host}, beyond loopback, with no authentication", file=sys.stderr)
+    shown_host = f"[{args.host}]" if ":" in args.host else args.host
 
     def started(port: int) -> None:
+        if not is_loopback(args.host):
+            print(
+                f"hylo bridge: warning: serving on {args.host}, beyond loopback, with no authentication",
+                file=sys.stderr,
+            )
         print(
-            f"hylo bridge: serving {args.agent} on ws://{args.host}:{port} (run {run_id}, log {served.run_dir})",
+            f"hylo bridge: serving {args.agent} on ws://{shown_host}:{port} (run {run_id}, log {served.run_dir})",
             file=sys.stderr,
             flush=True,
         )
@@ -144,9 +260,11 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
 
     try:
         asyncio.run(main())
-    except OSError as exc:
-        bridge.close()
-        return _fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+    except OSError as exc:  # the port could not be bound: nothing was served
+        bridge.agents.close()
+        served.discard()
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else os.strerror(exc.errno or 0).lower()
+        return _fail(f"cannot listen on {shown_host}:{args.port}: {reason}")
     except KeyboardInterrupt:
         bridge.stopping = True
     bridge.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hylo.eval.provenance import package_versions
-from hylo.eval.store import EpisodeRow, EvalLog
+from hylo.eval.store import FILENAME, EpisodeRow, EvalLog
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ class ServedRun:
         self._serial = itertools.count(1)
         self._started = 0
         self._closed = False
+        self._made_dir = not self.run_dir.exists()
         self.log = EvalLog.create(
             self.run_dir,
             run_id=run_id,
@@ -80,3 +81,23 @@ class ServedRun:
             self._closed = True
             self.log.update_run(status="complete", n_planned=self.log.n_done(), message=message)
             self.log.close()
+
+    def discard(self) -> None:
+        """Remove a run in which nothing was recorded (the bridge never served: its port could not be bound), so
+        that a failed start leaves nothing behind: the EvalLog's files, and the directory if this run made it. A
+        run with episodes is closed as `close` closes it."""
+        with self._lock:
+            empty = not self._closed and not self._started and not self.log.n_done()
+            if empty:
+                self._closed = True
+                self.log.close()
+        if not empty:
+            self.close()
+            return
+        for suffix in ("", "-wal", "-shm"):
+            (self.run_dir / f"{FILENAME}{suffix}").unlink(missing_ok=True)
+        if self._made_dir:
+            try:
+                self.run_dir.rmdir()
+            except OSError as exc:  # something else was put there meanwhile: leave it
+                log.warning("served run %s: leaving %s: %s", self.run_id, self.run_dir, exc)

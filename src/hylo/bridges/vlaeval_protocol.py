@@ -3,9 +3,15 @@
 Each WebSocket frame is one msgpack map `{"type", "payload", "seq", "timestamp"}`. Arrays travel as
 `{"__ndarray__": True, "data", "dtype", "shape"}`; HWC uint8 images with 1, 3 or 4 channels as
 `{"__image__": True, "format": "png" | "jpeg" | "raw", "data", "shape"}`. Only bool, integer and float dtypes are
-accepted, so a frame can never make the decoder build an object array. Sizes are checked before anything is allocated:
-an array's bytes must match its declared shape and dtype, and a compressed image's header must match its declared
-shape and stay within `MAX_IMAGE_PIXELS`, so a small frame cannot decompress into gigabytes.
+accepted, so a frame can never make the decoder build an object array. Sizes are checked before anything is allocated,
+so that a frame decodes to about its own size plus its images, whatever it holds:
+
+- an array's bytes must match its declared shape and dtype;
+- the compressed images a frame decodes declare at most `MAX_FRAME_PIXELS` together, checked before the first is
+  decoded, and each one's header must match its declared shape, so a small frame cannot decompress into gigabytes;
+- a frame holds at most `MAX_FRAME_VALUES` values (list items and map entries; an empty list or map costs as much
+  as a one-byte value on the wire but some 70 bytes once decoded), strings of at most `MAX_STRING_BYTES`, nested
+  at most `MAX_NESTING` deep.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -35,8 +42,25 @@ _DTYPE_KINDS = frozenset("biuf")
 _IMAGE_CHANNELS = (1, 3, 4)
 _MODE_CHANNELS = {"L": 1, "RGB": 3, "RGBA": 4}
 
-MAX_IMAGE_PIXELS = 50_000_000
-"""The largest compressed image (height × width) the decoder accepts; a larger one is refused before decoding."""
+MAX_FRAME_PIXELS = 16 * 2**20
+"""The pixels (height × width) of the compressed images one frame may make the decoder decode, together: four
+2048×2048 cameras, or sixteen at 1024×1024 (at most 64 MiB decoded, 4 bytes a pixel). A frame over it is refused
+before any of its images is decoded."""
+
+MAX_IMAGE_PIXELS = MAX_FRAME_PIXELS
+"""The largest compressed image (height × width) `decode_image` accepts, checked against the image's own header."""
+
+MAX_FRAME_VALUES = 100_000
+"""The values (list items and map entries, counting each list and map itself) one frame may hold: arrays travel as
+bytes, so a vla-eval message holds a few dozen."""
+
+MAX_STRING_BYTES = 2**20
+"""The longest string a frame may hold (1 MiB): instructions and task names are short."""
+
+MAX_NESTING = 32
+"""How deeply lists and maps may nest in a frame's payload."""
+
+_SEQ_RANGE = range(-(2**63), 2**64)  # the integers msgpack carries, so any seq read can be sent back
 
 
 class MessageType(StrEnum):
@@ -214,17 +238,15 @@ def _undecoded(frame: dict[str, Any]) -> UndecodedImage:
     return UndecodedImage(str(frame.get("format")), data, tuple(_image_shape(frame.get("shape"))))
 
 
-def _resolve(value: Any, pending: list[_PendingImage]) -> Any:
-    """Collect the pending images of a decoded frame (first pass) ..."""
+def _resolve(value: Any, pending: list[_PendingImage], depth: int = 0) -> None:
+    """Collect the pending images of a decoded frame (first pass), refusing one nested deeper than `MAX_NESTING` ..."""
     if isinstance(value, _PendingImage):
         pending.append(value)
-    elif isinstance(value, dict):
-        for item in value.values():
-            _resolve(item, pending)
-    elif isinstance(value, list):
-        for item in value:
-            _resolve(item, pending)
-    return value
+    elif isinstance(value, (dict, list)):
+        if depth >= MAX_NESTING:
+            raise ProtocolError(f"a frame nested too deeply (more than {MAX_NESTING} levels of lists and maps)")
+        for item in value.values() if isinstance(value, dict) else value:
+            _resolve(item, pending, depth + 1)
 
 
 def _substitute(value: Any, decoded: dict[int, Any]) -> Any:
@@ -299,20 +321,91 @@ def pack(
     return data
 
 
-def unpack(data: bytes | str, *, decode_images: bool = True) -> Message:
+def unpack(data: bytes | str, *, decode_images: bool = True, max_pixels: int | None = None) -> Message:
     """Decode one frame; raises `ProtocolError` naming what is wrong. With `decode_images=False`, the PNG and JPEG
-    images under the payload's `images` key stay compressed (`UndecodedImage`); those elsewhere are decoded."""
+    images under the payload's `images` key stay compressed (`UndecodedImage`); those elsewhere are decoded. The
+    images decoded may declare `max_pixels` together (default `MAX_FRAME_PIXELS`)."""
     if isinstance(data, str):
         raise ProtocolError("text frame received; the vla-eval protocol sends binary msgpack frames")
     try:
-        return _unpack(data, decode_images)
+        return _unpack(data, decode_images, MAX_FRAME_PIXELS if max_pixels is None else max_pixels)
     except RecursionError:
         raise ProtocolError(f"a frame of {len(data)} bytes is nested too deeply to decode") from None
 
 
-def _unpack(data: bytes, decode_images: bool) -> Message:
+class _Budget:
+    """The values left to a frame while msgpack builds it: each list and map, and each of their items, takes one.
+    `on_map` and `on_list` are msgpack's hooks; `object_hook` decodes a map (an array, an image) once counted."""
+
+    __slots__ = ("left", "object_hook", "size")
+
+    def __init__(self, size: int, object_hook: Callable[[dict[Any, Any]], Any] | None = None) -> None:
+        self.left = MAX_FRAME_VALUES
+        self.size = size
+        self.object_hook = object_hook
+
+    def take(self, count: int) -> None:
+        self.left -= count + 1
+        if self.left < 0:
+            raise ProtocolError(
+                f"a frame of {self.size} bytes holds more than {MAX_FRAME_VALUES} values (list items and map entries)"
+            )
+
+    def on_map(self, obj: dict[Any, Any]) -> Any:
+        self.take(len(obj))
+        return obj if self.object_hook is None else self.object_hook(obj)
+
+    def on_list(self, items: list[Any]) -> list[Any]:
+        self.take(len(items))
+        return items
+
+
+_LIMITS = {"max_str_len": MAX_STRING_BYTES, "max_array_len": MAX_FRAME_VALUES, "max_map_len": MAX_FRAME_VALUES}
+
+
+def _loads(data: bytes, object_hook: Callable[[dict[Any, Any]], Any]) -> Any:
+    """msgpack, within the bounds of a frame: `MAX_FRAME_VALUES`, `MAX_STRING_BYTES` and msgpack's own nesting limit
+    (a frame deeper than that is refused as nested too deeply)."""
+    budget = _Budget(len(data), object_hook)
     try:
-        raw = msgpack.unpackb(data, object_hook=decode_array, raw=False)
+        return msgpack.unpackb(data, raw=False, object_hook=budget.on_map, list_hook=budget.on_list, **_LIMITS)
+    except msgpack.StackError:
+        raise ProtocolError(f"a frame of {len(data)} bytes is nested too deeply to decode") from None
+
+
+def frame_header(data: bytes | str) -> tuple[str | None, int]:
+    """The `type` and `seq` of a frame that does not decode as a message, as far as they can be read (else None and
+    0): the top map's entries are read one by one, the others skipped unbuilt, so even a frame refused for what its
+    payload holds can be answered."""
+    if not isinstance(data, bytes) or not data:
+        return None, 0
+    budget = _Budget(len(data))
+    unpacker = msgpack.Unpacker(
+        raw=False, object_hook=budget.on_map, list_hook=budget.on_list, max_buffer_size=len(data), **_LIMITS
+    )
+    unpacker.feed(data)
+    kind: str | None = None
+    seq = 0
+    try:
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()
+            if key == "type":
+                value = unpacker.unpack()
+                kind = value if isinstance(value, str) else None
+            elif key == "seq":
+                value = unpacker.unpack()
+                valid = isinstance(value, int) and not isinstance(value, bool) and value in _SEQ_RANGE
+                seq = value if valid else 0
+            else:
+                unpacker.skip()
+    except Exception:
+        pass  # what was read so far is all that can be
+    return kind, seq
+
+
+def _unpack(data: bytes, decode_images: bool, max_pixels: int) -> Message:
+    try:
+        raw = _loads(data, decode_array)
     except (ProtocolError, RecursionError):
         raise
     except Exception as exc:
@@ -337,6 +430,7 @@ def _unpack(data: bytes, decode_images: bool) -> Message:
             _resolve(payload.get("images"), cameras)
         skipped = {id(image) for image in cameras}
         todo = [image for image in pending if id(image) not in skipped]
+        _check_pixels(todo, max_pixels)
         decoded: dict[int, Any] = {id(image): array for image, array in zip(todo, _decode_all(todo), strict=True)}
         decoded.update({id(image): _undecoded(image.frame) for image in cameras})
         payload = _substitute(payload, decoded)
@@ -347,3 +441,17 @@ def _unpack(data: bytes, decode_images: bool) -> Message:
         raise ProtocolError(f"seq must be an integer, got {seq!r}")
     stamp = raw.get("timestamp", 0.0)
     return Message(kind, payload, seq, float(stamp) if isinstance(stamp, (int, float)) else 0.0)
+
+
+def _check_pixels(images: list[_PendingImage], limit: int) -> None:
+    """Refuse a frame whose compressed images declare more than `limit` pixels together, before any is decoded
+    (each image's header is then checked against its declared shape, so the decoded pixels stay within it)."""
+    total = 0
+    for image in images:
+        height, width, _ = _image_shape(image.frame.get("shape"))
+        total += height * width
+    if total > limit:
+        raise ProtocolError(
+            f"the frame's {len(images)} compressed images declare {total} pixels together, over the {limit} pixel "
+            "budget of a frame; none was decoded"
+        )

@@ -9,6 +9,13 @@ is decoded, handled and encoded there (the agent's `act` included), so a slow ag
 the others, however many there are, and the event loop only moves frames. `GET /health` answers 200 on the same
 port. Stopping (`request_stop`) stops accepting, gives acts in flight `SHUTDOWN_GRACE_S` to finish, then records
 every open episode `infra_invalid`.
+
+Any page in a browser on this machine can reach a loopback port, so every request must name this bridge in `Host`
+(DNS rebinding) and come from no page or an allowed one (`Origin`), by the rules of `hylo.hosts`. What one client
+can hold is bounded: the connections (`max_connections`, refused with HTTP 503 beyond it), the time a connection may
+stay silent (`idle_timeout`), the size of a frame and of what it decodes to (`max_frame_bytes`, `max_frame_pixels`
+and the protocol's own bounds), the frames read ahead (`MAX_QUEUE`), and the agents kept once their connections
+closed (`AgentPool.keep`).
 """
 
 from __future__ import annotations
@@ -21,29 +28,47 @@ import logging
 import queue
 import threading
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from http import HTTPStatus
 from typing import Any
 
 import gymnasium.spaces as spaces
-import msgpack
 import numpy as np
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
+from hylo.bridges.limits import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
 from hylo.bridges.served_run import ServedRun
 from hylo.bridges.session import EpisodeRefused, ServedSession, wants_images
-from hylo.bridges.vlaeval_protocol import PROTOCOL_VERSION, Message, MessageType, ProtocolError, pack, unpack
+from hylo.bridges.vlaeval_protocol import (
+    MAX_FRAME_PIXELS,
+    PROTOCOL_VERSION,
+    Message,
+    MessageType,
+    ProtocolError,
+    frame_header,
+    pack,
+    unpack,
+)
 from hylo.core.shield import SafetyShield
+from hylo.hosts import HostPolicy
 
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "hylo-bridge"
 
-DEFAULT_MAX_FRAME_BYTES = 256 * 2**20
-"""The largest frame the bridge reads (256 MiB); a larger one closes its connection (code 1009)."""
+PING_INTERVAL_S = 20.0
+"""How often the bridge pings each connection (a peer that does not answer within the idle timeout is dropped)."""
+
+MAX_QUEUE = 1
+"""Frames waiting unread on a connection past which the bridge stops reading its socket (websockets' high-water
+mark: it pauses once two wait, and resumes once none does), so a connection holds about three frames at a time.
+vla-eval's client sends at most three without waiting for a reply (EPISODE_END, EPISODE_START, OBSERVATION): they
+wait in the socket."""
 
 SHUTDOWN_GRACE_S = 5.0
 """How long a stopping bridge lets acts in flight finish before it records their episodes as stopped."""
@@ -52,8 +77,6 @@ CLOSE_TIMEOUT_S = 1.0
 """How long closing a connection waits for the harness's side of the closing handshake."""
 
 STOPPED = "the bridge stopped mid-episode"
-
-_SEQ_RANGE = range(-(2**63), 2**64)  # what msgpack can carry back as a reply's seq
 
 
 class ConnectionWorker:
@@ -104,14 +127,19 @@ class ConnectionWorker:
 
 
 class AgentPool:
-    """One agent per live connection (agents keep episode state), reused after a connection closes.
+    """One agent per live connection (agents keep episode state); up to `keep` of them are kept for the next
+    connections once theirs closed, the others closed (`close()`, when they have one) and dropped, so the memory a
+    burst of connections took comes back.
 
     `first` is the agent built when the bridge started (it proved the name and arguments good)."""
 
-    def __init__(self, factory: Callable[[], Any], first: Any) -> None:
+    def __init__(self, factory: Callable[[], Any], first: Any, *, keep: int = 1) -> None:
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise ValueError(f"keep must be an int >= 0, got {keep!r}")
         self._factory = factory
+        self.keep = keep
         self._idle: list[Any] = [first]
-        self._all: list[Any] = [first]
+        self._live = 1
         self._lock = threading.Lock()
 
     def acquire(self) -> Any:
@@ -120,28 +148,43 @@ class AgentPool:
                 return self._idle.pop()
         agent = self._factory()
         with self._lock:
-            self._all.append(agent)
+            self._live += 1
         return agent
 
     def release(self, agent: Any) -> None:
+        """Take back the agent of a closed connection: kept when fewer than `keep` wait, else closed."""
         with self._lock:
-            self._idle.append(agent)
+            if len(self._idle) < self.keep:
+                self._idle.append(agent)
+                return
+            self._live -= 1
+        _close_agent(agent)
+
+    @property
+    def size(self) -> int:
+        """The agents alive: acting on a connection or kept."""
+        with self._lock:
+            return self._live
 
     def close(self) -> None:
         """Close every idle agent that has a `close` (a remote policy's socket, a worker process); an agent still
         acting on a connection's thread is left alone."""
         with self._lock:
-            agents, busy = self._idle, len(self._all) - len(self._idle)
-            self._all, self._idle = [], []
+            agents, busy = self._idle, self._live - len(self._idle)
+            self._idle, self._live = [], busy
         if busy:
             log.warning("%d agent(s) still acting when the bridge stopped; not closed", busy)
         for agent in agents:
-            close = getattr(agent, "close", None)
-            if callable(close):
-                try:
-                    close()
-                except Exception as exc:
-                    log.warning("closing agent %r raised %r", agent, exc)
+            _close_agent(agent)
+
+
+def _close_agent(agent: Any) -> None:
+    close = getattr(agent, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception as exc:
+            log.warning("closing agent %r raised %r", agent, exc)
 
 
 def action_spec(space: spaces.Space[Any] | None) -> dict[str, dict[str, Any]]:
@@ -175,7 +218,7 @@ class ConnectionHandler:
 
     def handle(self, frame: bytes | str) -> bytes | None:
         try:
-            message = unpack(frame, decode_images=self.decode_images)
+            message = unpack(frame, decode_images=self.decode_images, max_pixels=self.bridge.max_frame_pixels)
         except ProtocolError as exc:
             return self._undecodable(frame, exc)
         except Exception as exc:
@@ -221,7 +264,7 @@ class ConnectionHandler:
         """Answer a frame that cannot be decoded only if it expects an answer (HELLO, OBSERVATION), with its `seq`
         when that can be read (else 0); an observation's episode cannot go on and is recorded as the harness's
         fault."""
-        kind, seq = _kind_and_seq(frame)
+        kind, seq = frame_header(frame)
         log.warning("%s: undecodable frame: %s", self.session.connection, exc)
         if kind == MessageType.OBSERVATION.value and self.session.in_episode:
             self.session.close(f"the harness sent an undecodable observation ({exc})")
@@ -235,24 +278,6 @@ def _error(text: str, seq: int) -> bytes:
     return pack(MessageType.ERROR, {"error": text.encode("utf-8", "backslashreplace").decode("utf-8")}, seq)
 
 
-def _kind_and_seq(frame: bytes | str) -> tuple[Any, int]:
-    """The `type` and `seq` of a frame that does not decode as a message, as far as they can be read."""
-    if not isinstance(frame, bytes):
-        return None, 0
-    try:
-        raw = msgpack.unpackb(frame, raw=False)
-    except Exception:
-        return None, 0
-    if not isinstance(raw, dict):
-        return None, 0
-    kind, seq = raw.get("type"), raw.get("seq")
-    if not isinstance(kind, str):
-        kind = None
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq not in _SEQ_RANGE:
-        seq = 0
-    return kind, seq
-
-
 @dataclass(eq=False)
 class _Connection:
     name: str
@@ -260,13 +285,17 @@ class _Connection:
     task: asyncio.Task[Any] | None
     session: ServedSession | None = None
     open: bool = True
+    ended: str | None = None  # why the bridge closed it, when it did
 
 
 class VlaEvalBridge:
     """Serves an agent (one per connection, from `agents`) to vla-eval harnesses, recording into `run`.
 
     `shield` makes each session's shield (`SafetyShield` for the default one); `action_space` bounds it and is
-    announced in HELLO. `max_frame_bytes` bounds the frames it reads."""
+    announced in HELLO. `max_frame_bytes` bounds the frames it reads and `max_frame_pixels` the images one frame may
+    make it decode; `max_connections` the connections served at once; `idle_timeout` the seconds a connection may
+    send nothing while the bridge waits for it. `allow_hosts` adds names the bridge answers to, `allow_origins` pages
+    that may use it (`HostPolicy`); raises `ValueError` naming a bad value."""
 
     def __init__(
         self,
@@ -278,21 +307,39 @@ class VlaEvalBridge:
         action_space: spaces.Space[Any] | None = None,
         observation_spec: dict[str, Any] | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_frame_pixels: int = MAX_FRAME_PIXELS,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
+        allow_hosts: Iterable[str] = (),
+        allow_origins: Iterable[str] = (),
     ) -> None:
         from hylo import __version__
 
-        if isinstance(max_frame_bytes, bool) or not isinstance(max_frame_bytes, int) or max_frame_bytes < 1:
-            raise ValueError(f"max_frame_bytes must be a positive int, got {max_frame_bytes!r}")
+        for name, value in (
+            ("max_frame_bytes", max_frame_bytes),
+            ("max_frame_pixels", max_frame_pixels),
+            ("max_connections", max_connections),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float)) or not 0 < idle_timeout < 1e9:
+            raise ValueError(f"idle_timeout must be a number of seconds > 0, got {idle_timeout!r}")
         self.agents = agents
         self.run = run
         self.agent_label = agent_label
         self.shield = shield
         self.action_space = action_space
         self.max_frame_bytes = max_frame_bytes
+        self.max_frame_pixels = max_frame_pixels
+        self.max_connections = max_connections
+        self.idle_timeout = float(idle_timeout)
+        self.hosts = HostPolicy.of("127.0.0.1", allow_hosts, allow_origins)  # bound to the address `serve` is given
         self.version = __version__
         self._observation_spec = observation_spec or {}
         self._names = itertools.count(1)
         self._connections: dict[str, _Connection] = {}
+        self._handshakes: set[ServerConnection] = set()  # admitted, their handler not started yet
+        self._port: int | None = None
         self._lock = threading.Lock()
         self._stop: asyncio.Event | None = None
         self._hurry = False
@@ -319,13 +366,54 @@ class VlaEvalBridge:
     def health(self) -> dict[str, Any]:
         with self._lock:
             live = sum(connection.open for connection in self._connections.values())
-        return {"status": "ok", "agent": self.agent_label, "run_id": self.run.run_id, "connections": live}
+        return {
+            "status": "ok",
+            "agent": self.agent_label,
+            "run_id": self.run.run_id,
+            "connections": live,
+            "max_connections": self.max_connections,
+            "agents": self.agents.size,
+        }
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        """Before the handshake (on the event loop): refuse a request for another host or from another page (403),
+        answer `/health`, and refuse a connection past `max_connections` (503)."""
+        refusal = self._foreign(request)
+        if refusal is not None:
+            log.info("refused a request for %s: %s", request.path[:80], refusal)
+            return _plain(connection, HTTPStatus.FORBIDDEN, refusal)
         if request.path.split("?", 1)[0] == "/health":
             response = connection.respond(HTTPStatus.OK, json.dumps(self.health()) + "\n")
             response.headers["Content-Type"] = "application/json"
             return response
+        with self._lock:
+            self._handshakes = {c for c in self._handshakes if c.state is not State.CLOSED}  # drop failed ones
+            busy = len(self._handshakes) + len(self._connections)
+            if busy < self.max_connections:
+                self._handshakes.add(connection)
+                return None
+        log.info("refused a connection: %d of %d in use", busy, self.max_connections)
+        response = _plain(
+            connection,
+            HTTPStatus.SERVICE_UNAVAILABLE,
+            f"the bridge is serving its maximum of {self.max_connections} connections; try again later",
+        )
+        response.headers["Retry-After"] = "5"
+        return response
+
+    def _foreign(self, request: Request) -> str | None:
+        """Why a request is not for this bridge (its `Host`) or not allowed to use it (its `Origin`); None when it
+        may be served."""
+        hosts = request.headers.get_all("Host")
+        origins = request.headers.get_all("Origin")
+        if len(hosts) > 1 or len(origins) > 1:
+            return "a request may carry one Host and one Origin header"
+        host = hosts[0] if hosts else None
+        if not self.hosts.host_allowed(host, self._port):
+            return f"Host {_shown(host)} is not a name this bridge answers to (--allow-host adds one)"
+        origin = origins[0] if origins else None
+        if not self.hosts.origin_allowed(origin, host):
+            return f"pages from {_shown(origin)} may not use this bridge (--allow-origin allows one)"
         return None
 
     async def handle_connection(self, ws: ServerConnection) -> None:
@@ -335,6 +423,7 @@ class VlaEvalBridge:
         worker = ConnectionWorker(name)
         connection = _Connection(name, worker, asyncio.current_task())
         with self._lock:
+            self._handshakes.discard(ws)
             self._connections[name] = connection
         agent: Any = None
         try:
@@ -347,13 +436,7 @@ class VlaEvalBridge:
                 connection=name,
             )
             connection.session = session
-            handler = ConnectionHandler(self, session)
-            async for frame in ws:
-                if self.stopping:
-                    break  # the bridge records the open episode; nothing new starts
-                reply = await asyncio.wrap_future(worker.submit(handler.handle, frame))
-                if reply is not None:
-                    await ws.send(reply)
+            await self._converse(ws, connection, ConnectionHandler(self, session))
         except ConnectionClosed as closed:
             log.debug("%s: closed by the harness (%s)", name, closed)
         except asyncio.CancelledError:
@@ -368,11 +451,33 @@ class VlaEvalBridge:
             if not self.stopping:  # when stopping, `_drain` waits for it (or records the episode without it)
                 await asyncio.shield(asyncio.wrap_future(teardown))
 
+    async def _converse(self, ws: ServerConnection, connection: _Connection, handler: ConnectionHandler) -> None:
+        """Answer the connection's frames until it closes. While the bridge waits for the harness, a connection that
+        sends nothing for `idle_timeout` seconds is closed (code 1001)."""
+        loop = asyncio.get_running_loop()
+        worker = connection.worker
+        try:
+            async with asyncio.timeout(self.idle_timeout) as idle:
+                async for frame in ws:
+                    idle.reschedule(None)  # the agent's time is not the harness's silence
+                    if self.stopping:
+                        break  # the bridge records the open episode; nothing new starts
+                    reply = await asyncio.wrap_future(worker.submit(handler.handle, frame))
+                    if reply is not None:
+                        await ws.send(reply)
+                    idle.reschedule(loop.time() + self.idle_timeout)
+        except TimeoutError:
+            if not idle.expired():
+                raise
+            connection.ended = f"the connection was idle for {self.idle_timeout:g} s and closed mid-episode"
+            log.info("%s: closing it: idle for %g s", connection.name, self.idle_timeout)
+            await ws.close(CloseCode.GOING_AWAY, f"idle for {self.idle_timeout:g} s: the harness sent nothing")
+
     def _teardown(self, connection: _Connection, agent: Any) -> None:
         """On the connection's thread: record its open episode, give its agent back, forget it."""
         try:
             if connection.session is not None:
-                why = STOPPED if self.stopping else "the connection closed mid-episode"
+                why = STOPPED if self.stopping else connection.ended or "the connection closed mid-episode"
                 connection.session.close(why)
         finally:
             if agent is not None:
@@ -394,6 +499,7 @@ class VlaEvalBridge:
         self._stop = asyncio.Event()
         if self.stopping:
             self._stop.set()
+        self.hosts = replace(self.hosts, bound=host)
         async with serve(
             self.handle_connection,
             host,
@@ -401,11 +507,14 @@ class VlaEvalBridge:
             process_request=self._process_request,
             compression=None,
             max_size=self.max_frame_bytes,
-            ping_interval=None,
+            max_queue=MAX_QUEUE,
+            ping_interval=PING_INTERVAL_S,
+            ping_timeout=self.idle_timeout,
             close_timeout=CLOSE_TIMEOUT_S,
         ) as server:
+            self._port = _bound_port(server)
             if started is not None:
-                started(_bound_port(server))
+                started(self._port)
             try:
                 await self._stop.wait()
             finally:
@@ -450,6 +559,21 @@ class VlaEvalBridge:
         """After serving: close the idle agents and the run (marked complete)."""
         self.agents.close()
         self.run.close()
+
+
+def _plain(connection: ServerConnection, status: HTTPStatus, reason: str) -> Response:
+    """A refusal the client can read: one line of text."""
+    response = connection.respond(status, f"hylo bridge: {reason}\n")
+    response.headers["Content-Type"] = "text/plain; charset=utf-8"
+    return response
+
+
+def _shown(value: str | None) -> str:
+    """A header value as a refusal names it: quoted, cut short."""
+    if value is None:
+        return "(none)"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _bound_port(server: Server) -> int:

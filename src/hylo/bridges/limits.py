@@ -1,0 +1,13 @@
+"""The bridge's default limits, shared by the server and its command (which must not import the server to show
+`--help`): what one connection, and all of them together, may hold."""
+
+DEFAULT_MAX_FRAME_BYTES = 64 * 2**20
+"""The largest frame the bridge reads (64 MiB: a PNG camera is some 100 kB, even eight raw 1024×1024 RGB ones
+24 MiB); a larger one closes its connection (code 1009)."""
+
+DEFAULT_MAX_CONNECTIONS = 32
+"""The connections served at once (each has its own agent and thread); one more is refused with HTTP 503."""
+
+DEFAULT_IDLE_TIMEOUT_S = 300.0
+"""How long a connection may send nothing while the bridge waits for it before it is closed (a benchmark's slowest
+reset or step must fit: vla-eval's client runs them on the thread that would answer)."""
