@@ -59,13 +59,17 @@ def split_host(value: str) -> tuple[str, int | None]:
     else:
         name, _, port_text = text.partition(":")
         port_text = port_text if ":" in text else None
-    if not name:
+    if not name or not set(name) <= _HOST_CHARS:
         raise ValueError(f"malformed host {value!r}")
     if port_text is None:
         return name, None
     if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
         raise ValueError(f"malformed port in host {value!r}")
     return name, int(port_text)
+
+
+_HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._:%")
+"""What a host name or address may hold (lower case; `:` and `%` for IPv6 addresses and their zones)."""
 
 
 def _names(hosts: Iterable[str]) -> frozenset[str]:
@@ -81,6 +85,10 @@ def _origin(value: str) -> str:
     parts = urlsplit(value.strip())
     if parts.scheme not in ("http", "https", "ws", "wss") or not parts.netloc or parts.path not in ("", "/"):
         raise ValueError(f"expected an origin such as http://host:port, got {value!r}")
+    try:
+        split_host(parts.netloc)
+    except ValueError:
+        raise ValueError(f"expected an origin such as http://host:port, got {value!r}") from None
     return f"{parts.scheme}://{parts.netloc}".lower()
 
 

@@ -346,7 +346,7 @@ def test_a_log_dir_that_is_a_file_is_one_line_and_exit_2(tmp_path: Path, capsys:
     taken.write_text("")
     argv = ["bridge", "vlaeval", "--agent", AGENT, "--port", "0", "--log-dir", str(taken), "--run-id", "r1"]
     assert main(argv) == 2
-    assert capsys.readouterr().err == f"hylo: error: cannot create run r1 in {taken}: Not a directory\n"
+    assert capsys.readouterr().err == f"hylo: error: log dir {str(taken)!r} is not a directory\n"
 
 
 def test_the_pool_keeps_one_idle_agent_and_closes_the_rest() -> None:

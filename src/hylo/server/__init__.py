@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from hylo.hosts import is_loopback
+    from hylo.secret_env import TOKEN_ENV
     from hylo.server.access import ServerAccess
     from hylo.server.app import PREFIX, create_app
     from hylo.server.auth import BearerToken
-    from hylo.server.binding import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV, ServeRefused, check_binding
+    from hylo.server.binding import DEFAULT_HOST, DEFAULT_PORT, ServeRefused, check_binding
     from hylo.server.serve import serve
 
 _WHERE = {
@@ -22,7 +23,7 @@ _WHERE = {
     "BearerToken": "hylo.server.auth",
     "DEFAULT_HOST": "hylo.server.binding",
     "DEFAULT_PORT": "hylo.server.binding",
-    "TOKEN_ENV": "hylo.server.binding",
+    "TOKEN_ENV": "hylo.secret_env",
     "ServeRefused": "hylo.server.binding",
     "check_binding": "hylo.server.binding",
     "is_loopback": "hylo.hosts",

@@ -22,7 +22,7 @@ from hylo import __version__
 from hylo.core.errors import shown
 from hylo.core.status import EpisodeStatus
 from hylo.eval.stats import compare_runs, summary_json
-from hylo.eval.store import EvalLog, RunNotFound, find_run, list_runs, records
+from hylo.eval.store import GRAPHS_DIR, EvalLog, RunNotFound, find_run, list_runs, records
 from hylo.graph.store import GraphStore
 from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
 from hylo.jobs.job import JobStatus
@@ -71,7 +71,7 @@ def create_app(
     remote agent for requests): which `Host` and `Origin` values are served, which cluster and policy servers jobs
     and sessions may reach."""
     access = access if access is not None else ServerAccess()
-    store = graphs if graphs is not None else GraphStore(scheduler.log_dir / "graphs")
+    store = graphs if graphs is not None else GraphStore(scheduler.log_dir / GRAPHS_DIR)
     live = sessions if sessions is not None else SessionManager(graphs=store.get, check_url=access.check_url)
 
     @asynccontextmanager

@@ -7,10 +7,10 @@ import socket
 
 from hylo.core.errors import HyloError
 from hylo.hosts import is_loopback
+from hylo.secret_env import TOKEN_ENV
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-TOKEN_ENV = "HYLO_TOKEN"
 DEFAULT_MAX_QUEUED = 1000
 """The most jobs a server keeps waiting at once (`--max-queued`); more are answered 429."""
 

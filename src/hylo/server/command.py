@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from hylo.argtypes import port, positive_int
-from hylo.server.binding import DEFAULT_HOST, DEFAULT_MAX_QUEUED, DEFAULT_PORT, TOKEN_ENV, ServeRefused
+from hylo.secret_env import TOKEN_ENV
+from hylo.server.binding import DEFAULT_HOST, DEFAULT_MAX_QUEUED, DEFAULT_PORT, ServeRefused
 
 EXIT_BAD_INPUT = 2
 
@@ -76,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     from hylo.server.access import ServerAccess
     from hylo.server.serve import serve
 
-    token = args.token or os.environ.get(TOKEN_ENV) or None
+    from_env = os.environ.pop(TOKEN_ENV, None)  # no process the server starts inherits it
+    token = args.token or from_env or None
     try:
         access = ServerAccess.of(
             args.host,

@@ -77,6 +77,9 @@ class Comparison(BaseModel):
     difference: float | None
     p_value: float
     flips: list[dict[str, str]]
+    paired: int
+    n_a: int
+    n_b: int
 
 
 class Problem(BaseModel):
