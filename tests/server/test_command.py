@@ -15,6 +15,7 @@ import httpx
 import pytest
 from live_server import slow_spec
 
+from hylo.cli import main
 from hylo.jobs import JobScheduler, JobState
 from hylo.server import check_binding, is_loopback
 from hylo.server.command import add_parser, run
@@ -113,3 +114,43 @@ def test_a_served_api_needs_the_token_and_stopping_it_stops_its_jobs_resumably(t
     with JobScheduler(log_dir) as scheduler:
         status = scheduler.status(job["job_id"])
     assert status.state is JobState.ABORTED and "resume" in status.message
+
+
+def test_a_busy_port_is_one_line_and_exit_2_and_leaves_nothing(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "hylo", "serve", "--port", str(port), "--log-dir", str(tmp_path / "runs")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2, done.stderr
+    assert (
+        done.stderr
+        == f"hylo: error: cannot listen on 127.0.0.1:{port}: the port is in use (another server listens there?)\n"
+    )
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "named"),
+    [
+        ("--allow-host", "evil example", "malformed host 'evil example'"),
+        ("--allow-origin", "evil.example", "expected an origin such as http://host:port, got 'evil.example'"),
+        ("--allow-origin", "http://x:99999", "got 'http://x:99999'"),
+        ("--allow-remote", "http://gpu-box:8000", "--allow-remote expects a ws:// or wss:// URL prefix"),
+        ("--allow-ray", " ", "--allow-ray expects a Ray address"),
+        ("--max-queued", "0", "expected a positive integer, got '0'"),
+    ],
+)
+def test_a_malformed_operator_flag_is_one_line_and_exit_2(tmp_path, capsys, flag, value, named):
+    try:
+        code = main(["serve", flag, value, "--log-dir", str(tmp_path / "runs")])
+    except SystemExit as exc:  # argparse's refusal of a malformed number
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and named in err, err
+    assert not (tmp_path / "runs").exists()
