@@ -78,6 +78,7 @@ class EvalSpec(BaseModel):
     retry_infra: int = 0
     max_infra_failures: int | None = None
     episode_timeout: float | None = None
+    env_timeout: float | None = None
 
     @field_validator(*_MINIMUMS)
     @classmethod
@@ -87,7 +88,7 @@ class EvalSpec(BaseModel):
             raise ValueError(f"{label} must be >= {minimum}, got {value}")
         return value
 
-    @field_validator("act_timeout", "episode_timeout")
+    @field_validator("act_timeout", "episode_timeout", "env_timeout")
     @classmethod
     def _seconds(cls, value: float | None, info: ValidationInfo) -> float | None:
         if value is not None and not (value > 0 and math.isfinite(value)):
