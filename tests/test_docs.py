@@ -19,6 +19,14 @@ def test_every_benchmarks_observation_keys_are_documented():
             assert f"`{key}`" in text, f"{bench.__name__}: observation key {key!r} is not in docs/benchmarks.md"
 
 
+def test_every_benchmarks_time_allowances_are_documented():
+    text = (DOCS / "benchmarks.md").read_text()
+    for name, bench in (("babyai", BabyAIBenchmark), ("metaworld", MetaWorldBenchmark), ("gym:<id>", GymBenchmark)):
+        figures = (bench.default_per_step_budget_sec, bench.typical_reset_sec, bench.typical_step_sec)
+        row = " | ".join("—" if figure is None else f"{figure:g}" for figure in figures)
+        assert f"| `{name}` | {row} |" in text, f"{name}: its time figures are not in docs/benchmarks.md"
+
+
 def test_every_evallog_column_is_documented(tmp_path):
     log = EvalLog.create(
         tmp_path / "r",

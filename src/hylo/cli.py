@@ -96,7 +96,14 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
         type=_seconds,
         default=None,
         metavar="SECONDS",
-        help="wall-clock limit per episode in worker processes (default: step budget × the benchmark's per-step)",
+        help="cap on an episode's wall time, charged to whoever's call crosses it (default: none)",
+    )
+    parser.add_argument(
+        "--env-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="limit of every env call (default: 10x the env's mean step, at least 10 s; a reset at least 60 s)",
     )
 
 
@@ -297,6 +304,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "retry_infra": args.retry_infra,
         "max_infra_failures": args.max_infra_failures,
         "episode_timeout": args.episode_timeout,
+        "env_timeout": args.env_timeout,
     }
 
 

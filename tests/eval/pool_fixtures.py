@@ -67,8 +67,48 @@ class HangOnceEnv(CountedEnv):
         return super().step(action)
 
 
+class SlowEnv(CountedEnv):
+    """A simulator slower than the per-step allowance (as a software renderer is): each reset takes `reset_s`, each
+    step `step_s`; never succeeds."""
+
+    def __init__(self, reset_s: float = 1.0, step_s: float = 0.6) -> None:
+        super().__init__()
+        self.reset_s = reset_s
+        self.step_s = step_s
+
+    def reset(self, *, seed=None, options=None):
+        time.sleep(self.reset_s)
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        time.sleep(self.step_s)
+        obs, _, _, truncated, info = super().step(0)
+        return obs, 0.0, False, truncated, info
+
+
+class LateStepEnv(CountedEnv):
+    """The second step of every episode takes `seconds` (far past a short --env-timeout) and then returns."""
+
+    def __init__(self, seconds: float = 6.0) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.steps = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.steps = 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == 2:
+            time.sleep(self.seconds)
+        return super().step(action)
+
+
 gym.register(id="Counted-v0", entry_point=CountedEnv)
 gym.register(id="HangOnce-v0", entry_point=HangOnceEnv)
+gym.register(id="Slow-v0", entry_point=SlowEnv)
+gym.register(id="LateStep-v0", entry_point=LateStepEnv)
 
 
 class Forward:

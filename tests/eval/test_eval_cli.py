@@ -146,6 +146,7 @@ def test_cartpole_runs_through_the_generic_adapter(tmp_path):
         (["babyai", "--agent", "random", "-A", "chunks=3"], ["chunks"]),
         (["babyai", "--agent", "random", "--max-steps", "0"], ["0", "step budget"]),
         (["babyai", "--agent", "random", "--episodes", "0"], ["'0'"]),
+        (["babyai", "--agent", "random", "--env-timeout", "0"], ["--env-timeout", "'0'"]),
         (["babyai", "--agent", "nomodule_xyz:Agent"], ["nomodule_xyz"]),
     ],
 )

@@ -105,19 +105,21 @@ def test_retry_infra_reruns_the_lost_episode_and_keeps_the_failed_attempt(tmp_pa
 
 
 def test_a_hung_env_is_infra_invalid_env_timeout_and_a_hung_agent_is_error_agent_timeout(tmp_path, monkeypatch):
-    # The limit is the step budget × the benchmark's per-step allowance: 4 × 0.5 s for a Gymnasium env.
+    # The env's step may take --env-timeout; the agent, the step budget × the benchmark's per-step allowance
+    # (4 × 0.5 s for a Gymnasium env) outside env calls.
     monkeypatch.setenv("HYLO_TEST_HANG_MARKER", str(tmp_path / "env-hung"))
     env_run = evaluate("gym:pool_fixtures:HangOnce-v0", agent="pool_fixtures:Forward", episodes=4, max_steps=4,
-                       workers=2, log_dir=str(tmp_path))  # fmt: skip
+                       workers=2, env_timeout=2.0, log_dir=str(tmp_path))  # fmt: skip
     hung = [r for r in env_run.episodes if r.status.value != "success"]
     assert [(r.status.value, r.reason) for r in hung] == [("infra_invalid", "env timeout")]
-    assert "wall-clock limit of 2.0 s" in hung[0].detail
+    assert "a step ran 2." in hung[0].detail and "past --env-timeout 2 s; --env-timeout sets it" in hung[0].detail
     assert sum(r.status.value == "success" for r in env_run.episodes) == 3
 
     agent_run = evaluate(COUNTED, agent="pool_fixtures:HangOnceAgent", agent_args={"marker": str(tmp_path / "a")},
                          episodes=4, max_steps=4, workers=2, log_dir=str(tmp_path))  # fmt: skip
     hung = [r for r in agent_run.episodes if r.status.value != "success"]
     assert [(r.status.value, r.reason) for r in hung] == [("error", "agent timeout")]
+    assert "past its allowance of 2 s (4 steps × 0.5 s" in hung[0].detail
     assert sum(r.status.value == "success" for r in agent_run.episodes) == 3
 
 

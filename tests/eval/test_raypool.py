@@ -66,7 +66,7 @@ def test_a_ray_actor_killed_mid_episode_costs_that_episode_only(local_ray, tmp_p
 
 def test_ray_timeouts_blame_the_env_or_the_agent_and_retries_keep_attempts(local_ray, tmp_path):
     env_run = evaluate("gym:pool_fixtures:HangOnce-v0", agent="pool_fixtures:Forward", episodes=3, max_steps=4,
-                       workers=2, backend="ray", retry_infra=1, log_dir=str(tmp_path))  # fmt: skip
+                       workers=2, backend="ray", retry_infra=1, env_timeout=2.0, log_dir=str(tmp_path))  # fmt: skip
     assert env_run.summary.status_counts["success"] == 3  # the hung attempt was retried
     with EvalLog.open(env_run.log_dir) as log:
         failed = [a for a in log.attempts() if a.status.value != "success"]

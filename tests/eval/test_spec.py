@@ -39,6 +39,8 @@ def test_digest_is_stable_and_short_hex() -> None:
         ("video", 3),
         ("strict", True),
         ("workers", 8),
+        ("episode_timeout", 30.0),
+        ("env_timeout", 30.0),
     ],
 )
 def test_display_and_parallelism_knobs_leave_the_digest_alone(knob: str, value: Any) -> None:
@@ -132,6 +134,7 @@ def test_default_run_id_is_filesystem_safe(benchmark: str, agent: str, prefix: s
         ("act_timeout", -1.5, "got -1.5"),
         ("act_timeout", math.inf, "got inf"),
         ("act_timeout", math.nan, "got nan"),
+        ("env_timeout", 0, "env timeout must be a finite number of seconds > 0, got 0"),
         ("video", -1, "video must be >= 0, got -1"),
         ("workers", 0, "workers must be >= 1, got 0"),
         ("timing_options", {"refill_steps": 1, "warp": 9}, "unknown timing options ['warp']"),

@@ -51,6 +51,18 @@ class AgentTimeout(HyloError):
         super().__init__(f"{call} {took} (limit {limit_s:g} s)")
 
 
+class OverLimit(HyloError):
+    """A harness that limits how long the env's calls and the agent may take found the episode past a limit when an
+    env call began or returned: the episode ends with `status` and `reason` (`env timeout`: the call ran past its
+    limit; `agent timeout` / `timeout`: the agent's time ran out before it), whichever party's call raised it."""
+
+    def __init__(self, status: str, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.reason = reason
+        self.detail = detail
+
+
 class SimulationDiverged(HyloError):
     """The simulator's state became invalid (e.g. MuJoCo BADQACC): the episode ends as `infra_invalid`.
 

@@ -34,6 +34,7 @@ from hylo.core.errors import (
     AgentTimeout,
     IncompatibleComponents,
     InvalidAction,
+    OverLimit,
     SafetyAbort,
     SignalFailed,
     SimulationDiverged,
@@ -222,6 +223,8 @@ class Kernel:
             )
         try:
             obs = self.env.reset(task)
+        except OverLimit as over:
+            return self._over_limit(over)
         except FAULTS as exc:
             return self._end(EpisodeStatus.INFRA_INVALID, raised("env reset", exc), detail_of(exc))
         if self.bus.active:
@@ -401,6 +404,8 @@ class Kernel:
             terminated, truncated, success = bool(result.terminated), bool(result.truncated), bool(result.success)
             if not isinstance(info, Mapping):
                 raise TypeError(f"StepResult.info must be a mapping, got {type(info).__name__}")
+        except OverLimit as over:
+            raise EndEpisode(self._over_limit(over)) from None
         except SimulationDiverged as exc:
             raise EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, str(exc), detail_of(exc))) from None
         except InvalidAction as exc:
@@ -513,6 +518,9 @@ class Kernel:
             log.warning("%s failed after its episode ended: %r", failure.who, failure.error)
             return
         raise EndEpisode(self._agent_failed(failure.error, failure.who))
+
+    def _over_limit(self, over: OverLimit) -> EpisodeOutcome:
+        return self._end(EpisodeStatus(over.status), over.reason, over.detail)
 
     def _hold_failed(self, why: str) -> EpisodeOutcome:
         return self._end(EpisodeStatus.INFRA_INVALID, f"env hold action failed: {why}")

@@ -42,7 +42,10 @@ class Benchmark(abc.ABC):
       nothing else
     - `expert()` returns the benchmark's scripted expert agent, or None
     - `default_step_budget(task)` is the per-episode step budget when neither the request nor the panel gives one;
-      `default_per_step_budget_sec` turns a budget into a per-episode wall-clock limit
+      `default_per_step_budget_sec` turns a budget into the agent's time allowance per episode (its time outside env
+      calls: the env's own calls never count against it)
+    - `typical_reset_sec` / `typical_step_sec` are how long the env's reset and step usually take (None: unknown);
+      an env call's limit is a multiple of its measured mean, and of these figures until a worker has measured one
     - `observation_keys` documents what an observation carries
     """
 
@@ -50,6 +53,8 @@ class Benchmark(abc.ABC):
     display_name: ClassVar[str] = ""
     default_split: ClassVar[str] = ""  # empty: the first of `splits()`
     default_per_step_budget_sec: ClassVar[float] = 0.5
+    typical_reset_sec: ClassVar[float | None] = None
+    typical_step_sec: ClassVar[float | None] = None
     observation_keys: ClassVar[dict[str, str]] = {}
 
     @abc.abstractmethod

@@ -3,8 +3,10 @@
 A pool takes one `EpisodeJob` at a time per idle worker (a dynamic queue: a slow episode never holds back the
 others) and hands back finished `EpisodeResult`s. The process pool isolates every worker: one that dies mid-episode
 (segfault, `os._exit`, SIGKILL, out of memory) costs that episode only — it comes back `infra_invalid` with the
-reason — and the worker is replaced. An episode that outlives its wall-clock limit ends its worker too: a hung env is
-`infra_invalid` (`env timeout`), anything else (the agent) is `error` (`agent timeout`).
+reason — and the worker is replaced. An episode past one of its limits (`hylo.eval.limits`: an env call past its
+own, the agent past its allowance) ends its worker too: the pool reads the record the worker keeps in shared memory
+and charges the party whose call crossed the limit — the env's is `infra_invalid` (`env timeout`), the agent's
+`error` (`agent timeout`, or `timeout` past `--act-timeout`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, Protocol
 
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
+from hylo.eval.limits import RECORD_SIZE, EpisodeLimits, headroom, judge, read
 from hylo.eval.worker import (
     EpisodeJob,
     EpisodeResult,
@@ -68,21 +71,14 @@ class Pool(Protocol):
         """Shut every worker down (`kill`: at once, abandoning running jobs)."""
 
 
-def blame(env_since: float, limit_s: float, now: float) -> tuple[EpisodeStatus, str]:
-    """Who an episode that outlived its limit is charged to: the env when one of its calls has been running for a
-    while (a tenth of the limit, at most a second), else the agent."""
-    if env_since > 0 and now - env_since >= min(1.0, 0.1 * limit_s):
-        return EpisodeStatus.INFRA_INVALID, "env timeout"
-    return EpisodeStatus.ERROR, "agent timeout"
-
-
-def timeout_detail(limit_s: float, env_since: float, now: float) -> str:
-    where = f"an env call running for {now - env_since:.1f} s" if env_since > 0 else "no env call running"
-    return f"the episode ran past its wall-clock limit of {limit_s:.1f} s ({where}); its worker was replaced"
+LOOK_AGAIN_S = 0.05
+"""The least a pool waits before it looks at a busy worker's record again; it looks when `headroom` says that a limit
+may have been passed, not before."""
 
 
 class InlinePool:
-    """One worker in this process: no isolation and no wall-clock limit, nothing to start."""
+    """One worker in this process: no isolation, nothing to start. It cannot kill a call that runs past its limit;
+    the worker ends the episode with the same verdict when the call returns."""
 
     size = 1
 
@@ -125,7 +121,7 @@ def _die_with_parent() -> None:
 
 
 def _worker_main(
-    conn: multiprocessing.connection.Connection, config: WorkerConfig, name: str, clock: Any, parent: int
+    conn: multiprocessing.connection.Connection, config: WorkerConfig, name: str, record: Any, parent: int
 ) -> None:
     """A worker process: build once, run the jobs it is sent, close once.
 
@@ -137,7 +133,7 @@ def _worker_main(
     _die_with_parent()
     if os.getppid() != parent:  # the pool died before the line above ran
         return
-    worker = EpisodeWorker(config, name=name, clock=clock)
+    worker = EpisodeWorker(config, name=name, record=record)
     try:
         worker.initialize()
         limit_threads()
@@ -186,13 +182,13 @@ class _Slot:
     name: str
     process: SpawnProcess
     conn: multiprocessing.connection.Connection
-    clock: Any  # a shared double: when the env's current call began
+    record: Any  # shared floats: where the worker's episode is (hylo.eval.limits)
     replacement: bool = False
     ready: bool = False
     job: EpisodeJob | None = None
     started: float = 0.0  # wall clock (for the row)
-    deadline: float = 0.0  # monotonic
-    limit_s: float = 0.0
+    look: float = 0.0  # monotonic: when to read the record next
+    limits: EpisodeLimits | None = None
     pid: int | None = None
     failed_starts: int = 0
     spawned: float = 0.0  # monotonic
@@ -201,9 +197,9 @@ class _Slot:
 
 class SlotPool:
     """What the process and Ray pools share: `size` slots, each a worker that is `ready` or not and runs at most one
-    `job` against its deadline; a replaced worker keeps its slot's index and gets the next generation's name."""
+    `job` within its task's limits; a replaced worker keeps its slot's index and gets the next generation's name."""
 
-    def __init__(self, config: WorkerConfig, size: int, limits: Mapping[str, float]) -> None:
+    def __init__(self, config: WorkerConfig, size: int, limits: Mapping[str, EpisodeLimits]) -> None:
         self.config = config
         self.size = size
         self.limits = dict(limits)
@@ -228,10 +224,16 @@ class SlotPool:
         return next(slot for slot in self._slots if slot.ready and slot.job is None)
 
     def _assign(self, slot: Any, job: EpisodeJob) -> None:
-        """The slot runs `job` from now, within its task's wall-clock limit."""
+        """The slot runs `job` from now, within its task's limits."""
         slot.job, slot.started = job, time.time()
-        slot.limit_s = self.limits[job.task.task]
-        slot.deadline = time.monotonic() + slot.limit_s
+        slot.limits = self.limits[job.task.task]
+        slot.look = time.monotonic()
+
+    def _wait_s(self, timeout: float) -> float:
+        """How long the pool may wait for a message before it must look at a busy worker's record."""
+        now = time.monotonic()
+        looks: list[float] = [slot.look - now for slot in self._slots if slot.job is not None]
+        return max(0.0, min([timeout, *looks]))
 
 
 class ProcessPool(SlotPool):
@@ -239,7 +241,7 @@ class ProcessPool(SlotPool):
 
     _slots: list[_Slot]
 
-    def __init__(self, config: WorkerConfig, size: int, limits: Mapping[str, float]) -> None:
+    def __init__(self, config: WorkerConfig, size: int, limits: Mapping[str, EpisodeLimits]) -> None:
         super().__init__(config, size, limits)
         self._context = multiprocessing.get_context("spawn")
         self._error: WorkerFailed | None = None
@@ -249,13 +251,13 @@ class ProcessPool(SlotPool):
     def _spawn(self, index: int, *, replacement: bool, failed_starts: int = 0) -> _Slot:
         name = self._name("w", index)
         parent, child = self._context.Pipe()
-        clock = self._context.RawValue("d", 0.0)
+        record = self._context.RawArray("d", RECORD_SIZE)
         process = self._context.Process(
-            target=_worker_main, args=(child, self.config, name, clock, os.getpid()), name=f"hylo-{name}", daemon=True
+            target=_worker_main, args=(child, self.config, name, record, os.getpid()), name=f"hylo-{name}", daemon=True
         )
         process.start()
         child.close()
-        return _Slot(name, process, parent, clock, replacement, failed_starts=failed_starts, spawned=time.monotonic())
+        return _Slot(name, process, parent, record, replacement, failed_starts=failed_starts, spawned=time.monotonic())
 
     def start(self) -> None:
         self._slots = [self._spawn(i, replacement=False) for i in range(self.size)]
@@ -300,10 +302,8 @@ class ProcessPool(SlotPool):
 
     def poll(self, timeout: float) -> list[EpisodeResult]:
         self._raise()
-        busy = [slot for slot in self._slots if slot.job is not None]
-        if busy or not all(slot.ready for slot in self._slots):
-            now = time.monotonic()
-            self._wait(self._slots, max(0.0, min([timeout, *(s.deadline - now for s in busy)])))
+        if self.busy() or not all(slot.ready for slot in self._slots):
+            self._wait(self._slots, self._wait_s(timeout))
         for slot in list(self._slots):
             self._check(slot)
         results, self._results = self._results, []
@@ -346,12 +346,15 @@ class ProcessPool(SlotPool):
         elif not slot.ready and now - slot.spawned > START_TIMEOUT_S:
             slot.start_error = f"it was not built within {START_TIMEOUT_S:.0f} s"
             _kill(slot.process)  # the next check counts a failed start
-        elif slot.job is not None and now >= slot.deadline:
-            env_since = slot.clock.value
-            status, reason = blame(env_since, slot.limit_s, now)
+        elif slot.job is not None and slot.limits is not None and now >= slot.look:
+            record = read(slot.record)
+            verdict = judge(record, now, slot.limits)
+            if verdict is None:
+                slot.look = now + max(LOOK_AGAIN_S, headroom(record, now, slot.limits))
+                return
             _kill(slot.process)
             slot.process.join()
-            self._lost(slot, slot.job, status, reason, timeout_detail(slot.limit_s, env_since, now))
+            self._lost(slot, slot.job, verdict.status, verdict.reason, f"{verdict.detail}; its worker was replaced")
 
     def _died(self, slot: _Slot) -> None:
         reason = exit_reason(slot.process.exitcode)

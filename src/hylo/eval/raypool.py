@@ -2,8 +2,10 @@
 
 `RayPool` joins the cluster at `address` (a local Ray when none is given), starts one actor per worker, each owning
 its env manager, and hands out one episode at a time per idle actor. An actor that dies mid-episode costs that
-episode only (`infra_invalid`, the actor is replaced); an episode past its wall-clock limit kills its actor, and the
-actor's watch thread says whether an env call was running (`env timeout`) or not (`agent timeout`).
+episode only (`infra_invalid`, the actor is replaced). The pool asks a busy actor, on a thread of its own, to judge
+its episode's record (`hylo.eval.limits`) whenever a limit may have been passed; an episode found past one kills its
+actor, charged to the party whose call crossed it. An actor that does not answer (a call holds its interpreter) is
+judged from its last answer, the silence taken for an env call.
 """
 
 from __future__ import annotations
@@ -15,15 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayError, RayTaskError
+from ray.exceptions import RayError, RayTaskError
 
 from hylo.core.status import EpisodeStatus
-from hylo.eval.pool import START_ATTEMPTS, START_TIMEOUT_S, STOP_GRACE_S, SlotPool, blame, timeout_detail
+from hylo.eval.limits import EpisodeLimits, Verdict, aged, dated, headroom, judge, read, silent
+from hylo.eval.pool import LOOK_AGAIN_S, START_ATTEMPTS, START_TIMEOUT_S, STOP_GRACE_S, SlotPool
 from hylo.eval.worker import (
     EpisodeJob,
     EpisodeResult,
     EpisodeWorker,
-    LocalClock,
     WorkerConfig,
     WorkerFailed,
     limit_threads,
@@ -34,16 +36,22 @@ PARTIAL_START_S = 10.0
 """How long the pool waits for every actor before it starts work with those that are built."""
 
 WATCH_ANSWER_S = 2.0
-"""How long an actor past its limit has to say whether an env call is running; no answer blames the env (a call
-holding the interpreter)."""
+"""How long an actor has to answer the pool's question before its silence is judged (as an env call since then)."""
+
+ASK_AGAIN_S = 5.0
+"""The longest the pool goes without asking a busy actor (the last answer is what its silence is judged from)."""
+
+Watch = tuple[Verdict | None, float, list[float] | None]
+"""An actor's answer: the verdict on its episode (None: within its limits), its headroom, and its record (times as
+ages; None when it is not running the episode it was asked about)."""
 
 
 class _ActorWorker:
-    """The actor: an `EpisodeWorker` on one thread, and a second thread that answers `env_since` while it runs."""
+    """The actor: an `EpisodeWorker` on one thread, and a second thread that judges its record while it runs."""
 
     def __init__(self, config: WorkerConfig, name: str) -> None:
-        self.clock = LocalClock()
-        self.worker = EpisodeWorker(config, name=name, clock=self.clock)
+        self.worker = EpisodeWorker(config, name=name)
+        self.job: tuple[str, int] | None = None
 
     def initialize(self) -> int:
         self.worker.initialize()
@@ -51,16 +59,24 @@ class _ActorWorker:
         return os.getpid()
 
     def run(self, job: EpisodeJob) -> EpisodeResult:
-        return self.worker.run(job).serialized()
+        self.job = (job.task.episode_id, job.attempt)
+        try:
+            return self.worker.run(job).serialized()
+        finally:
+            self.job = None
 
     def shutdown(self) -> None:
         self.worker.shutdown()
 
     @ray.method(concurrency_group="watch")
-    def env_busy_s(self) -> float:
-        """How long the env's current call has run (0.0: none runs); a duration, as clocks differ across hosts."""
-        since = self.clock.value
-        return time.monotonic() - since if since > 0 else 0.0
+    def watch(self, episode_id: str, attempt: int) -> Watch:
+        """The verdict on the episode this actor runs (None while it is not running that one), on its own clock."""
+        now = time.monotonic()
+        meter = self.worker.meter
+        record = read(meter.record)
+        if self.job != (episode_id, attempt) or meter.limits is None:
+            return None, LOOK_AGAIN_S, None
+        return judge(record, now, meter.limits), headroom(record, now, meter.limits), aged(record, now)
 
 
 _ACTOR_OPTIONS: dict[str, Any] = {
@@ -80,8 +96,11 @@ class _Slot:
     job: EpisodeJob | None = None
     future: Any = None
     started: float = 0.0
-    deadline: float = 0.0
-    limit_s: float = 0.0
+    look: float = 0.0  # monotonic: when to ask (or, while a question is out, when its silence is judged)
+    limits: EpisodeLimits | None = None
+    asking: Any = None  # the watch() future of the question that is out
+    asked: float = 0.0
+    last: list[float] | None = None  # the record of the last answer, on this host's clock
     failed_starts: int = 0
     replacement: bool = False
     spawned: float = field(default_factory=time.monotonic)
@@ -102,7 +121,7 @@ class RayPool(SlotPool):
     _slots: list[_Slot]
 
     def __init__(
-        self, config: WorkerConfig, size: int, limits: Mapping[str, float], *, address: str | None = None
+        self, config: WorkerConfig, size: int, limits: Mapping[str, EpisodeLimits], *, address: str | None = None
     ) -> None:
         super().__init__(config, size, limits)
         self.address = address
@@ -162,34 +181,40 @@ class RayPool(SlotPool):
     def submit(self, job: EpisodeJob) -> bool:
         slot = self._idle_slot()
         self._assign(slot, job)
+        slot.last = slot.asking = None  # a question about the last episode is no longer waited for
         slot.future = slot.actor.run.remote(job)
         return True
 
     def poll(self, timeout: float) -> list[EpisodeResult]:
-        busy = [slot for slot in self._slots if slot.job is not None]
-        if busy or not all(slot.ready for slot in self._slots):
-            now = time.monotonic()
-            self._wait(max(0.0, min([timeout, *(slot.deadline - now for slot in busy)])))
+        if self.busy() or not all(slot.ready for slot in self._slots):
+            self._wait(self._wait_s(timeout))
         results, self._results = self._results, []
         return results
 
     def _wait(self, timeout: float | None) -> None:
-        futures = {}
+        futures, questions = {}, {}
         for slot in self._slots:
             if slot.starting is not None:
                 futures[slot.starting] = slot
             elif slot.future is not None:
                 futures[slot.future] = slot
-        if futures:
-            ready, _ = ray.wait(list(futures), num_returns=1, timeout=timeout)
+            if slot.asking is not None:
+                questions[slot.asking] = slot
+        waiting = [*futures, *questions]
+        if waiting:
+            ready, _ = ray.wait(waiting, num_returns=1, timeout=timeout)
             if ready:  # and whatever else is ready already
-                ready, _ = ray.wait(list(futures), num_returns=len(futures), timeout=0)
+                ready, _ = ray.wait(waiting, num_returns=len(waiting), timeout=0)
+            for future in ready:  # results first: an episode that ended is judged by its worker
+                if future in futures:
+                    self._collect(futures[future], future)
             for future in ready:
-                self._collect(futures[future], future)
+                if future in questions:
+                    self._answered(questions[future], future)
         now = time.monotonic()
         for slot in list(self._slots):
-            if slot.job is not None and now >= slot.deadline:
-                self._timed_out(slot)
+            if slot.job is not None and now >= slot.look:
+                self._look(slot, now)
             elif not slot.ready and now - slot.spawned > START_TIMEOUT_S:
                 self._failed_start(slot, f"it was not built within {START_TIMEOUT_S:.0f} s (no free CPU?)")
 
@@ -223,19 +248,43 @@ class RayPool(SlotPool):
             reason = f"worker died: its Ray actor was lost ({type(exc).__name__})"
             self._lost(slot, job, EpisodeStatus.INFRA_INVALID, reason, detail)
 
-    def _timed_out(self, slot: _Slot) -> None:
+    def _look(self, slot: _Slot, now: float) -> None:
+        """Ask a busy actor for its verdict, or judge its silence when a question has gone unanswered too long."""
+        job, limits = slot.job, slot.limits
+        assert job is not None and limits is not None
+        if slot.asking is None:
+            slot.asking, slot.asked = slot.actor.watch.remote(job.task.episode_id, job.attempt), now
+            slot.look = now + WATCH_ANSWER_S
+            return
+        record = silent(slot.last, slot.asked)
+        verdict = judge(record, now, limits)
+        if verdict is not None:
+            self._timed_out(slot, verdict)
+        else:
+            slot.look = now + max(LOOK_AGAIN_S, headroom(record, now, limits))
+
+    def _answered(self, slot: _Slot, future: Any) -> None:
+        slot.asking = None
+        try:
+            verdict, room, ages = ray.get(future)
+        except RayError:  # the actor is gone: its run() says how
+            return
+        if slot.job is None:
+            return
+        now = time.monotonic()
+        if ages is not None:
+            slot.last = dated(ages, now)
+        if verdict is not None:
+            self._timed_out(slot, verdict)
+        else:
+            slot.look = now + min(ASK_AGAIN_S, max(LOOK_AGAIN_S, room))
+
+    def _timed_out(self, slot: _Slot, verdict: Verdict) -> None:
         job = slot.job
         assert job is not None
-        now = time.monotonic()
-        try:
-            busy_s = float(ray.get(slot.actor.env_busy_s.remote(), timeout=WATCH_ANSWER_S))
-        except (GetTimeoutError, RayError):
-            busy_s = slot.limit_s  # no answer: a call holds the worker's interpreter
-        env_since = now - busy_s if busy_s > 0 else 0.0
-        status, reason = blame(env_since, slot.limit_s, now)
         ray.kill(slot.actor, no_restart=True)
-        slot.job = slot.future = None
-        self._lost(slot, job, status, reason, timeout_detail(slot.limit_s, env_since, now))
+        slot.job = slot.future = slot.asking = None
+        self._lost(slot, job, verdict.status, verdict.reason, f"{verdict.detail}; its worker was replaced")
 
     def _lost(self, slot: _Slot, job: EpisodeJob, status: EpisodeStatus, reason: str, detail: str) -> None:
         self._results.append(

@@ -22,6 +22,7 @@ from hylo.core.status import EpisodeStatus
 from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
 from hylo.core.types import TaskInstance
 from hylo.envs.benchmark import Benchmark, get_benchmark
+from hylo.eval.limits import EpisodeLimits, task_limits
 from hylo.eval.placement import PanelDriver
 from hylo.eval.pool import InlinePool, Pool, ProcessPool
 from hylo.eval.provenance import Background, git_commit, package_versions
@@ -437,14 +438,10 @@ class Evaluation:
         """Where the episodes run: `inline`, `process` or `ray` (`auto`: inline for one worker, else process)."""
         return choose_backend(self.spec)
 
-    def episode_limits(self) -> dict[str, float]:
-        """Each task's wall-clock limit per episode: its step budget × the benchmark's per-step allowance (or the
-        spec's `episode_timeout`)."""
-        per_step = self.resolved.benchmark.default_per_step_budget_sec
-        return {
-            task: self.spec.episode_timeout if self.spec.episode_timeout is not None else budget * per_step
-            for task, budget in self.resolved.budgets.items()
-        }
+    def episode_limits(self) -> dict[str, EpisodeLimits]:
+        """Each task's limits: the agent's allowance (its step budget × the benchmark's per-step allowance, unless
+        `act_timeout` limits each act), the env calls' rule (or `env_timeout`), the `episode_timeout` cap."""
+        return task_limits(self.spec, self.resolved.benchmark, self.resolved.budgets)
 
     def _pool(self) -> Pool:
         config = WorkerConfig(self.spec, self.run_id, self.run_dir, self.resolved.budgets)

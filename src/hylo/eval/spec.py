@@ -100,6 +100,7 @@ class EvalSpec(BaseModel):
     retry_infra: int = 0
     max_infra_failures: int | None = None
     episode_timeout: float | None = None
+    env_timeout: float | None = None
 
     @field_validator(*_RANGES)
     @classmethod
@@ -125,7 +126,7 @@ class EvalSpec(BaseModel):
         check_json_value(value, info.field_name or "")
         return value
 
-    @field_validator("act_timeout", "episode_timeout")
+    @field_validator("act_timeout", "episode_timeout", "env_timeout")
     @classmethod
     def _seconds(cls, value: float | None, info: ValidationInfo) -> float | None:
         label = (info.field_name or "").replace("_", " ")

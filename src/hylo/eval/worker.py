@@ -12,22 +12,25 @@ the metric `env_panel`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
+from collections.abc import MutableSequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from hylo.core.agent import AgentRequirements
 from hylo.core.bus import EventBus
 from hylo.core.environment import Environment
-from hylo.core.errors import HyloError, SignalFailed
+from hylo.core.errors import HyloError, OverLimit, SignalFailed
 from hylo.core.kernel import Kernel
 from hylo.core.shield import SafetyShield
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.envs.benchmark import Benchmark
+from hylo.eval.limits import OBSERVE, RESET, STEP, EpisodeLimits, Meter, Verdict, task_limits
 from hylo.eval.placement import PanelDriver, PlacingPanel
 from hylo.eval.recording import FrameTap, TraceBuffer, serialize
 from hylo.eval.spec import EvalSpec
@@ -36,6 +39,7 @@ from hylo.eval.video import video_name
 from hylo.graph.agent_nodes import close_agents
 from hylo.graph.compile import Plan
 from hylo.graph.executor import NodesetCrashed
+from hylo.graph.node import Role
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.remote import RemotePanelError
 
@@ -83,24 +87,13 @@ class EpisodeResult:
         return self
 
 
-class BusyClock(Protocol):
-    """When the env's current call began (monotonic seconds), 0.0 while no env call runs. A worker process shares
-    it with its pool, which reads it to tell a hung env from a hung agent."""
+class MeteredEnv(Environment):
+    """Wraps a worker's env so that its `meter` sees every call that counts as the env's time (reset, step,
+    observe) and can end the episode when one ran past its limit."""
 
-    value: float
-
-
-@dataclass
-class LocalClock:
-    value: float = 0.0
-
-
-class BusyEnv(Environment):
-    """Wraps an env to stamp `clock` while one of its calls runs."""
-
-    def __init__(self, env: Environment, clock: BusyClock) -> None:
+    def __init__(self, env: Environment, meter: Meter) -> None:
         self.env = env
-        self.clock = clock
+        self.meter = meter
 
     @property
     def spec(self) -> EnvSpec:
@@ -120,25 +113,38 @@ class BusyEnv(Environment):
             self.env.render_images = on
 
     def reset(self, task: TaskInstance) -> Observation:
-        self.clock.value = time.monotonic()
-        try:
+        if not self.meter.enter(RESET):
             return self.env.reset(task)
-        finally:
-            self.clock.value = 0.0
+        try:
+            obs = self.env.reset(task)
+        except Exception:  # past its limit, the call is the env's timeout whatever it raised
+            self.meter.leave(RESET)
+            raise
+        self.meter.leave(RESET)
+        return obs
 
     def step(self, action: Action) -> StepResult:
-        self.clock.value = time.monotonic()
-        try:
+        meter = self.meter
+        if not meter.enter(STEP):
             return self.env.step(action)
-        finally:
-            self.clock.value = 0.0
+        try:
+            result = self.env.step(action)
+        except Exception:
+            meter.leave(STEP)
+            raise
+        meter.leave(STEP)
+        return result
 
     def observe(self) -> Observation:
-        self.clock.value = time.monotonic()
-        try:
+        if not self.meter.enter(OBSERVE):
             return self.env.observe()
-        finally:
-            self.clock.value = 0.0
+        try:
+            obs = self.env.observe()
+        except Exception:
+            self.meter.leave(OBSERVE)
+            raise
+        self.meter.leave(OBSERVE)
+        return obs
 
     def hold_action(self) -> Action:
         return self.env.hold_action()
@@ -147,11 +153,22 @@ class BusyEnv(Environment):
         return self.env.privileged_state(name)
 
     def close(self) -> None:
-        self.clock.value = time.monotonic()
-        try:
-            self.env.close()
-        finally:
-            self.clock.value = 0.0
+        self.env.close()
+
+
+class RemoteEnvCalls:
+    """The calls of a server-mode env nodeset's subprocess, metered as the env's: its node's role says which call."""
+
+    KINDS: ClassVar[dict[Role, float]] = {Role.RESET: RESET, Role.ACTUATOR: STEP}  # else a read (the step's limit)
+
+    def __init__(self, meter: Meter) -> None:
+        self.meter = meter
+
+    def begin(self, role: Role) -> bool:
+        return self.meter.enter(self.KINDS.get(role, OBSERVE))
+
+    def end(self, role: Role) -> None:
+        self.meter.leave(self.KINDS.get(role, OBSERVE))
 
 
 THREADS_ENV = "HYLO_WORKER_THREADS"
@@ -195,11 +212,17 @@ class EpisodeWorker:
     """One worker's env manager. `agent` may be given (inline, where the runner built it already)."""
 
     def __init__(
-        self, config: WorkerConfig, *, name: str = "main", clock: BusyClock | None = None, agent: object = None
+        self,
+        config: WorkerConfig,
+        *,
+        name: str = "main",
+        record: MutableSequence[float] | None = None,
+        agent: object = None,
     ) -> None:
         self.config = config
         self.name = name
-        self.clock: BusyClock = clock if clock is not None else LocalClock()
+        self.meter = Meter(record)  # `record`: shared with the pool that watches this worker
+        self.limits: dict[str, EpisodeLimits] = {}
         self.agent = agent
         self._env: Environment | None = None
         self._tap: FrameTap | None = None
@@ -234,22 +257,24 @@ class EpisodeWorker:
             built = build_agents(resolved.plan, resolved.benchmark)
             images = graph_needs_images(resolved.plan, built)
         first = resolved.tasks[0]
+        self.limits = task_limits(spec, resolved.benchmark, config.budgets)
         try:
-            env: Environment = BusyEnv(resolved.benchmark.make_env(render_images=images), self.clock)
+            base = resolved.benchmark.make_env(render_images=images)
         except BaseException:
             close_agents(built)
             raise
+        tap = FrameTap(base, agent_needs_images=images) if spec.video else None
+        env: Environment = MeteredEnv(tap or base, self.meter)  # a frame's recording is part of the env's call
         try:
-            tap = FrameTap(env, agent_needs_images=images) if spec.video else None
             bus = EventBus(run_id=config.run_id)
             bus.subscribe(self._trace, critical=True)
             shield = SafetyShield() if spec.shield else SafetyShield.permissive()
             kernel: Executes
             if resolved.plan is not None:
-                kernel = self._graph_runner(resolved.plan, resolved.benchmark, tap or env, shield, bus, first, built)
+                kernel = self._graph_runner(resolved.plan, resolved.benchmark, env, shield, bus, first, built)
             else:
                 kernel = Kernel(
-                    tap or env,
+                    env,
                     self.agent,
                     shield=shield,
                     timing=make_timing(spec),
@@ -288,9 +313,10 @@ class EpisodeWorker:
         from hylo.graph.assemble import assemble_runner
 
         def render() -> None:
-            if isinstance(env, FrameTap):
-                env.agent_needs_images = True
-            base = env.env if isinstance(env, FrameTap) else env
+            inner = env.env if isinstance(env, MeteredEnv) else env
+            if isinstance(inner, FrameTap):
+                inner.agent_needs_images = True
+            base = inner.env if isinstance(inner, FrameTap) else inner
             if hasattr(base, "render_images"):
                 base.render_images = True
 
@@ -305,13 +331,14 @@ class EpisodeWorker:
             act_timeout_s=self.config.spec.act_timeout,
             agents=agents,
             on_images=render,
+            env_calls=RemoteEnvCalls(self.meter),
         )
         self._served = runner.remote  # closed with the runner
         return runner
 
     def shutdown(self) -> None:
         """Close the panel, the Kernel, the agent (a remote policy's connection, say) and the env, once."""
-        driver, kernel, env, tap = self._driver, self._kernel, self._env, self._tap
+        driver, kernel, env = self._driver, self._kernel, self._env
         self._driver = self._kernel = self._env = self._tap = None
         self._served = None  # closed with the runner
         try:
@@ -323,8 +350,8 @@ class EpisodeWorker:
             if kernel is not None and callable(close_agent):
                 close_agent()
         finally:
-            if tap is not None or env is not None:
-                (tap or env).close()  # type: ignore[union-attr]
+            if env is not None:
+                env.close()  # the tap's too
 
     def run(self, job: EpisodeJob) -> EpisodeResult:
         """Place and run one episode; its failures become its status, never an exception."""
@@ -334,16 +361,21 @@ class EpisodeWorker:
         planned, spec = job.task, self.config.spec
         video_dir = self.config.run_dir / "videos"
         started = time.time()
+        self.meter.begin(self.limits[planned.task])
         try:
             task = driver.place(planned.split, planned.task, planned.index, planned.base_seed)
         except SignalFailed as exc:  # the placement's episode_reset failed: that episode's error (or infra_invalid)
             status = EpisodeStatus(exc.status)
             task, outcome = planned, EpisodeOutcome(status, False, 0, exc.reason, detail=exc.detail)
         except RemotePanelError as exc:
-            if not isinstance(exc.__cause__, NodesetCrashed):
+            cause = exc.__cause__
+            if isinstance(cause, OverLimit):  # a limit passed during the placement
+                outcome = EpisodeOutcome(EpisodeStatus(cause.status), False, 0, cause.reason, detail=cause.detail)
+            elif not isinstance(cause, NodesetCrashed):
                 raise  # the panel itself failed: a defect, as with a local panel
-            # the env nodeset's subprocess died during the placement (or could not be restarted): the env's fault
-            task, outcome = planned, EpisodeOutcome(EpisodeStatus.INFRA_INVALID, False, 0, str(exc))
+            else:  # the env nodeset's subprocess died during the placement (or could not be restarted): the env's
+                outcome = EpisodeOutcome(EpisodeStatus.INFRA_INVALID, False, 0, str(exc))
+            task = planned
         else:
             if task.episode_id != planned.episode_id:
                 raise HyloError(f"panel placed {task.episode_id}, the runner planned {planned.episode_id}")
@@ -352,6 +384,7 @@ class EpisodeWorker:
                 video_dir.mkdir(parents=True, exist_ok=True)
                 tap.start(video_dir / f".{video_name(task.episode_id, 'recording')}", env.spec.control_rate_hz)
             outcome = kernel.run(task)
+        outcome = _judged(outcome, self.meter.end(), spec.act_timeout)
         ended = time.time()
         metrics: dict[str, Any] = {**outcome.metrics, "wall_s": round(ended - started, 6)}
         if self._remote_panel:
@@ -386,6 +419,17 @@ class EpisodeWorker:
             logger.warning("could not write the video of %s: %r", task.episode_id, exc)
             metrics["video_error"] = f"{type(exc).__name__}: {exc}"
             return None
+
+
+def _judged(outcome: EpisodeOutcome, late: Verdict | None, act_timeout: float | None) -> EpisodeOutcome:
+    """The outcome, overruled when the agent's stretch after the last env call crossed a limit (a pool would have
+    killed it there); an act the Kernel found slower than `--act-timeout` names the flag."""
+    if late is not None and (late.status, late.reason) != (outcome.status, outcome.reason):
+        detail = f"{late.detail} (the episode had ended {outcome.status.value}: {outcome.reason})"
+        return dataclasses.replace(outcome, status=late.status, success=False, reason=late.reason, detail=detail)
+    if act_timeout is not None and outcome.reason == "timeout" and (outcome.detail or "").startswith("act "):
+        return dataclasses.replace(outcome, detail=f"{outcome.detail}; --act-timeout sets it")
+    return outcome
 
 
 def lost_episode(

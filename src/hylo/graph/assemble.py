@@ -14,7 +14,7 @@ from hylo.envs.benchmark import Benchmark
 from hylo.graph.agent_nodes import close_agents, graph_needs_images
 from hylo.graph.compile import Plan
 from hylo.graph.executor import GraphRunner
-from hylo.graph.node import Runtime
+from hylo.graph.node import EnvCalls, Runtime
 
 
 def env_in_server_mode(plan: Plan, benchmark: Benchmark) -> bool:
@@ -38,11 +38,13 @@ def assemble_runner(
     allow_import: bool = True,
     on_images: Callable[[], None] | None = None,
     render_images: bool = False,
+    env_calls: EnvCalls | None = None,
 ) -> GraphRunner:
     """The runner of `plan` in worker `worker`: its env nodes use `env`; each server-mode nodeset gets one
     subprocess, tagged with the worker's index. `agents` are those `build_agents` made for its reason nodes; the
     ones no node takes (a server-mode nodeset builds its own) are closed. `render_images`: a server-mode env nodeset
-    renders camera frames even when no node of the graph asks for them (a live view shows them)."""
+    renders camera frames even when no node of the graph asks for them (a live view shows them). `env_calls` sees
+    the calls into a server-mode env nodeset's subprocess."""
 
     def envs(name: str) -> Environment:
         if name != benchmark.name:
@@ -60,6 +62,7 @@ def assemble_runner(
         privileged=env.privileged_state if env.capabilities.privileged_state and not apart else None,
         allow_import=allow_import,
         agents=agents,
+        env_calls=env_calls,
     )
     remote = None
     if any(options.mode == "server" for options in plan.graph.nodesets.values()):

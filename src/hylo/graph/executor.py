@@ -42,6 +42,7 @@ from hylo.core.errors import (
     HyloError,
     IncompatibleComponents,
     InvalidAction,
+    OverLimit,
     SafetyAbort,
     SignalFailed,
     SimulationDiverged,
@@ -642,6 +643,8 @@ class GraphRunner:
         if isinstance(exc, NodesetCrashed):
             status = EpisodeStatus.INFRA_INVALID if exc.owner is Owner.ENV else EpisodeStatus.ERROR
             return self._end(status, f"{live.label}: {exc}", detail_of(exc))
+        if isinstance(exc, OverLimit):  # the harness's limits, whichever node's env call found them passed
+            return self._end(EpisodeStatus(exc.status), exc.reason, exc.detail)
         if isinstance(exc, AgentTimeout):
             return self._end(EpisodeStatus.ERROR, "timeout", f"{live.label}: {exc}")
         if isinstance(exc, NodeFailure):

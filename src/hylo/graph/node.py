@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -66,6 +66,16 @@ class NodeFailure(Exception):
     """A node broke its contract (a result that is not a dict of its declared outputs)."""
 
 
+class EnvCalls(Protocol):
+    """Told when a call into a server-mode env nodeset's subprocess begins and ends, so that a worker counts its time
+    as the env's, as it does its own env's calls. `begin` says whether it measures the call (then `end` follows);
+    either may raise to end the execution (a limit passed)."""
+
+    def begin(self, role: Role) -> bool: ...
+
+    def end(self, role: Role) -> None: ...
+
+
 @dataclass
 class Runtime:
     """What a node may use when it is set up, once per worker: the env of a benchmark (built once and shared by the
@@ -82,6 +92,8 @@ class Runtime:
     on_images: Callable[[], None] | None = None
     agents: dict[str, Any] = field(default_factory=dict)
     """Agents built already for `reason` nodes, by node id (a node takes its own; see `build_agents`)."""
+    env_calls: EnvCalls | None = None
+    """Sees the calls into a server-mode env nodeset's subprocess (a worker's meter)."""
 
     def env(self, benchmark: str) -> Environment:
         if self.envs is None:

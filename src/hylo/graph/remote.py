@@ -72,7 +72,7 @@ from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.graph.compile import PlannedNode
 from hylo.graph.executor import GraphSetupError, NodesetCrashed
-from hylo.graph.node import Node, NodeFailure, RunContext, Runtime
+from hylo.graph.node import EnvCalls, Node, NodeFailure, Owner, Role, RunContext, Runtime
 from hylo.graph.nodesets import Nodeset
 from hylo.panels.remote import RemoteEnvPanelProxy
 
@@ -524,12 +524,14 @@ class NodeProxy(Node):
     _type: type[Node]
     split_forward = True
 
-    def __init__(self, planned: PlannedNode, server: _Server) -> None:
+    def __init__(self, planned: PlannedNode, server: _Server, calls: EnvCalls | None = None) -> None:
         super().__init__(planned.id, planned.config)
         self._server = server
         self._raw_config = planned.config.model_dump(mode="json") if planned.config is not None else {}
         self._pending: int | None = None
         self._run: RunContext | None = None
+        self._calls = calls  # an env node's: its calls are the env's time
+        self._measured = False  # a call `_calls` measures is out
         self.set_up = False
 
     @property
@@ -554,7 +556,7 @@ class NodeProxy(Node):
         self._run = run
         self._server.ensure_live()
         if self._type.start is not Node.start:
-            self._server.call("start", node=self.id, task=run.task)
+            self._call("start", Role.PLAIN, node=self.id, task=run.task)
 
     def begin(self, inputs: dict[str, Any]) -> None:
         """Send the forward request (the executor collects the replies of one level's nodes with `end`)."""
@@ -562,15 +564,45 @@ class NodeProxy(Node):
             self._server.discard(self._pending)
             self._pending = None
         step = self._run.step if self._run is not None else 0
-        self._pending = self._server.send("forward", node=self.id, inputs=inputs, step=step)
+        self._measure(self.role)
+        try:
+            self._pending = self._server.send("forward", node=self.id, inputs=inputs, step=step)
+        except Exception:
+            self._measured_end(self.role)
+            raise
 
     def end(self) -> dict[str, Any]:
         """The reply to the last `begin`: the node's outputs, or its exception raised again."""
         request, self._pending = self._pending, None
         if request is None:
             raise NodeFailure(f"node {self.id!r}: end() without begin()")
-        result: dict[str, Any] = self._server.receive(request)
+        try:
+            result: dict[str, Any] = self._server.receive(request)
+        except Exception:  # past its limit, the call is the env's timeout whatever it raised
+            self._measured_end(self.role)
+            raise
+        self._measured_end(self.role)
         return result
+
+    def _call(self, op: str, role: Role, **fields: Any) -> Any:
+        self._measure(role)
+        try:
+            value = self._server.call(op, **fields)
+        except Exception:
+            self._measured_end(role)
+            raise
+        self._measured_end(role)
+        return value
+
+    def _measure(self, role: Role) -> None:
+        if self._calls is not None and not self._measured:
+            self._measured = self._calls.begin(role)
+
+    def _measured_end(self, role: Role) -> None:
+        if self._measured:
+            self._measured = False
+            assert self._calls is not None
+            self._calls.end(role)
 
     def forward(self, inputs: dict[str, Any]) -> dict[str, Any]:
         self.begin(inputs)
@@ -582,7 +614,7 @@ class NodeProxy(Node):
             server.ensure_live()
         elif server.dead is not None:
             return  # its crash was reported by the call that found it: this execution's nodes are gone
-        server.call(name, node=self.id, value=value)
+        self._call(name, Role.PLAIN, node=self.id, value=value)
 
 
 def _after_step(self: NodeProxy, result: StepResult) -> None:
@@ -664,6 +696,7 @@ class ServerNodesets:
             stop_grace_s=stop_grace_s,
             render_images=render_images,
         )
+        self._env_calls = runtime.env_calls
         self._servers: dict[str, _Server] = {}
         self._panels: dict[str, RemoteEnvPanelProxy] = {}
         self._close = weakref.finalize(self, _shutdown, self._servers, self._launch)
@@ -681,7 +714,8 @@ class ServerNodesets:
             server = _Server(planned.nodeset, f"{planned.nodeset.name}#{self.index}", self._launch)
             server.start()
             self._servers[planned.nodeset.name] = server
-        proxy = _proxy_class(planned.cls)(planned, server)
+        calls = self._env_calls if planned.nodeset.owner is Owner.ENV else None
+        proxy = _proxy_class(planned.cls)(planned, server, calls)
         server.proxies.append(proxy)
         return proxy
 
@@ -697,7 +731,8 @@ class ServerNodesets:
         if server is None or not server.has_env_panel:
             return None
         # the transport holds no reference to these nodesets: dropping them still stops their subprocesses
-        proxy = RemoteEnvPanelProxy(functools.partial(_panel_request, self._close, server), server.tag)
+        request = functools.partial(_panel_request, self._close, server, self._env_calls)
+        proxy = RemoteEnvPanelProxy(request, server.tag)
         self._panels[nodeset] = proxy
         return proxy
 
@@ -711,14 +746,25 @@ class ServerNodesets:
         self._close()
 
 
-def _panel_request(open_: weakref.finalize[Any, Any], server: _Server, op: str, **fields: Any) -> Any:
-    """One request to the env panel in `server`'s subprocess (`open_`: its `ServerNodesets`' close). A subprocess that
-    died is restarted first, its nodes set up again, as the next execution would do; its panel then starts from the
-    panel's defaults."""
+def _panel_request(
+    open_: weakref.finalize[Any, Any], server: _Server, calls: EnvCalls | None, op: str, **fields: Any
+) -> Any:
+    """One request to the env panel in `server`'s subprocess (`open_`: its `ServerNodesets`' close), its time the
+    env's (`calls`). A subprocess that died is restarted first, its nodes set up again, as the next execution would
+    do; its panel then starts from the panel's defaults."""
     if not open_.alive:
         raise RuntimeError(f"nodeset {server.tag} is closed: its runner was closed")
-    server.ensure_live()
-    return server.call(op, **fields)
+    if calls is None or not calls.begin(Role.RESET):
+        server.ensure_live()
+        return server.call(op, **fields)
+    try:
+        server.ensure_live()
+        answer = server.call(op, **fields)
+    except Exception:
+        calls.end(Role.RESET)
+        raise
+    calls.end(Role.RESET)
+    return answer
 
 
 def _shutdown(servers: dict[str, _Server], launch: _Launch) -> None:

@@ -1,0 +1,143 @@
+"""Episode limits: the env's time never counts against the agent, a limit that fires blames the party whose call
+crossed it and names the flag that changes it, and every backend (inline, worker processes, Ray) gives the same
+status and reason. The backends of one scenario run at once (the envs and agents sleep), on one local Ray."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import hylo.eval.limits as rule
+from hylo.eval import EvalResult, evaluate
+from hylo.eval.limits import RESET, STEP, EpisodeLimits, call_limit, judge
+
+ray = pytest.importorskip("ray")
+
+HERE = Path(__file__).parent
+BACKENDS = {
+    "workers 1 (inline)": {},
+    "workers 2": {"workers": 2},
+    "backend process": {"backend": "process"},
+    "backend ray": {"backend": "ray", "workers": 2},
+}
+INLINE, KILLING = "workers 1 (inline)", ("backend process", "backend ray")
+LIMITED = {INLINE: {}, "backend process": {"backend": "process"}, "backend ray": {"backend": "ray"}}
+"""The limit scenarios (one episode): inline, which cannot kill, against one worker process and one Ray actor."""
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray for the module (2 CPUs); its workers find the fixtures through PYTHONPATH."""
+    saved = dict(os.environ)
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def on_backends(tmp_path: Path, backends: dict[str, dict], benchmark: str, **spec) -> dict[str, EvalResult]:
+    """The same run on each backend, all at once."""
+    with ThreadPoolExecutor(len(backends)) as threads:
+        futures = {
+            name: threads.submit(evaluate, benchmark, **spec, **extra, log_dir=str(tmp_path / name.replace(" ", "-")))
+            for name, extra in backends.items()
+        }
+        return {name: future.result() for name, future in futures.items()}
+
+
+def verdicts(result: EvalResult) -> list[tuple[str, str]]:
+    return [(row.status.value, row.reason) for row in result.episodes]
+
+
+def test_a_slow_env_is_nobodys_fault_on_any_backend(local_ray, tmp_path):
+    # Resets of 1 s and steps of 0.6 s: 8.2 s in env calls per episode, past the 12 × 0.5 s = 6 s the agent may
+    # take; the random agent takes microseconds, so the episodes run out their step budget.
+    results = on_backends(tmp_path, BACKENDS, "gym:pool_fixtures:Slow-v0", agent="random", episodes=2,
+                          max_steps=12)  # fmt: skip
+    for name, result in results.items():
+        assert verdicts(result) == [("failure", "max_steps")] * 2, name
+        assert [row.steps for row in result.episodes] == [12, 12], name
+
+
+def test_an_env_call_past_env_timeout_is_the_envs_on_any_backend(local_ray, tmp_path):
+    # The second step takes 6 s; --env-timeout 0.5: a pool kills the worker there, inline ends it when it returns.
+    results = on_backends(tmp_path, LIMITED, "gym:pool_fixtures:LateStep-v0", agent="pool_fixtures:Forward", episodes=1,
+                               max_steps=5, env_timeout=0.5)  # fmt: skip
+    for name, result in results.items():
+        assert verdicts(result) == [("infra_invalid", "env timeout")], name
+        detail = result.episodes[0].detail
+        assert "a step ran" in detail and "past --env-timeout 0.5 s" in detail and "--env-timeout sets it" in detail
+    assert results[INLINE].episodes[0].steps == 1  # the step that ran late does not count
+    for name in KILLING:
+        assert results[name].episodes[0].metrics["wall_s"] < 5.0, name  # killed, not waited for
+
+
+def test_an_act_past_act_timeout_is_the_agents_on_any_backend(local_ray, tmp_path):
+    # Each act takes 6 s; --act-timeout 0.5: a pool kills the worker at about 1.55 s, the inline Kernel ends the
+    # episode when the act returns.
+    results = on_backends(tmp_path, LIMITED, "gym:pool_fixtures:Counted-v0", agent="eval_agents:SlowAgent",
+                               agent_args={"seconds": 6.0}, episodes=1, max_steps=3, act_timeout=0.5)  # fmt: skip
+    for name, result in results.items():
+        assert verdicts(result) == [("error", "timeout")], name
+        assert "--act-timeout sets it" in result.episodes[0].detail, name
+    for name in KILLING:
+        assert results[name].episodes[0].metrics["wall_s"] < 5.0, name
+
+
+def test_an_agent_past_its_allowance_is_the_agents_on_any_backend(local_ray, tmp_path):
+    # 0.7 s per act against an allowance of 4 steps × 0.5 s = 2 s, in a fast env.
+    results = on_backends(tmp_path, LIMITED, "gym:pool_fixtures:Counted-v0", agent="eval_agents:SlowAgent",
+                               agent_args={"seconds": 0.7}, episodes=1, max_steps=4)  # fmt: skip
+    for name, result in results.items():
+        assert verdicts(result) == [("error", "agent timeout")], name
+        detail = result.episodes[0].detail
+        assert "past its allowance of 2 s (4 steps × 0.5 s" in detail and "--act-timeout" in detail, name
+
+
+def test_episode_timeout_charges_the_party_whose_call_crossed_it(tmp_path):
+    slow = evaluate("gym:pool_fixtures:Slow-v0", agent="random", episodes=1, max_steps=12, episode_timeout=2.0,
+                    backend="process", log_dir=str(tmp_path))  # fmt: skip
+    assert verdicts(slow) == [("infra_invalid", "env timeout")]  # it crossed 2 s inside a step
+    assert "past --episode-timeout 2 s" in slow.episodes[0].detail
+    agent = evaluate("gym:pool_fixtures:Counted-v0", agent="eval_agents:SlowAgent", agent_args={"seconds": 0.4},
+                     episodes=1, max_steps=10, act_timeout=5.0, episode_timeout=1.0,
+                     log_dir=str(tmp_path))  # fmt: skip
+    assert verdicts(agent) == [("error", "agent timeout")]  # it crossed 1 s while the agent acted
+    assert "--episode-timeout sets it" in agent.episodes[0].detail
+
+
+def test_the_default_rule_of_an_env_calls_limit_and_its_message():
+    limits = EpisodeLimits(budget=20, per_step_s=0.5, agent_s=10.0)
+    assert call_limit(RESET, 0, 0.0, limits)[0] == 60.0
+    assert call_limit(STEP, 0, 0.0, limits)[:2] == (30.0, rule.UNMEASURED)  # nothing measured, nothing declared
+    assert call_limit(STEP, 5, 0.4, limits)[:2] == (10.0, rule.MEASURED)  # the floor
+    assert call_limit(STEP, 5, 2.5, limits)[:2] == (25.0, rule.MEASURED)  # 10× the mean step
+    declared = EpisodeLimits(budget=20, per_step_s=0.5, agent_s=10.0, typical_reset_s=9.0, typical_step_s=0.01)
+    assert call_limit(RESET, 0, 0.0, declared)[0] == 90.0
+    assert call_limit(STEP, 0, 0.0, declared)[0] == 10.0
+    explicit = EpisodeLimits(budget=20, per_step_s=0.5, agent_s=10.0, env_s=3.0)
+    assert call_limit(STEP, 5, 2.5, explicit)[0] == 3.0
+
+    def in_a_step(limit: tuple[float, float, float]) -> list[float]:
+        record = [0.0] * rule.RECORD_SIZE
+        record[rule.PARTY], record[rule.SINCE], record[rule.KIND] = rule.ENV, 100.0, STEP
+        record[rule.LIMIT], record[rule.BASIS], record[rule.BASIS_S] = limit
+        return record
+
+    record = in_a_step(call_limit(STEP, 5, 0.9, limits))
+    assert judge(record, 109.9, limits) is None
+    verdict = judge(record, 112.3, limits)
+    assert verdict is not None and (verdict.status.value, verdict.reason) == ("infra_invalid", "env timeout")
+    assert verdict.detail == (
+        "a step ran 12.3 s, past its limit of 10 s (the floor for a step; its mean is 0.9 s); --env-timeout sets it"
+    )
+    verdict = judge(in_a_step(call_limit(STEP, 5, 2.5, limits)), 130.0, limits)
+    assert verdict is not None
+    assert verdict.detail.startswith("a step ran 30.0 s, past its limit of 25 s (10× the mean step of 2.5 s)")
