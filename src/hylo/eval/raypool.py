@@ -32,6 +32,9 @@ from hylo.eval.worker import (
     lost_episode,
 )
 
+LOCAL = "local"
+"""The Ray address that starts a Ray of this run's own (what no address means)."""
+
 PARTIAL_START_S = 10.0
 """How long the pool waits for every actor before it starts work with those that are built."""
 
@@ -133,10 +136,11 @@ class RayPool(SlotPool):
         if ray.is_initialized():
             return
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-        if self.address is None:
+        address = self.address or LOCAL  # never a cluster found on this machine: another user may have started it
+        if address == LOCAL:
             options["num_cpus"] = max(self.size, len(os.sched_getaffinity(0)))
         try:
-            ray.init(address=self.address, **options)
+            ray.init(address=address, **options)
         except (ConnectionError, RayError, ValueError) as exc:
             raise WorkerFailed(f"cannot join the Ray cluster at {self.address!r}: {exc}") from None
         self._owns_ray = True

@@ -14,9 +14,6 @@ from hylo.eval.spec import EvalSpec
 from hylo.hosts import HostPolicy
 from hylo.jobs.errors import JobRefused
 
-LOCAL_RAY = "local"
-"""`--allow-ray local`: jobs start a Ray of their own on this machine (never one another user started)."""
-
 _DEFAULT_PORTS = {"ws": 80, "http": 80, "wss": 443, "https": 443}
 
 
