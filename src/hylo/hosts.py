@@ -19,7 +19,7 @@ This module is a leaf: header values in, decisions out, no server code.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -96,11 +96,11 @@ def _origin(value: str) -> str:
 class HostPolicy:
     """The `Host` and `Origin` rules of one server.
 
-    `bound` is the address the server listens on. Bound to loopback, the loopback names are answered; bound to one
-    other address, that address (and the loopback names, which reach it only from this machine when it is a wildcard);
-    `allow_hosts` adds names (`--allow-host`, e.g. a reverse proxy's). A `Host` with a port must name the server's
-    own port. `allow_origins` lists pages of other origins that may change state (`--allow-origin`, e.g. a front-end
-    developer's server)."""
+    `bound` is the address the server listens on. The loopback names are always answered, with the server's own port
+    (a rebinding page reaches the server on its port); so is the bound address (on a wildcard bind, any literal IP
+    address: a name could be anyone's). `allow_hosts` adds names (`--allow-host`), answered with any port or none,
+    as a reverse proxy forwards them. `allow_origins` lists pages of other origins that may change state
+    (`--allow-origin`, e.g. a front-end developer's server). Build one with `of`, which normalises what it is given."""
 
     bound: str = "127.0.0.1"
     allow_hosts: frozenset[str] = field(default_factory=frozenset)
@@ -109,15 +109,19 @@ class HostPolicy:
     @classmethod
     def of(cls, bound: str, allow_hosts: Iterable[str] = (), allow_origins: Iterable[str] = ()) -> HostPolicy:
         """A policy from operator input; raises `ValueError` naming a malformed host or origin."""
-        return cls(bound, _names(allow_hosts), frozenset(_origin(origin) for origin in allow_origins))
+        return cls(
+            bound.strip().strip("[]").lower(),
+            _names(allow_hosts),
+            frozenset(_origin(origin) for origin in allow_origins),
+        )
+
+    @property
+    def wildcard(self) -> bool:
+        return self.bound in WILDCARDS
 
     def names(self) -> frozenset[str]:
-        """The host names (without port) this server answers to."""
-        bound = self.bound.strip().strip("[]").lower()
-        names = set(self.allow_hosts) | set(LOOPBACK_NAMES)
-        if bound not in WILDCARDS and not is_loopback(bound):
-            names.add(bound)
-        return frozenset(names)
+        """The host names (without port) this server answers to on its own port."""
+        return frozenset({*LOOPBACK_NAMES, *([] if self.wildcard else [self.bound])})
 
     def host_allowed(self, host: str | None, port: int | None) -> bool:
         """Whether a request whose `Host` header is `host` is for this server, listening on `port` (None: unknown).
@@ -129,13 +133,10 @@ class HostPolicy:
             name, given_port = split_host(host)
         except ValueError:
             return False
-        if given_port is not None and port is not None and given_port != port:
-            return False
-        if given_port is None and port not in (None, 80, 443):
-            return False
-        if name in self.names():
+        if name in self.allow_hosts:
             return True
-        return self.bound.strip().strip("[]").lower() in WILDCARDS and _is_address(name)
+        own_port = given_port == port if given_port is not None else port in (None, 80, 443)
+        return own_port and (name in self.names() or (self.wildcard and _is_address(name)))
 
     def origin_allowed(self, origin: str | None, host: str | None, *, secure: bool = False) -> bool:
         """Whether a request carrying `Origin: origin` may change state: no `Origin` (not a browser), this server's
@@ -151,10 +152,31 @@ class HostPolicy:
             return True
         if host is None:
             return False
-        own = {f"http://{host.strip().lower()}", f"ws://{host.strip().lower()}"}
-        if secure:
-            own |= {f"https://{host.strip().lower()}", f"wss://{host.strip().lower()}"}
-        return given in own
+        schemes = ("http", "ws", "https", "wss") if secure else ("http", "ws")
+        return given in {f"{scheme}://{host.strip().lower()}" for scheme in schemes}
+
+    def refusal(
+        self, hosts: Sequence[str], origins: Sequence[str], port: int | None, *, secure: bool = False
+    ) -> str | None:
+        """Why a request that may change state (or opens a websocket), with these `Host` and `Origin` header values,
+        must be refused; None when it may be served. A request carrying two of either is refused: which one a
+        server reads is not something to leave to chance."""
+        if len(hosts) > 1 or len(origins) > 1:
+            return "a request may carry one Host and one Origin header"
+        host = hosts[0] if hosts else None
+        if not self.host_allowed(host, port):
+            return f"this server does not answer to host {_shown(host)} (an operator adds names with --allow-host)"
+        origin = origins[0] if origins else None
+        if not self.origin_allowed(origin, host, secure=secure):
+            return (
+                f"requests from the page at {_shown(origin)} are not accepted here (an operator allows an origin "
+                "with --allow-origin)"
+            )
+        return None
+
+
+def _shown(value: str | None) -> str:
+    return repr(value) if value is None or len(value) <= 100 else repr(value[:97] + "...")
 
 
 def _is_address(name: str) -> bool:

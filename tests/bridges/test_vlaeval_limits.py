@@ -187,8 +187,8 @@ def test_host_and_origin_are_checked_on_the_handshake_and_on_health(start: Start
         return answer
 
     status, body = health({"Host": f"evil.example:{port}"})  # DNS rebinding: a page's name pointed at 127.0.0.1
-    assert (status, body) == (403, f"hylo bridge: Host 'evil.example:{port}' is not a name this bridge answers to "
-                                   "(--allow-host adds one)\n")  # fmt: skip
+    assert (status, body) == (403, f"hylo bridge: this server does not answer to host 'evil.example:{port}' (an "
+                                   "operator adds names with --allow-host)\n")  # fmt: skip
     assert health({"Host": f"bridge.internal:{port}"})[0] == 200
     assert health({"Host": f"localhost:{port}"})[0] == 200
     assert health({"Host": f"127.0.0.1:{port}", "Origin": "http://evil.example"})[0] == 403
@@ -202,7 +202,8 @@ def test_host_and_origin_are_checked_on_the_handshake_and_on_health(start: Start
     status, body = refused(served.url, origin="http://evil.example")
     assert (status, body) == (
         403,
-        "hylo bridge: pages from 'http://evil.example' may not use this bridge (--allow-origin allows one)\n",
+        "hylo bridge: requests from the page at 'http://evil.example' are not accepted here (an operator allows an "
+        "origin with --allow-origin)\n",
     )
     assert refused(served.url, origin="null")[0] == 403  # a sandboxed frame or a local file
     for origin in (None, "http://localhost:5173", f"http://127.0.0.1:{port}"):  # no page, an allowed one, its own

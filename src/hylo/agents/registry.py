@@ -165,16 +165,22 @@ def vet_agent(
     name: str, args: dict[str, Any] | None = None, benchmark: Benchmark | None = None, *, allow_import: bool = True
 ) -> list[str]:
     """Check that `make_agent(name, args, benchmark)` would get a known agent and arguments it accepts, without
-    building it when the agent declares its `Args` (building may connect to a server, or allocate what its arguments
-    size); one that declares none is built and closed. Returns the URLs the agent would connect to (its `RemoteUrl`
-    arguments). Raises `AgentSpecError` / `UnknownChoice` naming the bad value."""
+    building it (building may connect to a server, or allocate what its arguments size): against the agent's `Args`
+    when it declares them, else against its constructor's signature (its own checks of the values run when it is
+    built). Returns the URLs the agent would connect to (its `RemoteUrl` arguments). Raises `AgentSpecError` /
+    `UnknownChoice` naming the bad value."""
     args = dict(args or {})
     factory = agent_factory(name, benchmark, allow_import=allow_import)
     model = args_model(factory)
     if model is None:
-        close = getattr(make_agent(name, args, benchmark, allow_import=allow_import), "close", None)
-        if callable(close):
-            close()
+        try:
+            inspect.signature(factory).bind(**args)
+        except TypeError as exc:
+            raise AgentSpecError(
+                f"cannot build agent {name!r} with arguments {shown(args, 200)}: {exc}{_accepted(factory)}"
+            ) from None
+        except ValueError:  # no signature to read (a builtin): it is checked when built
+            pass
         return []
     checked = check_args(name, factory, args)
     return [str(checked[field]) for field in model.remote_fields() if checked.get(field) is not None]

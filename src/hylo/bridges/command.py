@@ -14,11 +14,10 @@ import sys
 import threading
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 from hylo.argtypes import int_in, port
-from hylo.bridges.limits import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
-from hylo.hosts import HostPolicy, is_loopback, split_host
+from hylo.bridges.limits import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES, MAX_ACTION_DIM
+from hylo.hosts import HostPolicy, is_loopback
 
 EXIT_BAD_INPUT = 2
 DEFAULT_HOST = "127.0.0.1"
@@ -26,7 +25,6 @@ DEFAULT_HOST = "127.0.0.1"
 MAX_FRAME_MB = 4096
 MAX_CONNECTIONS = 1024
 MAX_IDLE_TIMEOUT_S = 86400.0
-MAX_ACTION_DIM = 4096
 _MAX_NAME = 253  # the longest DNS name
 
 _action_dim = int_in(1, MAX_ACTION_DIM, f"an action length from 1 to {MAX_ACTION_DIM}")
@@ -84,18 +82,17 @@ def _address(text: str) -> str:
 
 def _host_name(text: str) -> str:
     try:
-        name, _ = split_host(text)
+        HostPolicy.of(DEFAULT_HOST, allow_hosts=[text])
     except ValueError:
-        name = ""
-    if not name or len(text) > _MAX_NAME or any(c.isspace() or not c.isprintable() or c in "/@" for c in name):
-        raise argparse.ArgumentTypeError(f"expected a host name such as bridge.internal, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a host name such as bridge.internal, got {text[:80]!r}") from None
+    if len(text) > _MAX_NAME:
+        raise argparse.ArgumentTypeError(f"expected a host name such as bridge.internal, got {text[:80]!r}...")
     return text
 
 
 def _origin(text: str) -> str:
     try:
         HostPolicy.of(DEFAULT_HOST, allow_origins=[text])
-        urlsplit(text.strip()).port  # noqa: B018 (raises for a port past 65535)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an origin such as http://host:port, got {text[:80]!r}") from None
     if len(text) > _MAX_NAME + 16:
@@ -238,8 +235,11 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
         allow_origins=args.allow_origins,
     )
     shown_host = f"[{args.host}]" if ":" in args.host else args.host
+    listening = False
 
     def started(port: int) -> None:
+        nonlocal listening
+        listening = True
         if not is_loopback(args.host):
             print(
                 f"hylo bridge: warning: serving on {args.host}, beyond loopback, with no authentication",
@@ -260,10 +260,14 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
 
     try:
         asyncio.run(main())
-    except OSError as exc:  # the port could not be bound: nothing was served
-        bridge.agents.close()
+    except OSError as exc:
+        if listening:  # failed while serving: what was served is recorded
+            bridge.close()
+            return _fail(f"the bridge on {shown_host}:{args.port} failed: {exc}")
+        bridge.agents.close()  # the port could not be bound: nothing was served
         served.discard()
-        reason = exc.strerror if isinstance(exc, socket.gaierror) else os.strerror(exc.errno or 0).lower()
+        errno_text = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else errno_text
         return _fail(f"cannot listen on {shown_host}:{args.port}: {reason}")
     except KeyboardInterrupt:
         bridge.stopping = True

@@ -23,6 +23,7 @@ from pydantic import Field
 from websockets.exceptions import ConnectionClosed, InvalidURI, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
+from hylo.bridges.limits import MAX_ACTION_DIM, MAX_BACKOFF_S, MAX_CALL_S, MAX_KEYS, MAX_RETRIES
 from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase, AgentRequirements, RemoteUrl
 from hylo.core.chunk import ActionChunk
 from hylo.core.errors import AgentTimeout, HyloError
@@ -36,14 +37,6 @@ DEFAULT_OBS_MAP: Mapping[str, str] = {
     "prompt": "instruction",
 }
 """openpi key → hylo observation path. With the default mapping an entry is sent only when the observation has it."""
-
-MAX_CALL_S = 86_400.0
-"""The longest `timeout` a call may be given: one day."""
-MAX_KEYS = 256
-"""The most entries `obs_map` and `extra` may have."""
-MAX_ACTION_DIM = 4096
-MAX_RETRIES = 100
-MAX_BACKOFF_S = 600.0
 
 CLOSE_TIMEOUT_S = 1.0
 """How long closing a connection waits for the server's side of the closing handshake (a server busy inferring

@@ -27,7 +27,7 @@ from pydantic import Field
 from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from hylo.bridges.openpi_remote import MAX_BACKOFF_S, MAX_CALL_S, MAX_RETRIES
+from hylo.bridges.limits import MAX_BACKOFF_S, MAX_CALL_S, MAX_RETRIES
 from hylo.bridges.vlaeval_protocol import PROTOCOL_VERSION, Message, MessageType, ProtocolError, pack, unpack
 from hylo.core.agent import AgentArgs, AgentBase, AgentRequirements, RemoteUrl
 from hylo.core.chunk import ActionChunk

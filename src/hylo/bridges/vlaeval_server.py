@@ -404,17 +404,7 @@ class VlaEvalBridge:
     def _foreign(self, request: Request) -> str | None:
         """Why a request is not for this bridge (its `Host`) or not allowed to use it (its `Origin`); None when it
         may be served."""
-        hosts = request.headers.get_all("Host")
-        origins = request.headers.get_all("Origin")
-        if len(hosts) > 1 or len(origins) > 1:
-            return "a request may carry one Host and one Origin header"
-        host = hosts[0] if hosts else None
-        if not self.hosts.host_allowed(host, self._port):
-            return f"Host {_shown(host)} is not a name this bridge answers to (--allow-host adds one)"
-        origin = origins[0] if origins else None
-        if not self.hosts.origin_allowed(origin, host):
-            return f"pages from {_shown(origin)} may not use this bridge (--allow-origin allows one)"
-        return None
+        return self.hosts.refusal(request.headers.get_all("Host"), request.headers.get_all("Origin"), self._port)
 
     async def handle_connection(self, ws: ServerConnection) -> None:
         """Serve one connection on its own worker thread until it closes; an episode it leaves unfinished is
@@ -566,14 +556,6 @@ def _plain(connection: ServerConnection, status: HTTPStatus, reason: str) -> Res
     response = connection.respond(status, f"hylo bridge: {reason}\n")
     response.headers["Content-Type"] = "text/plain; charset=utf-8"
     return response
-
-
-def _shown(value: str | None) -> str:
-    """A header value as a refusal names it: quoted, cut short."""
-    if value is None:
-        return "(none)"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _bound_port(server: Server) -> int:

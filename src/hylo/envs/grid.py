@@ -14,7 +14,7 @@ from typing import Any
 import gymnasium.spaces as spaces
 import numpy as np
 
-from hylo.core.agent import AgentBase, AgentRequirements
+from hylo.core.agent import AgentArgs, AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
@@ -137,6 +137,9 @@ class GridGoalExpert(AgentBase):
     requirements = AgentRequirements(
         observation_keys=("state",), action_space=spaces.Discrete(4), privileged_state=True
     )
+
+    class Args(AgentArgs):
+        pass
 
     def reset(self, ctx: EpisodeContext) -> None:
         self.ctx = ctx

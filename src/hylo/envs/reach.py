@@ -12,8 +12,9 @@ from typing import Any
 
 import gymnasium.spaces as spaces
 import numpy as np
+from pydantic import Field
 
-from hylo.core.agent import AgentBase, AgentRequirements
+from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
@@ -130,6 +131,9 @@ class PointReachExpert(AgentBase):
 
     name = "point_reach_expert"
     requirements = AgentRequirements(observation_keys=("state", "instruction"))
+
+    class Args(AgentArgs):
+        chunk: int = Field(default=1, ge=1, le=MAX_CHUNK, description="actions per act")
 
     def __init__(self, chunk: int = 1) -> None:
         self.chunk = chunk

@@ -41,6 +41,9 @@ SLOWDOWN = 10.0
 REMEASURE = 0.05
 """A call's limit follows its mean once the mean has moved by this fraction since the limit was set."""
 
+WRAP_UP_S = 300.0
+"""How long a worker may take after an episode's verdict to hand the episode back (its video is written then)."""
+
 ACT_GRACE = (1.1, 1.0)
 """With `--act-timeout S`, a worker is killed once the agent has run `1.1 S + 1 s` between env calls: the Kernel ends
 an act slower than S itself when the act returns; the grace covers the agent's hooks and the harness's work."""
@@ -50,8 +53,8 @@ an act slower than S itself when the act returns; the grace covers the agent's h
 PARTY, KIND, LIMIT, BASIS, BASIS_S, STEP_LIMIT, STARTED, AGENT_S, SINCE = range(9)
 RECORD_SIZE = 9
 
-# PARTY: who is in a call.
-NOBODY, AGENT, ENV = 0.0, 1.0, 2.0
+# PARTY: who is in a call (WRAP_UP: the episode has its verdict; the worker writes its video and trace).
+NOBODY, AGENT, ENV, WRAP_UP = 0.0, 1.0, 2.0, 3.0
 # KIND: which env call. SILENT: a worker that stopped answering (taken for a call holding its interpreter).
 SILENT, RESET, STEP, OBSERVE = 0.0, 1.0, 2.0, 3.0
 # BASIS: how the call's limit was set (BASIS_S: the time it was set from).
@@ -125,6 +128,12 @@ def judge(record: Sequence[float], now: float, limits: EpisodeLimits) -> Verdict
     """Whether the episode the record describes is overdue at `now` (monotonic seconds), and whose fault that is:
     the party whose call crossed a limit."""
     party = record[PARTY]
+    if party == WRAP_UP:
+        ran = now - record[SINCE]
+        if ran <= WRAP_UP_S:
+            return None
+        detail = f"the worker did not hand the episode back within {WRAP_UP_S:g} s of its end (writing its video?)"
+        return Verdict(EpisodeStatus.INFRA_INVALID, "worker stalled", detail)
     if party == ENV:
         ran = now - record[SINCE]
         if ran > record[LIMIT]:
@@ -152,6 +161,8 @@ def judge(record: Sequence[float], now: float, limits: EpisodeLimits) -> Verdict
 def headroom(record: Sequence[float], now: float, limits: EpisodeLimits) -> float:
     """How long `judge` will find nothing, whatever the worker does meanwhile: when a watcher needs to look again."""
     party = record[PARTY]
+    if party == WRAP_UP:
+        return max(0.0, WRAP_UP_S - (now - record[SINCE]))
     if party == NOBODY:  # between episodes: the next one may begin at once
         ran = used = elapsed = 0.0
     else:
@@ -305,8 +316,14 @@ class Meter:
         verdict = None
         if self.verdict is None and self.limits is not None and self._party == AGENT:
             verdict = self.verdict = judge(self.record, _clock(), self.limits)
-        self.record[PARTY] = self._party = NOBODY
+        self._party = NOBODY
+        self.record[SINCE] = _clock()
+        self.record[PARTY] = WRAP_UP
         return verdict
+
+    def done(self) -> None:
+        """The episode is handed back (its row and trace are made): nothing of it runs any more."""
+        self.record[PARTY] = NOBODY
 
     def enter(self, kind: float) -> bool:
         """An env call begins (False: outside an episode, nothing is measured); raises `OverLimit` when the agent's

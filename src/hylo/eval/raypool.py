@@ -20,6 +20,7 @@ import ray
 from ray.exceptions import RayError, RayTaskError
 
 from hylo.core.status import EpisodeStatus
+from hylo.cpus import usable_cpus
 from hylo.eval.limits import EpisodeLimits, Verdict, aged, dated, headroom, judge, read, silent
 from hylo.eval.pool import LOOK_AGAIN_S, START_ATTEMPTS, START_TIMEOUT_S, STOP_GRACE_S, SlotPool
 from hylo.eval.worker import (
@@ -138,11 +139,12 @@ class RayPool(SlotPool):
         options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
         address = self.address or LOCAL  # never a cluster found on this machine: another user may have started it
         if address == LOCAL:
-            options["num_cpus"] = max(self.size, len(os.sched_getaffinity(0)))
+            options["num_cpus"] = max(self.size, usable_cpus())
         try:
             ray.init(address=address, **options)
         except (ConnectionError, RayError, ValueError) as exc:
-            raise WorkerFailed(f"cannot join the Ray cluster at {self.address!r}: {exc}") from None
+            where = "start a Ray on this machine" if address == LOCAL else f"join the Ray cluster at {address!r}"
+            raise WorkerFailed(f"cannot {where}: {exc}") from None
         self._owns_ray = True
 
     def _spawn(self, index: int, *, replacement: bool = False) -> _Slot:

@@ -9,7 +9,6 @@ lists every episode of the run, ordered by (task, index) whatever order they ran
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
 from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
 from hylo.core.types import TaskInstance
+from hylo.cpus import usable_cpus
 from hylo.envs.benchmark import Benchmark, get_benchmark
 from hylo.eval.limits import EpisodeLimits, task_limits
 from hylo.eval.placement import PanelDriver
@@ -239,14 +239,6 @@ def choose_backend(spec: EvalSpec) -> str:
             field="workers",
         )
     return backend
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity), else every CPU."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def plan_run(spec: EvalSpec, *, allow_import: bool = True, check_url: Callable[[str], None] | None = None) -> EvalSpec:

@@ -16,10 +16,10 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import MutableSequence
+from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from hylo.core.agent import AgentRequirements
 from hylo.core.bus import EventBus
@@ -45,6 +45,8 @@ from hylo.panels.remote import RemotePanelError
 
 if TYPE_CHECKING:
     from hylo.graph.executor import RemoteNodesets
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -113,38 +115,23 @@ class MeteredEnv(Environment):
             self.env.render_images = on
 
     def reset(self, task: TaskInstance) -> Observation:
-        if not self.meter.enter(RESET):
-            return self.env.reset(task)
-        try:
-            obs = self.env.reset(task)
-        except Exception:  # past its limit, the call is the env's timeout whatever it raised
-            self.meter.leave(RESET)
-            raise
-        self.meter.leave(RESET)
-        return obs
+        return self._metered(RESET, self.env.reset, task)
 
     def step(self, action: Action) -> StepResult:
-        meter = self.meter
-        if not meter.enter(STEP):
-            return self.env.step(action)
-        try:
-            result = self.env.step(action)
-        except Exception:
-            meter.leave(STEP)
-            raise
-        meter.leave(STEP)
-        return result
+        return self._metered(STEP, self.env.step, action)
 
     def observe(self) -> Observation:
-        if not self.meter.enter(OBSERVE):
-            return self.env.observe()
+        return self._metered(OBSERVE, self.env.observe)
+
+    def _metered(self, kind: float, call: Callable[..., T], *args: Any) -> T:
+        """`call(*args)` as an env call of `kind`: past its limit it is the env's timeout, whatever it raised."""
+        meter = self.meter
+        if not meter.enter(kind):
+            return call(*args)
         try:
-            obs = self.env.observe()
-        except Exception:
-            self.meter.leave(OBSERVE)
-            raise
-        self.meter.leave(OBSERVE)
-        return obs
+            return call(*args)
+        finally:
+            meter.leave(kind)
 
     def hold_action(self) -> Action:
         return self.env.hold_action()
@@ -400,7 +387,9 @@ class EpisodeWorker:
             worker=self.name,
             video=video,
         )
-        return EpisodeResult(row, self._trace.take())
+        trace = self._trace.take()
+        self.meter.done()
+        return EpisodeResult(row, trace)
 
     def _finish_video(
         self, task: TaskInstance, outcome: EpisodeOutcome, video_dir: Path, metrics: dict[str, Any]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from hylo.eval.runner import usable_cpus
+from hylo.cpus import usable_cpus
 from hylo.jobs.job import Job, Resources
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from hylo.eval.spec import EvalSpec
 from hylo.hosts import HostPolicy
@@ -52,7 +52,8 @@ class RemotePrefix:
 
 def _split(text: str) -> tuple[str, str, int, str] | None:
     """(scheme, host, port, path) of a websocket URL (`host:port` alone means `ws://`, as the openpi client takes
-    it); None for anything else, or a URL with credentials (`ws://allowed@elsewhere`)."""
+    it); None for anything else: a URL with credentials (`ws://allowed@elsewhere`), or with `.` or `..` in its
+    path. (A redirect is the allowed server's to send: the operator trusts it.)"""
     text = text.strip()
     if "://" not in text:
         text = f"ws://{text}"
@@ -63,6 +64,8 @@ def _split(text: str) -> tuple[str, str, int, str] | None:
         return None
     if parts.scheme not in ("ws", "wss") or not parts.hostname or "@" in parts.netloc:
         return None
+    if any(segment in (".", "..") for segment in unquote(parts.path).split("/")):
+        return None  # `/pi0/../admin` is not below `/pi0`
     return parts.scheme, parts.hostname.lower(), port if port is not None else _DEFAULT_PORTS[parts.scheme], parts.path
 
 

@@ -21,6 +21,7 @@ from starlette.routing import Match, Mount
 from hylo import __version__
 from hylo.core.errors import shown
 from hylo.core.status import EpisodeStatus
+from hylo.core.types import MAX_SEED
 from hylo.eval.stats import compare_runs, summary_json
 from hylo.eval.store import GRAPHS_DIR, EvalLog, RunNotFound, find_run, list_runs, records
 from hylo.graph.store import GraphStore
@@ -228,7 +229,7 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
     @router.get("/runs/{run}/episodes", response_model=Episodes, summary="A run's final episodes, paged")
     def episodes(
         run: str,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_SEED)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         status: Annotated[EpisodeStatus | None, Query(description="only episodes that ended with this status")] = None,
         task: Annotated[str | None, Query(description="only episodes of this task")] = None,
@@ -243,7 +244,9 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
     def trace(
         run: str,
         episode: Annotated[str, Query(min_length=1, description="the episode id, e.g. babyai/test/GoToLocal/0003@s0")],
-        attempt: Annotated[int | None, Query(ge=1, description="which attempt (default: the last)")] = None,
+        attempt: Annotated[
+            int | None, Query(ge=1, le=MAX_SEED, description="which attempt (default: the last)")
+        ] = None,
     ) -> EpisodeTrace:
         """The trace events of one attempt of an episode, in order. 404 for an episode the run does not have."""
         with EvalLog.open(find_run(scheduler.log_dir, _run_name(run))) as log:

@@ -282,6 +282,8 @@ def _json_body(name: str, body: bytes) -> object:
         raise refuse("the body is not UTF-8 text: send the graph as a JSON object") from None
     except json.JSONDecodeError as exc:
         raise refuse(f"the body is not JSON: {exc}") from None
+    except (RecursionError, ValueError) as exc:  # nested too deep, or a number too long to read
+        raise refuse(f"the body cannot be read as a graph: {type(exc).__name__}") from None
 
 
 # -- descriptions --------------------------------------------------------------------------------------------------

@@ -3,9 +3,9 @@ anything reads them, and every answer tells the browser not to frame or sniff it
 
 What a page on another site can do to a server on loopback, and what stops it here:
 - read or change anything after re-pointing its own name at 127.0.0.1 (DNS rebinding): the `Host` header names
-  the page's site, not this server (`HostPolicy.host_allowed`);
+  the page's site, not this server (`HostPolicy.refusal`);
 - change state with a form, `fetch(..., {mode: "no-cors"})` or a websocket (none of them needs a CORS preflight):
-  the browser names the page in `Origin`, which is not this server's (`HostPolicy.origin_allowed`);
+  the browser names the page in `Origin`, which is not this server's (`HostPolicy.refusal`);
 - embed a read (`<img>`, `<video>`, `<script>`) of an API route: the browser marks it `Sec-Fetch-Site: cross-site`;
 - frame the UI to trick clicks: `X-Frame-Options: DENY` and CSP `frame-ancestors 'none'`.
 
@@ -68,36 +68,24 @@ class RequestGuard:
     def refusal(self, scope: Scope) -> tuple[int, str] | None:
         """(status, why) when the request must not reach the application, else None."""
         headers = Headers(scope=scope)
-        return self._wrong_host(scope, headers) or self._foreign_page(scope, headers) or _not_json(scope, headers)
-
-    def _wrong_host(self, scope: Scope, headers: Headers) -> tuple[int, str] | None:
-        host = headers.get("host")
+        hosts, origins = headers.getlist("host"), headers.getlist("origin")
         server = scope.get("server")
         port = server[1] if server and len(server) > 1 else None
-        if self.policy.host_allowed(host, port):
-            return None
-        names = ", ".join(sorted(self.policy.names()))
-        return 403, (
-            f"this server does not answer to host {host!r}; it is reached as {names} (an operator adds names with "
-            "--allow-host)"
-        )
-
-    def _foreign_page(self, scope: Scope, headers: Headers) -> tuple[int, str] | None:
-        """A state change or websocket from another origin, or a read embedded in another site's page."""
-        origin, host = headers.get("origin"), headers.get("host")
         secure = scope.get("scheme") in ("https", "wss")
-        allowed = self.policy.origin_allowed(origin, host, secure=secure)
         if scope["type"] == "websocket" or scope.get("method") in STATE_CHANGING:
-            if allowed:
-                return None
-            return 403, (
-                f"requests from the page at {origin!r} may not change anything here; an operator allows an origin with "
-                "--allow-origin"
-            )
-        embedded = headers.get("sec-fetch-site") in CROSS_SITE and headers.get("sec-fetch-mode") != "navigate"
-        if embedded and (origin is None or not allowed):
-            return 403, "a page of another site may not read this server (Sec-Fetch-Site: cross-site)"
-        return None
+            why = self.policy.refusal(hosts, origins, port, secure=secure)
+        else:  # a read: only its host, unless another site's page embeds it
+            why = self.policy.refusal(hosts, (), port)
+            if why is None and _embedded(headers):
+                origin = origins[0] if len(origins) == 1 else None
+                if origin is None or not self.policy.origin_allowed(origin, hosts[0] if hosts else None, secure=secure):
+                    why = "a page of another site may not read this server (Sec-Fetch-Site: cross-site)"
+        return (403, why) if why is not None else _not_json(scope, headers)
+
+
+def _embedded(headers: Headers) -> bool:
+    """Whether the browser says another site's page made this request, other than by a navigation (a link)."""
+    return headers.get("sec-fetch-site") in CROSS_SITE and headers.get("sec-fetch-mode") != "navigate"
 
 
 def _not_json(scope: Scope, headers: Headers) -> tuple[int, str] | None:
@@ -109,10 +97,8 @@ def _not_json(scope: Scope, headers: Headers) -> tuple[int, str] | None:
 
 
 def _has_body(headers: Headers) -> bool:
-    length = headers.get("content-length")
-    if length is not None:
-        return length.strip() not in ("", "0")
-    return "transfer-encoding" in headers
+    """Whether a body follows (a chunked one whatever `Content-Length` says: the server reads it)."""
+    return "transfer-encoding" in headers or headers.get("content-length", "").strip() not in ("", "0")
 
 
 def _is_json(content_type: str | None) -> bool:

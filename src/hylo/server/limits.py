@@ -140,7 +140,9 @@ class BodyLimit:
         await self.app(scope, limited_receive, guarded_send)
 
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"?', re.DOTALL)
+"""A JSON string, or what is left of an unclosed one (matching it whole keeps the scan linear: a body of `"\"\"...`
+never makes it backtrack)."""
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 
 

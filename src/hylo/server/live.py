@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from hylo.core.errors import HyloError
 from hylo.core.jsonable import jsonable
+from hylo.core.types import MAX_SEED
 from hylo.panels.base import BaseEnvPanel
 from hylo.panels.remote import RemotePanelError
 from hylo.sessions.manager import NotFound, SessionManager, SessionRefused, SessionRequest
@@ -210,7 +211,7 @@ def live_routes(manager: SessionManager) -> APIRouter:
     @router.get("/sessions/{session_id}/events", summary="The session's recent trace events after a position")
     def events(
         session_id: str,
-        after: Annotated[int, Query(ge=0)] = 0,
+        after: Annotated[int, Query(ge=0, le=MAX_SEED)] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_BATCH)] = 500,
     ) -> dict[str, Any]:
         batch = manager.get(session_id).feed.read(after, limit)

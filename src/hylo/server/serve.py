@@ -20,9 +20,6 @@ SHUTDOWN_GRACE_S = 5
 WS_PING_S = 20.0
 """Websocket pings every this many seconds; a peer that does not answer one within as long is dropped."""
 
-MAX_CONCURRENT = 256
-"""The most connections and requests served at once; past it, uvicorn answers 503 at once."""
-
 KEEP_ALIVE_S = 5
 """How long an idle HTTP connection is kept open."""
 
@@ -59,7 +56,6 @@ def serve(
             ws_max_size=MAX_WS_MESSAGE_BYTES,
             ws_ping_interval=WS_PING_S,
             ws_ping_timeout=WS_PING_S,
-            limit_concurrency=MAX_CONCURRENT,
             timeout_keep_alive=KEEP_ALIVE_S,
         )
         uvicorn.Server(config).run(sockets=[sock])

@@ -141,3 +141,17 @@ def test_the_default_rule_of_an_env_calls_limit_and_its_message():
     verdict = judge(in_a_step(call_limit(STEP, 5, 2.5, limits)), 130.0, limits)
     assert verdict is not None
     assert verdict.detail.startswith("a step ran 30.0 s, past its limit of 25 s (10× the mean step of 2.5 s)")
+
+
+def test_a_worker_that_does_not_hand_an_episode_back_after_its_end_is_charged_to_the_infrastructure():
+    limits = EpisodeLimits(budget=20, per_step_s=0.5, agent_s=10.0)
+    meter = rule.Meter()
+    meter.begin(limits)
+    meter.end()  # the verdict is in: the worker writes the video and the trace now
+    ended = meter.record[rule.SINCE]
+    assert judge(meter.record, ended + rule.WRAP_UP_S - 1, limits) is None
+    stalled = judge(meter.record, ended + rule.WRAP_UP_S + 1, limits)
+    assert stalled is not None and (stalled.status.value, stalled.reason) == ("infra_invalid", "worker stalled")
+    assert rule.headroom(meter.record, ended + 10, limits) == pytest.approx(rule.WRAP_UP_S - 10)
+    meter.done()  # handed back: nothing of the episode runs any more
+    assert judge(meter.record, ended + 10 * rule.WRAP_UP_S, limits) is None
