@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from hylo.cli import main
 from hylo.eval.spec import MAX_EPISODES, MAX_SECONDS, MAX_SEED, EvalSpec
 
 
@@ -34,10 +35,13 @@ def hylo(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         (["--task", "x" * 300], "a task name has 1 to 200 characters"),
     ],
 )
-def test_a_flag_past_its_bound_is_exit_2_with_one_line(tmp_path: Path, flags: list[str], named: str) -> None:
-    done = hylo("eval", "babyai", "--agent", "random", "--log-dir", str(tmp_path / "runs"), *flags, cwd=tmp_path)
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("hylo: error: ") and named in done.stderr
+def test_a_flag_past_its_bound_is_exit_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], named: str
+) -> None:
+    code = main(["eval", "babyai", "--agent", "random", "--log-dir", str(tmp_path / "runs"), *flags])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("hylo: error: ") and named in err
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())  # nothing ran
 
 

@@ -66,7 +66,8 @@ def test_an_operator_adds_host_names_with_allow_host(tmp_path: Path) -> None:
         server = Served(create_app(scheduler, access=ServerAccess.of(allow_hosts=["hylo.lab.internal"])))
         try:
             port = port_of(server)
-            assert server.client.get(f"{API}/queue", headers={"Host": f"hylo.lab.internal:{port}"}).status_code == 200
+            for proxied in (f"hylo.lab.internal:{port}", "hylo.lab.internal", "hylo.lab.internal:443"):
+                assert server.client.get(f"{API}/queue", headers={"Host": proxied}).status_code == 200, proxied
             assert server.client.get(f"{API}/queue", headers={"Host": f"evil.example:{port}"}).status_code == 403
         finally:
             server.close()
@@ -167,3 +168,11 @@ def test_a_websocket_from_another_origin_or_host_is_refused(served: Served) -> N
     for origin in (None, served.url, "http://dev.local:5173"):  # no Origin: not a browser
         with ws_open(served, path, origin=origin) as ws:
             assert json.loads(ws.recv(timeout=20))["type"] == "hello"
+
+
+def test_two_origins_or_a_cross_site_state_change_without_origin_are_refused(served: Served) -> None:
+    twice = served.client.post(f"{API}/start", json=QUICK, headers=[("Origin", served.url), ("Origin", EVIL)])
+    assert twice.status_code == 403 and "one Host and one Origin" in twice.json()["detail"]
+    unnamed = served.client.post(f"{API}/start", json=QUICK, headers={"Sec-Fetch-Site": "cross-site"})
+    assert unnamed.status_code == 403 and "another site" in unnamed.json()["detail"]
+    assert served.client.get(f"{API}/queue").json()["jobs"] == []

@@ -8,16 +8,29 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 
 import httpx
 import psutil
 import pytest
+from live_server import LiveServer
 from test_api import refused_fields
 
+from hylo.jobs import JobScheduler
 from hylo.server import ServerAccess
 
 API = "/api/eval/v2"
 QUICK = {"benchmark": "babyai", "agent": "random", "tasks": ["GoToLocal"], "episodes": 1}
+
+
+@pytest.fixture(scope="module")
+def idle_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """One server for the refusals (its scheduler never starts: nothing it queued would run)."""
+    scheduler = JobScheduler(tmp_path_factory.mktemp("bounds") / "runs")
+    server = LiveServer(scheduler)
+    yield server
+    server.close()
+    scheduler.close()
 
 
 def raw_start(client: httpx.Client, text: str) -> httpx.Response:
@@ -50,8 +63,8 @@ def raw_start(client: httpx.Client, text: str) -> httpx.Response:
         ("benchmark", json.dumps("b" * 10_000)),
     ],
 )
-def test_a_value_past_its_bound_is_refused_naming_the_field(make_server, field: str, value: str) -> None:
-    client = make_server(start=False).client
+def test_a_value_past_its_bound_is_refused_naming_the_field(idle_server: LiveServer, field: str, value: str) -> None:
+    client = idle_server.client
     body = json.dumps({k: v for k, v in QUICK.items() if k != field})[:-1] + f', "{field}": {value}}}'
     answer = raw_start(client, body)
     assert refused_fields(answer) == [field], answer.text

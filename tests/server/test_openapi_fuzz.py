@@ -29,8 +29,8 @@ from hylo.jobs import JobScheduler
 from hylo.server import ServerAccess, create_app
 from hylo.sessions import SessionManager
 
-EXAMPLES = 25
-"""Generated requests per operation (about 25 operations: well under two minutes)."""
+EXAMPLES = 12
+"""Generated requests per operation (valid and invalid; about 25 operations)."""
 
 
 _LOG_DIR = Path(tempfile.mkdtemp(prefix="hylo-openapi-"))

@@ -74,6 +74,8 @@ class RequestGuard:
         secure = scope.get("scheme") in ("https", "wss")
         if scope["type"] == "websocket" or scope.get("method") in STATE_CHANGING:
             why = self.policy.refusal(hosts, origins, port, secure=secure)
+            if why is None and not origins and _embedded(headers):  # a browser that left Origin out
+                why = "a page of another site may not change anything here (Sec-Fetch-Site: cross-site)"
         else:  # a read: only its host, unless another site's page embeds it
             why = self.policy.refusal(hosts, (), port)
             if why is None and _embedded(headers):
