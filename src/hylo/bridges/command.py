@@ -12,6 +12,7 @@ import socket
 import sqlite3
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -80,24 +81,24 @@ def _address(text: str) -> str:
     return name
 
 
-def _host_name(text: str) -> str:
-    try:
-        HostPolicy.of(DEFAULT_HOST, allow_hosts=[text])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a host name such as bridge.internal, got {text[:80]!r}") from None
-    if len(text) > _MAX_NAME:
-        raise argparse.ArgumentTypeError(f"expected a host name such as bridge.internal, got {text[:80]!r}...")
-    return text
+def _allowed(what: str, key: str, longest: int) -> Callable[[str], str]:
+    """An argparse type for `--allow-host` / `--allow-origin` values: what `HostPolicy.of` accepts as `key`."""
+
+    def parse(text: str) -> str:
+        shown = f"{text[:80]!r}" + ("..." if len(text) > 80 else "")
+        try:
+            HostPolicy.of(DEFAULT_HOST, **{key: [text]})
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {shown}") from None
+        if len(text) > longest:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {shown}")
+        return text
+
+    return parse
 
 
-def _origin(text: str) -> str:
-    try:
-        HostPolicy.of(DEFAULT_HOST, allow_origins=[text])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an origin such as http://host:port, got {text[:80]!r}") from None
-    if len(text) > _MAX_NAME + 16:
-        raise argparse.ArgumentTypeError(f"expected an origin such as http://host:port, got {text[:80]!r}...")
-    return text
+_host_name = _allowed("a host name such as bridge.internal", "allow_hosts", _MAX_NAME)
+_origin = _allowed("an origin such as http://host:port", "allow_origins", _MAX_NAME + 16)
 
 
 def _run_id(text: str) -> str:
