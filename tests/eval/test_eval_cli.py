@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from hylo.cli import main
+
 HERE = Path(__file__).parent
 
 
@@ -170,14 +172,15 @@ EVAL_GOTOLOCAL = ["eval", "babyai", "--task", "GoToLocal", "--agent", "random", 
      ["compare", "a", "b"]],
 )  # fmt: skip
 @pytest.mark.parametrize("under_it", [False, True])
-def test_a_log_dir_that_is_a_file_or_under_one_is_one_line_naming_it(tmp_path, command, under_it):
+def test_a_log_dir_that_is_a_file_or_under_one_is_one_line_naming_it(tmp_path, capsys, command, under_it):
     a_file = tmp_path / "notes.txt"
     a_file.write_text("not runs")
     log_dir = a_file / "runs" if under_it else a_file
-    result = hylo(*command, "--log-dir", str(log_dir), cwd=tmp_path, timeout=60)
-    assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"hylo: error: log dir {str(log_dir)!r} ")
-    assert "aborted" not in result.stderr and a_file.read_text() == "not runs"
+    code = main([*command, "--log-dir", str(log_dir)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"hylo: error: log dir {str(log_dir)!r} ")
+    assert "aborted" not in err and a_file.read_text() == "not runs"
 
 
 def test_a_spec_files_log_dir_is_checked_before_anything_runs(tmp_path):
@@ -196,10 +199,11 @@ def test_a_spec_files_log_dir_is_checked_before_anything_runs(tmp_path):
     [(EVAL_GOTOLOCAL, "graphs"), (EVAL_GOTOLOCAL, "jobs.sqlite-wal"), (EVAL_GOTOLOCAL, "jobs.lock"),
      (["graph", "run", "babyai_expert", "--episodes", "1"], "graphs")],
 )  # fmt: skip
-def test_a_run_id_the_log_dir_uses_for_its_own_files_is_refused(tmp_path, command, run_id):
-    result = hylo(*command, "--run-id", run_id, "--log-dir", str(tmp_path / "runs"), cwd=tmp_path, timeout=60)
-    assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == (
+def test_a_run_id_the_log_dir_uses_for_its_own_files_is_refused(tmp_path, capsys, command, run_id):
+    code = main([*command, "--run-id", run_id, "--log-dir", str(tmp_path / "runs")])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err == (
         f"hylo: error: run id {run_id!r} is reserved: the log dir keeps its own files by that name; choose another\n"
     )
     assert not (tmp_path / "runs" / run_id).exists()
