@@ -169,7 +169,7 @@ def test_the_bridge_serves_an_agent_from_the_current_directory(operator_dir: Pat
 def test_serve_does_not_put_the_current_directory_on_the_import_path(tmp_path, monkeypatch):
     """The server refuses import paths, and it does not import from wherever it was started either."""
     from hylo import cli
-    from hylo.server import command
+    from hylo.cli import serve as command
 
     seen: list[str] = []
 

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("hylo")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+from hylo.version import __version__
 
 if TYPE_CHECKING:
     from hylo.eval import EvalResult, EvalSpec, evaluate

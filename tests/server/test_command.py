@@ -16,14 +16,14 @@ import pytest
 from live_server import slow_spec
 
 from hylo.cli import main
+from hylo.cli.serve import add_parser, run
 from hylo.jobs import JobScheduler, JobState
 from hylo.server import check_binding, is_loopback
-from hylo.server.command import add_parser, run
 
 API = "/api/eval/v2"
 SERVE = (
     "import argparse, sys\n"
-    "from hylo.server.command import add_parser, run\n"
+    "from hylo.cli.serve import add_parser, run\n"
     "parser = argparse.ArgumentParser(prog='hylo')\n"
     "add_parser(parser.add_subparsers(dest='command'))\n"
     "sys.exit(run(parser.parse_args(sys.argv[1:])))\n"

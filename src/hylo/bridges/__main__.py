@@ -2,7 +2,7 @@
 
 import sys
 
-from hylo.bridges.command import OneLineParser, add_parser, run
+from hylo.cli.bridge import OneLineParser, add_parser, run
 
 parser = OneLineParser(prog="hylo")
 add_parser(parser.add_subparsers(dest="command", required=True))

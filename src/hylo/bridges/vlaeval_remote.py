@@ -268,7 +268,7 @@ def _close(ws: ClientConnection, url: str) -> None:
 
 
 def _version() -> str:
-    from hylo import __version__
+    from hylo.version import __version__
 
     return __version__
 

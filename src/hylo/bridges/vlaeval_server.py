@@ -313,7 +313,7 @@ class VlaEvalBridge:
         allow_hosts: Iterable[str] = (),
         allow_origins: Iterable[str] = (),
     ) -> None:
-        from hylo import __version__
+        from hylo.version import __version__
 
         for name, value in (
             ("max_frame_bytes", max_frame_bytes),

@@ -18,7 +18,6 @@ from fastapi.responses import FileResponse, JSONResponse, Response, StreamingRes
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Match, Mount
 
-from hylo import __version__
 from hylo.core.errors import shown
 from hylo.core.status import EpisodeStatus
 from hylo.core.types import MAX_SEED
@@ -49,6 +48,7 @@ from hylo.server.models import (
 )
 from hylo.server.web import mount_web
 from hylo.sessions.manager import SessionManager
+from hylo.version import __version__
 
 PREFIX = "/api/eval/v2"
 CANCEL_WAIT_MARGIN_S = 5.0

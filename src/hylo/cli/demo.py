@@ -3,6 +3,7 @@ the dependency-free built-in environments)."""
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hylo.agents import HoldAgent, RandomAgent
+from hylo.cli.output import console
 from hylo.core import EpisodeOutcome, EpisodeStatus, EventBus, JsonlRecorder, Kernel, TaskInstance
 from hylo.core.environment import Environment
 from hylo.envs import GridGoal, GridGoalExpert, PointReach, PointReachExpert
@@ -133,3 +135,14 @@ def run_real_demo(console: Console, episodes: int = 20, seed: int = 0, log_dir: 
         if log_dir is not None:
             console.print(f"runs kept in {log_dir}: hylo runs list --log-dir {log_dir}")
     return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    out = console()
+    if args.builtin:
+        rows = run_demo(episodes=args.episodes, seed=args.seed, trace=args.trace)
+        render(rows, out)
+        if args.trace is not None:
+            out.print(f"trace: {args.trace}")
+        return 0
+    return run_real_demo(out, episodes=args.episodes, seed=args.seed, log_dir=args.log_dir)

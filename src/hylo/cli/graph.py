@@ -71,7 +71,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from hylo.cli import run_evaluation, run_options
+    from hylo.cli.evaluate import run_evaluation, run_options
     from hylo.eval.runner import EvalError
     from hylo.eval.spec import EvalSpec
     from hylo.graph.compile import GraphInvalid, compile_graph

@@ -1,0 +1,151 @@
+"""The `hylo` command line: one parser with a subcommand per command; each command module adds its own."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import NoReturn
+
+from hylo.argtypes import non_negative_int, positive_int
+from hylo.cli.bridge import add_parser as add_bridge_parser
+from hylo.cli.graph import add_parsers as add_graph_parsers
+from hylo.cli.output import EXIT_BAD_INPUT
+from hylo.cli.serve import add_parser as add_serve_parser
+from hylo.version import __version__
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with errors on one line: `hylo eval: error: argument --episodes: ...`."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    return value
+
+
+def _add_log_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-dir", type=Path, default=Path("hylo-runs"), help="where runs are kept (default ./hylo-runs)"
+    )
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options `hylo eval` and `hylo graph run` share."""
+    parser.add_argument("--episodes", type=positive_int, default=10, help="episodes per task (default 10)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="base seed (default 0)")
+    parser.add_argument("--max-steps", type=_int, default=None, help="step budget per episode (default: the panel's)")
+    parser.add_argument(
+        "--act-timeout", type=_seconds, default=None, metavar="SECONDS", help="an act slower is an error"
+    )
+    parser.add_argument("--no-shield", action="store_true", help="run without the default safety shield")
+    _add_log_dir(parser)
+    parser.add_argument("--run-id", default=None, help="name the run (default: derived from the configuration)")
+    parser.add_argument("--fresh", action="store_true", help="start a new run instead of resuming")
+    parser.add_argument("--video", type=non_negative_int, default=0, metavar="N", help="mp4 of the first N per task")
+    parser.add_argument("--strict", action="store_true", help="exit 3 when any episode is error or infra_invalid")
+    parser.add_argument("--workers", type=positive_int, default=1, metavar="N", help="worker processes (default 1)")
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "inline", "process", "ray"),
+        default="auto",
+        help="inline (this process), process (isolated workers), ray; auto: inline for 1 worker, else process",
+    )
+    parser.add_argument("--address", default=None, help="ray: the cluster to join (default: start a local Ray)")
+    parser.add_argument(
+        "--retry-infra", type=non_negative_int, default=0, metavar="K", help="retry infra_invalid K times"
+    )
+    parser.add_argument(
+        "--max-infra-failures", type=positive_int, default=None, metavar="M", help="stop the run at M infra failures"
+    )
+    parser.add_argument(
+        "--episode-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="cap on an episode's wall time, charged to whoever's call crosses it (default: none)",
+    )
+    parser.add_argument(
+        "--env-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="limit of every env call (default: 10x the env's mean step, at least 10 s; a reset at least 60 s)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="hylo", description="Truthful, fast, reproducible evaluation of embodied agents.")
+    parser.add_argument("--version", action="version", version=f"hylo {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+
+    ev = commands.add_parser("eval", help="evaluate an agent on a benchmark (resumes the same run when re-run)")
+    ev.add_argument("benchmark", nargs="?", help="a registered benchmark (hylo list benchmarks) or gym:<id>")
+    ev.add_argument("--split", default=None, help="the split (default: the benchmark's)")
+    ev.add_argument("--task", dest="tasks", nargs="+", action="extend", default=[], metavar="T", help="tasks to run")
+    ev.add_argument("--agent", help="random, hold, expert, a registered agent or module:Class")
+    ev.add_argument(
+        "-A", dest="agent_args", action="append", default=[], metavar="K=V", help="agent argument (JSON literal)"
+    )
+    _add_run_options(ev)
+    ev.add_argument("--timing", choices=("sync", "realtime"), default="sync", help="loop timing (default sync)")
+    ev.add_argument("--refill-steps", type=non_negative_int, default=None, help="realtime: refill threshold")
+    ev.add_argument("--max-hold-steps", type=positive_int, default=None, help="realtime: watchdog holds")
+    ev.add_argument("--latency", type=float, default=None, metavar="SECONDS", help="realtime: fixed act latency")
+    ev.add_argument("--clock", choices=("virtual", "wall"), default=None, help="realtime: clock")
+    ev.add_argument("--spec", type=Path, default=None, metavar="FILE", help="read the whole spec from a JSON file")
+    ev.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
+
+    runs = commands.add_parser("runs", help="list, show, export or delete evaluation runs")
+    runs_commands = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True, parser_class=Parser)
+    runs_list = runs_commands.add_parser("list", help="every run in the log dir")
+    _add_log_dir(runs_list)
+    runs_list.add_argument("--json", action="store_true")
+    for name, help_ in (("show", "a run's summary"), ("export", "a run's full record"), ("delete", "delete a run")):
+        sub = runs_commands.add_parser(name, help=help_)
+        sub.add_argument("run", help="run id (or a unique prefix)")
+        _add_log_dir(sub)
+        if name == "export":
+            sub.add_argument("--format", choices=("json",), default="json")
+            sub.add_argument("--traces", action="store_true", help="include every episode's trace events")
+        if name == "show":
+            sub.add_argument("--json", action="store_true")
+
+    compare = commands.add_parser("compare", help="pair two runs' episodes and test the difference (McNemar)")
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    _add_log_dir(compare)
+    compare.add_argument("--json", action="store_true")
+    compare.add_argument("--all-flips", action="store_true", help="list every flipped episode (default: 50)")
+
+    listing = commands.add_parser("list", help="what is registered")
+    listing.add_argument("what", choices=("benchmarks", "agents"))
+    listing.add_argument("--json", action="store_true")
+
+    demo = commands.add_parser("demo", help="evaluate experts and random agents on BabyAI and Meta-World")
+    demo.add_argument("--episodes", type=positive_int, default=20, help="episodes per task (default 20)")
+    demo.add_argument("--seed", type=non_negative_int, default=0, help="base seed (default 0)")
+    demo.add_argument("--log-dir", type=Path, default=None, help="where the demo's runs go (default: a temp dir)")
+    demo.add_argument("--builtin", action="store_true", help="the dependency-free Kernel demo on built-in envs")
+    demo.add_argument("--trace", type=Path, default=None, help="--builtin: write the JSONL trace here")
+
+    add_graph_parsers(commands, _add_run_options)
+
+    add_serve_parser(commands)
+
+    add_bridge_parser(commands)
+    return parser

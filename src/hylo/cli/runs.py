@@ -1,0 +1,88 @@
+"""`hylo runs` and `hylo compare`: the EvalLogs under a log directory, one run's summary, two runs paired."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from hylo.cli.output import EXIT_BAD_INPUT, console, fail
+
+
+def run_runs(args: argparse.Namespace) -> int:
+    from hylo.eval.report import print_summary
+    from hylo.eval.stats import summarize, summarize_by_task, summary_json
+    from hylo.eval.store import EvalLog, delete_run, find_run, list_runs, records
+
+    if args.runs_command == "list":
+        runs = list_runs(args.log_dir)
+        if args.json:
+            listed = [
+                {"run_id": r.run_id, "status": r.status, "n_done": r.n_done, "n_planned": r.n_planned}
+                | {"benchmark": r.benchmark, "agent": r.agent}
+                for r in runs
+            ]
+            sys.stdout.write(json.dumps(listed) + "\n")
+            return 0
+        out = console()
+        if not runs:
+            out.print(f"no runs in {args.log_dir}")
+        for r in runs:
+            out.print(f"{r.run_id}  {r.status:<11} {r.n_done:>6}/{r.n_planned:<6} {r.benchmark}  {r.agent}")
+        return 0
+    if args.runs_command == "delete":
+        removed = delete_run(args.log_dir, args.run)
+        print(f"deleted {removed}")
+        return 0
+    with EvalLog.open(find_run(args.log_dir, args.run)) as log:
+        info = log.info()
+        final = log.final_episodes()
+        if args.runs_command == "show":
+            recs = records(final)
+            if args.json:
+                data: dict[str, Any] = {**info.to_json(), "summary": summary_json(recs)}
+                sys.stdout.write(json.dumps(data) + "\n")
+                return 0
+            out = console()
+            out.print(
+                f"run {info.run_id} · {info.status} · {info.n_done}/{info.n_planned} episodes · {info.agent} on "
+                f"{info.benchmark} ({info.split}) · digest {info.digest}"
+            )
+            print_summary(out, info.run_id, summarize_by_task(recs), summarize(recs))
+            for row in final:
+                if row.status.value in ("error", "infra_invalid", "safety_abort"):
+                    out.print(f"  {row.episode_id}  {row.status.value}: {row.reason}", highlight=False)
+            return 0
+        export: dict[str, Any] = {**info.to_json(), "episodes": [], "attempts": []}
+        export["episodes"] = [row.to_json() for row in final]
+        export["attempts"] = [row.to_json() for row in log.attempts()]
+        if args.traces:
+            for entry in export["attempts"]:
+                entry["trace"] = log.trace(entry["episode_id"], entry["attempt"])
+        sys.stdout.write(json.dumps(export) + "\n")
+        return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    from hylo.eval.report import no_pairs_message, pairing_note, print_comparison
+    from hylo.eval.stats import NoPairs, compare_runs
+    from hylo.eval.store import EvalLog, find_run, records
+
+    loaded = []
+    for run in (args.run_a, args.run_b):
+        with EvalLog.open(find_run(args.log_dir, run)) as log:
+            loaded.append((log.info(), records(log.final_episodes())))
+    (info_a, a), (info_b, b) = loaded
+    name_a, name_b = info_a.run_id, info_b.run_id
+    try:
+        comparison = compare_runs(a, b)
+    except NoPairs as exc:
+        return fail(EXIT_BAD_INPUT, no_pairs_message(info_a, info_b, exc))
+    if comparison.partial:
+        print(f"hylo: warning: {pairing_note(info_a, info_b, comparison)}", file=sys.stderr)
+    if args.json:
+        sys.stdout.write(json.dumps({"run_a": name_a, "run_b": name_b, **comparison.to_json()}) + "\n")
+    else:
+        print_comparison(console(), name_a, name_b, comparison, max_flips=None if args.all_flips else 50)
+    return 0
