@@ -47,6 +47,7 @@ demo: $(STAMP_RUN)
 lint: $(STAMP_TEST)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP_TEST)
 	$(BIN)/mypy
