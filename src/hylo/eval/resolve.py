@@ -18,9 +18,9 @@ from hylo.core.errors import HyloError
 from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
 from hylo.cpus import usable_cpus
 from hylo.envs.benchmark import Benchmark, get_benchmark
+from hylo.eval.logdir import ReservedRunId, check_run_id
 from hylo.eval.placement import PanelDriver
 from hylo.eval.spec import EvalSpec
-from hylo.eval.store import ReservedRunId, check_run_id
 from hylo.graph.agent_nodes import vet_agents
 from hylo.graph.compile import GraphInvalid, Plan, compile_graph
 from hylo.graph.model import Graph

@@ -19,12 +19,14 @@ from hylo.agents.registry import make_agent
 from hylo.core.status import EpisodeStatus
 from hylo.core.types import TaskInstance
 from hylo.eval.limits import EpisodeLimits, task_limits
+from hylo.eval.logdir import FILENAME, check_log_dir
 from hylo.eval.pool import InlinePool, Pool, ProcessPool
 from hylo.eval.provenance import Background, git_commit, package_versions
 from hylo.eval.resolve import EvalError, choose_backend, make_timing, resolve, run_id_for
+from hylo.eval.rows import EpisodeRow, RunInfo, records
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import Summary, summarize, summarize_by_task
-from hylo.eval.store import FILENAME, EpisodeRow, EvalLog, RunBusy, RunInfo, check_log_dir, records
+from hylo.eval.store import EvalLog, RunBusy
 from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig, WorkerFailed
 from hylo.eval.writer import EvalLogWriter, RunAborted
 

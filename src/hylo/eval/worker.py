@@ -37,8 +37,8 @@ from hylo.eval.limits import OBSERVE, RESET, STEP, EpisodeLimits, Meter, Verdict
 from hylo.eval.placement import PanelDriver, PlacingPanel
 from hylo.eval.recording import FrameTap, TraceBuffer, serialize
 from hylo.eval.resolve import make_timing, resolve
+from hylo.eval.rows import EpisodeRow
 from hylo.eval.spec import EvalSpec
-from hylo.eval.store import EpisodeRow
 from hylo.eval.video import video_name
 from hylo.graph.agent_nodes import build_agents, close_agents, graph_needs_images
 from hylo.graph.assemble import assemble_runner
