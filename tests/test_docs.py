@@ -7,7 +7,8 @@ from pathlib import Path
 from hylo.envs.babyai import BabyAIBenchmark
 from hylo.envs.gym_adapter import GymBenchmark
 from hylo.envs.metaworld import MetaWorldBenchmark
-from hylo.eval.store import FILENAME, RESERVED_NAMES, EvalLog
+from hylo.eval.logdir import FILENAME, RESERVED_NAMES
+from hylo.eval.store import EvalLog
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

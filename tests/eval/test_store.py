@@ -19,8 +19,7 @@ import pytest
 
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
-from hylo.eval.stats import summary_json
-from hylo.eval.store import (
+from hylo.eval.logdir import (
     FILENAME,
     GRAPHS_DIR,
     JOBS_DB,
@@ -28,16 +27,14 @@ from hylo.eval.store import (
     JOBS_LOCK,
     RESERVED_NAMES,
     BadLogDir,
-    EpisodeRow,
-    EvalLog,
     ReservedRunId,
     RunNotFound,
     check_log_dir,
     delete_run,
     find_run,
-    list_runs,
-    records,
 )
+from hylo.eval.stats import summary_json
+from hylo.eval.store import EpisodeRow, EvalLog, list_runs, records
 
 SPEC: dict[str, Any] = {"benchmark": "babyai", "agent": "random", "episodes": 2, "tasks": ["GoToLocal", "Open"]}
 VERSIONS = {"hylo": "0.1.0", "python": "3.11"}

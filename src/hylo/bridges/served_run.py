@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hylo.eval.logdir import FILENAME
 from hylo.eval.provenance import package_versions
-from hylo.eval.store import FILENAME, EpisodeRow, EvalLog
+from hylo.eval.store import EpisodeRow, EvalLog
 
 log = logging.getLogger(__name__)
 

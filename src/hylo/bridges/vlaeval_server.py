@@ -16,18 +16,18 @@ can hold is bounded: the connections (`max_connections`, refused with HTTP 503 b
 stay silent (`idle_timeout`), the size of a frame and of what it decodes to (`max_frame_bytes`, `max_frame_pixels`
 and the protocol's own bounds), the frames read ahead (`MAX_QUEUE`), and the agents kept once their connections
 closed (`AgentPool.keep`).
+
+The protocol of one connection (a frame in, its reply out) is `hylo.bridges.vlaeval_handler`; each connection's
+thread and the pool of agents, `hylo.bridges.connections`; this module holds the server around them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import itertools
 import json
 import logging
-import queue
 import threading
-import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from http import HTTPStatus
@@ -41,19 +41,12 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 
+from hylo.bridges.connections import AgentPool, ConnectionWorker
 from hylo.bridges.limits import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
 from hylo.bridges.served_run import ServedRun
-from hylo.bridges.session import EpisodeRefused, ServedSession, wants_images
-from hylo.bridges.vlaeval_protocol import (
-    MAX_FRAME_PIXELS,
-    PROTOCOL_VERSION,
-    Message,
-    MessageType,
-    ProtocolError,
-    frame_header,
-    pack,
-    unpack,
-)
+from hylo.bridges.session import ServedSession, wants_images
+from hylo.bridges.vlaeval_handler import ConnectionHandler, first_line
+from hylo.bridges.vlaeval_protocol import MAX_FRAME_PIXELS, PROTOCOL_VERSION, Message
 from hylo.core.shield import SafetyShield
 from hylo.hosts import HostPolicy
 
@@ -79,114 +72,6 @@ CLOSE_TIMEOUT_S = 1.0
 STOPPED = "the bridge stopped mid-episode"
 
 
-class ConnectionWorker:
-    """One connection's own thread: runs what is submitted to it in order, one thing at a time (a session is not
-    thread-safe). The thread is a daemon, so an agent stuck in `act` never keeps the process from exiting."""
-
-    def __init__(self, name: str) -> None:
-        self._queue: queue.SimpleQueue[
-            tuple[Callable[..., Any], tuple[Any, ...], concurrent.futures.Future[Any]] | None
-        ]
-        self._queue = queue.SimpleQueue()
-        self._pending = 0
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name=f"hylo-bridge-{name}", daemon=True)
-        self._thread.start()
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        with self._lock:
-            self._pending += 1
-        self._queue.put((fn, args, future))
-        return future
-
-    @property
-    def idle(self) -> bool:
-        """Whether nothing submitted is waiting or running."""
-        with self._lock:
-            return self._pending == 0
-
-    def shutdown(self) -> None:
-        """End the thread once what was submitted before has run."""
-        self._queue.put(None)
-
-    def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
-            fn, args, future = item
-            try:
-                if future.set_running_or_notify_cancel():
-                    try:
-                        result = fn(*args)
-                    except BaseException as exc:
-                        future.set_exception(exc)
-                    else:
-                        future.set_result(result)
-            finally:
-                with self._lock:
-                    self._pending -= 1
-
-
-class AgentPool:
-    """One agent per live connection (agents keep episode state); up to `keep` of them are kept for the next
-    connections once theirs closed, the others closed (`close()`, when they have one) and dropped, so the memory a
-    burst of connections took comes back.
-
-    `first` is the agent built when the bridge started (it proved the name and arguments good)."""
-
-    def __init__(self, factory: Callable[[], Any], first: Any, *, keep: int = 1) -> None:
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-            raise ValueError(f"keep must be an int >= 0, got {keep!r}")
-        self._factory = factory
-        self.keep = keep
-        self._idle: list[Any] = [first]
-        self._live = 1
-        self._lock = threading.Lock()
-
-    def acquire(self) -> Any:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        agent = self._factory()
-        with self._lock:
-            self._live += 1
-        return agent
-
-    def release(self, agent: Any) -> None:
-        """Take back the agent of a closed connection: kept when fewer than `keep` wait, else closed."""
-        with self._lock:
-            if len(self._idle) < self.keep:
-                self._idle.append(agent)
-                return
-            self._live -= 1
-        _close_agent(agent)
-
-    @property
-    def size(self) -> int:
-        """The agents alive: acting on a connection or kept."""
-        with self._lock:
-            return self._live
-
-    def close(self) -> None:
-        """Close every idle agent that has a `close` (a remote policy's socket, a worker process); an agent still
-        acting on a connection's thread is left alone."""
-        with self._lock:
-            agents, busy = self._idle, self._live - len(self._idle)
-            self._idle, self._live = [], busy
-        if busy:
-            log.warning("%d agent(s) still acting when the bridge stopped; not closed", busy)
-        for agent in agents:
-            _close_agent(agent)
-
-
-def _close_agent(agent: Any) -> None:
-    close = getattr(agent, "close", None)
-    if callable(close):
-        try:
-            close()
-        except Exception as exc:
-            log.warning("closing agent %r raised %r", agent, exc)
-
-
 def action_spec(space: spaces.Space[Any] | None) -> dict[str, dict[str, Any]]:
     """The HELLO `action_spec` (vla-eval DimSpec dicts) of a 1-D Box action space; empty when there is none."""
     if not isinstance(space, spaces.Box) or len(space.shape) != 1:
@@ -196,86 +81,6 @@ def action_spec(space: spaces.Space[Any] | None) -> dict[str, dict[str, Any]]:
     if np.isfinite(low) and np.isfinite(high):
         spec["range"] = [low, high]
     return {"actions": spec}
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
-
-
-class ConnectionHandler:
-    """The protocol for one connection, independent of the socket: `handle(frame)` returns the reply frame, or
-    None when the message takes none (EPISODE_START, EPISODE_END, a client's ERROR). It never raises: a failure
-    while handling a message is logged, recorded against the open episode (`infra_invalid`) and, for a message that
-    expects a reply (OBSERVATION, HELLO), answered with an ERROR; the connection goes on."""
-
-    def __init__(self, bridge: VlaEvalBridge, session: ServedSession) -> None:
-        self.bridge = bridge
-        self.session = session
-        # An agent that declares its requirements without images never sees any (as in driven mode): the images of
-        # its frames are traced by the digest of their bytes and never decoded.
-        self.decode_images = session.images
-
-    def handle(self, frame: bytes | str) -> bytes | None:
-        try:
-            message = unpack(frame, decode_images=self.decode_images, max_pixels=self.bridge.max_frame_pixels)
-        except ProtocolError as exc:
-            return self._undecodable(frame, exc)
-        except Exception as exc:
-            return self._undecodable(frame, ProtocolError(f"cannot decode the frame: {_first_line(exc)}"))
-        try:
-            return self._dispatch(message)
-        except Exception as exc:
-            return self._failed(message, exc)
-
-    def _dispatch(self, message: Message) -> bytes | None:
-        kind = message.type
-        if kind is MessageType.OBSERVATION:
-            try:
-                action = self.session.act(message.payload)
-            except EpisodeRefused as exc:
-                return _error(str(exc), message.seq)
-            return pack(MessageType.ACTION, {"actions": action}, message.seq)
-        if kind is MessageType.HELLO:
-            return pack(MessageType.HELLO, self.bridge.hello(), message.seq)
-        if kind is MessageType.EPISODE_START:
-            self.session.start(message.payload)
-        elif kind is MessageType.EPISODE_END:
-            self.session.end(message.payload)
-        elif kind is MessageType.ERROR:
-            log.warning("%s: the harness reported an error: %s", self.session.connection, message.payload)
-        else:
-            log.warning("%s: ignoring a %s message (a model server never receives one)", self.session.connection, kind)
-        return None
-
-    def _failed(self, message: Message, exc: Exception) -> bytes | None:
-        reason = f"the bridge failed handling {message.type.value} (seq {message.seq}): {_first_line(exc)}"
-        detail = "".join(traceback.format_exception(exc)).strip()
-        log.error("%s: %s\n%s", self.session.connection, reason, detail)
-        try:
-            self.session.fail(reason, detail)
-        except Exception as again:
-            log.error("%s: recording the failure failed too: %s", self.session.connection, _first_line(again))
-        if message.type in (MessageType.OBSERVATION, MessageType.HELLO):
-            return _error(reason, message.seq)
-        return None
-
-    def _undecodable(self, frame: bytes | str, exc: ProtocolError) -> bytes | None:
-        """Answer a frame that cannot be decoded only if it expects an answer (HELLO, OBSERVATION), with its `seq`
-        when that can be read (else 0); an observation's episode cannot go on and is recorded as the harness's
-        fault."""
-        kind, seq = frame_header(frame)
-        log.warning("%s: undecodable frame: %s", self.session.connection, exc)
-        if kind == MessageType.OBSERVATION.value and self.session.in_episode:
-            self.session.close(f"the harness sent an undecodable observation ({exc})")
-        if kind in (MessageType.OBSERVATION.value, MessageType.HELLO.value):
-            return _error(f"bad frame: {exc}", seq)
-        return None
-
-
-def _error(text: str, seq: int) -> bytes:
-    """An ERROR frame; what UTF-8 cannot carry in `text` (a lone surrogate in an agent's message) is escaped."""
-    return pack(MessageType.ERROR, {"error": text.encode("utf-8", "backslashreplace").decode("utf-8")}, seq)
 
 
 @dataclass(eq=False)
@@ -433,7 +238,7 @@ class VlaEvalBridge:
             if not self.stopping:
                 raise
         except Exception as exc:
-            log.error("%s: %s", name, _first_line(exc))
+            log.error("%s: %s", name, first_line(exc))
         finally:
             connection.open = False
             teardown = worker.submit(self._teardown, connection, agent)
@@ -530,7 +335,7 @@ class VlaEvalBridge:
                     await asyncio.wait_for(asyncio.wrap_future(done), SHUTDOWN_GRACE_S)
                     continue
                 except Exception as exc:
-                    log.warning("%s: closing the session: %s", connection.name, _first_line(exc) or "timed out")
+                    log.warning("%s: closing the session: %s", connection.name, first_line(exc) or "timed out")
             session.abandon(f"{STOPPED} (the agent was still acting {loop.time() - began:.1f} s after the stop)")
         for connection in self._snapshot():
             if connection.task is not None and not connection.task.done():

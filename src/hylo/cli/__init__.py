@@ -39,7 +39,7 @@ def _check_log_dir(args: argparse.Namespace) -> None:
     log_dir = getattr(args, "log_dir", None)
     if log_dir is None or getattr(args, "spec", None) is not None:
         return
-    from hylo.eval.store import check_log_dir
+    from hylo.eval.logdir import check_log_dir
 
     check_log_dir(log_dir, writable=args.command not in ("runs", "compare"))
 

@@ -69,7 +69,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _spec_file(args: argparse.Namespace) -> EvalSpec:
     """`--spec FILE`: the whole spec as JSON (what the JobScheduler hands its jobs); spec flags are refused with it."""
-    from hylo.eval.runner import EvalError
+    from hylo.eval.resolve import EvalError
     from hylo.eval.spec import EvalSpec
 
     given = [flag for flag, value in (("benchmark", args.benchmark), ("--agent", args.agent)) if value is not None]
@@ -85,7 +85,7 @@ def _spec_file(args: argparse.Namespace) -> EvalSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hylo.eval.runner import EvalError
+    from hylo.eval.resolve import EvalError
 
     if args.spec is not None:
         spec = _spec_file(args)

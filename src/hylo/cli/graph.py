@@ -72,7 +72,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from hylo.cli.evaluate import run_evaluation, run_options
-    from hylo.eval.runner import EvalError
+    from hylo.eval.resolve import EvalError
     from hylo.eval.spec import EvalSpec
     from hylo.graph.compile import GraphInvalid, compile_graph
     from hylo.graph.model import NodesetOptions

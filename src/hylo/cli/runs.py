@@ -11,9 +11,10 @@ from hylo.cli.output import EXIT_BAD_INPUT, console, fail
 
 
 def run_runs(args: argparse.Namespace) -> int:
+    from hylo.eval.logdir import delete_run, find_run
     from hylo.eval.report import print_summary
     from hylo.eval.stats import summarize, summarize_by_task, summary_json
-    from hylo.eval.store import EvalLog, delete_run, find_run, list_runs, records
+    from hylo.eval.store import EvalLog, list_runs, records
 
     if args.runs_command == "list":
         runs = list_runs(args.log_dir)
@@ -65,9 +66,10 @@ def run_runs(args: argparse.Namespace) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    from hylo.eval.logdir import find_run
     from hylo.eval.report import no_pairs_message, pairing_note, print_comparison
     from hylo.eval.stats import NoPairs, compare_runs
-    from hylo.eval.store import EvalLog, find_run, records
+    from hylo.eval.store import EvalLog, records
 
     loaded = []
     for run in (args.run_a, args.run_b):

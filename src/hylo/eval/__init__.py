@@ -1,6 +1,7 @@
 """Evaluation: the runner, the EvalLog, honest statistics, reports and comparisons."""
 
-from hylo.eval.runner import EvalError, EvalResult, Evaluation, Progress, evaluate
+from hylo.eval.resolve import EvalError
+from hylo.eval.runner import EvalResult, Evaluation, Progress, evaluate
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import (
     Comparison,

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.table import Table
 
 from hylo.core.status import EpisodeStatus
+from hylo.eval.rows import RunInfo
 from hylo.eval.stats import Comparison, NoPairs, Summary
-from hylo.eval.store import RunInfo
 
 
 def _rate(value: float | None) -> str:

@@ -9,52 +9,28 @@ lists every episode of the run, ordered by (task, index) whatever order they ran
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hylo.core.errors import HyloError
+from hylo.agents.registry import make_agent
 from hylo.core.status import EpisodeStatus
-from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
 from hylo.core.types import TaskInstance
-from hylo.cpus import usable_cpus
-from hylo.envs.benchmark import Benchmark, get_benchmark
 from hylo.eval.limits import EpisodeLimits, task_limits
-from hylo.eval.placement import PanelDriver
+from hylo.eval.logdir import FILENAME, check_log_dir
 from hylo.eval.pool import InlinePool, Pool, ProcessPool
 from hylo.eval.provenance import Background, git_commit, package_versions
+from hylo.eval.resolve import EvalError, choose_backend, make_timing, resolve, run_id_for
+from hylo.eval.rows import EpisodeRow, RunInfo, records
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import Summary, summarize, summarize_by_task
-from hylo.eval.store import (
-    FILENAME,
-    EpisodeRow,
-    EvalLog,
-    ReservedRunId,
-    RunBusy,
-    RunInfo,
-    check_log_dir,
-    check_run_id,
-    records,
-)
+from hylo.eval.store import EvalLog, RunBusy
 from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig, WorkerFailed
 from hylo.eval.writer import EvalLogWriter, RunAborted
-from hylo.graph.compile import Plan
-from hylo.panels.benchmark import BenchmarkPanel
-from hylo.panels.budget import resolve_step_budget
 
 logger = logging.getLogger(__name__)
-
-
-class EvalError(HyloError):
-    """A run that cannot start (bad input, a changed configuration); the message says what to do, and `field`
-    names the spec field at fault when one is."""
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -131,159 +107,6 @@ def evaluate(
     return Evaluation(spec, progress=progress).run()
 
 
-@dataclass(frozen=True)
-class _Resolved:
-    benchmark: Benchmark
-    split: str
-    tasks: list[str]
-    budgets: dict[str, int]
-    spec: EvalSpec  # split and tasks filled in
-    plan: Plan | None = None  # the compiled graph of a graph run
-
-
-def compile_spec_graph(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bool = True) -> Plan | None:
-    """The compiled graph of a graph run (None for an agent run); refuses an invalid graph, or one whose env nodes
-    belong to another benchmark, naming the problem."""
-    if spec.graph is None:
-        return None
-    from hylo.graph.compile import GraphInvalid, compile_graph
-    from hylo.graph.model import Graph
-
-    graph = Graph.model_validate(spec.graph)
-    if spec.timing != "sync":
-        raise EvalError(
-            f"graph {graph.name!r} runs with sync timing; --timing {spec.timing} is for agents", field="timing"
-        )
-    try:
-        plan = compile_graph(graph, allow_import=allow_import)
-    except GraphInvalid as exc:
-        raise EvalError(str(exc), field="graph") from None
-    served = graph.nodesets.get(benchmark.name)
-    if spec.video and served is not None and served.mode == "server":
-        raise EvalError(
-            f"--video records the env of the worker; graph {graph.name!r} runs the {benchmark.name} env nodeset in "
-            "server mode (its own subprocess), so there is nothing to record: drop --video or the server mode",
-            field="video",
-        )
-    others = [name for name in plan.benchmarks if name != benchmark.name]
-    if others:
-        raise EvalError(
-            f"graph {graph.name!r} uses env nodes of {others}, but runs on benchmark {benchmark.name!r}", field="graph"
-        )
-    return plan
-
-
-def resolve(spec: EvalSpec, *, allow_import: bool = True) -> _Resolved:
-    """Check everything a run needs before anything runs; raise a clear error naming the bad value."""
-    benchmark = get_benchmark(spec.benchmark, allow_import=allow_import)
-    available, why = benchmark.available()
-    if not available:
-        raise EvalError(f"benchmark {benchmark.name!r} is not available here: {why}", field="benchmark")
-    split = benchmark.check_split(spec.split)
-    tasks = benchmark.check_tasks(split, spec.tasks)
-    plan = compile_spec_graph(spec, benchmark, allow_import=allow_import)
-    graph_budget = plan.graph.step_budget if plan is not None else None
-    panel = BenchmarkPanel(benchmark, split=split, task=tasks[0], default_step_budget=graph_budget)
-    driver = PanelDriver(panel)
-    budgets: dict[str, int] = {}
-    try:
-        for task in tasks:
-            driver.set_field("task", task)
-            loaded = driver.load()
-            try:
-                budgets[task] = resolve_step_budget(spec.max_steps, loaded, benchmark.default_step_budget(task))
-            except ValueError as exc:
-                raise EvalError(str(exc), field="max_steps") from None
-    finally:
-        driver.close()
-    return _Resolved(benchmark, split, tasks, budgets, spec.model_copy(update={"split": split, "tasks": tasks}), plan)
-
-
-def run_id_for(spec: EvalSpec, budgets: dict[str, int]) -> str:
-    """The run a spec names: its `run_id`, else benchmark-agent-digest; with `fresh`, a new id that no run in the log
-    dir has yet (refused when a named run exists)."""
-    run_id = spec.run_id or spec.default_run_id(budgets)
-    try:
-        check_run_id(run_id)
-    except ReservedRunId as exc:
-        raise EvalError(str(exc), field="run_id") from None
-    if spec.fresh:
-        if spec.run_id is not None and (spec.log_path / run_id).exists():
-            raise EvalError(
-                f"--fresh: run {run_id!r} already exists in {spec.log_dir}; choose another --run-id", field="run_id"
-            )
-        if spec.run_id is None:
-            run_id = f"{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
-            base, n = run_id, 1
-            while (spec.log_path / run_id).exists():
-                n += 1
-                run_id = f"{base}-{n}"
-    return run_id
-
-
-def choose_backend(spec: EvalSpec) -> str:
-    """Where a spec's episodes run: `inline`, `process` or `ray` (`auto`: inline for one worker, else process);
-    refuses combinations that cannot work."""
-    if spec.address is not None and spec.backend != "ray":
-        raise EvalError(f"--address {spec.address!r} is a Ray address: it needs --backend ray", field="address")
-    backend = ("inline" if spec.workers == 1 else "process") if spec.backend == "auto" else spec.backend
-    if backend == "inline" and spec.workers > 1:
-        raise EvalError(
-            f"--backend inline runs one worker, not {spec.workers}; use --backend process or ray", field="backend"
-        )
-    cpus = usable_cpus()
-    if backend == "process" and spec.workers > cpus:
-        raise EvalError(
-            f"--workers {spec.workers} is more worker processes than this machine's {cpus} usable CPUs; use at most "
-            f"{cpus}, or --backend ray to go past one machine",
-            field="workers",
-        )
-    return backend
-
-
-def plan_run(spec: EvalSpec, *, allow_import: bool = True, check_url: Callable[[str], None] | None = None) -> EvalSpec:
-    """Validate a spec without running it and fix its run: split, tasks and `run_id` filled in, `fresh` consumed.
-    Agents are checked by name and arguments without being built when they declare their `Args` (a remote agent
-    would connect to its server: that happens in the run's own process), and `check_url` is asked about every URL
-    they would connect to (it raises `ValueError` to refuse one). Without `allow_import` (an HTTP request) only
-    registered benchmarks and agents are accepted, never an import path. Raises a `HyloError` naming the bad value."""
-    choose_backend(spec)
-    resolved = resolve(spec, allow_import=allow_import)
-    urls = vet_run_agents(resolved, allow_import=allow_import)
-    if check_url is not None:
-        for url in urls:
-            try:
-                check_url(url)
-            except ValueError as exc:
-                raise EvalError(str(exc), field="agent_args" if resolved.plan is None else "graph") from None
-    make_timing(resolved.spec)
-    return resolved.spec.model_copy(update={"run_id": run_id_for(resolved.spec, resolved.budgets), "fresh": False})
-
-
-def vet_run_agents(resolved: _Resolved, *, allow_import: bool = True) -> list[str]:
-    """Check a resolved run's agent (or its graph's agents) by name and arguments; the URLs they would connect to."""
-    from hylo.agents.registry import vet_agent
-    from hylo.graph.agent_nodes import vet_agents
-
-    spec = resolved.spec
-    if resolved.plan is not None:
-        return vet_agents(resolved.plan, resolved.benchmark, allow_import=allow_import)
-    return vet_agent(spec.agent, spec.agent_args, resolved.benchmark, allow_import=allow_import)
-
-
-def make_timing(spec: EvalSpec) -> Timing:
-    if spec.timing == "sync":
-        if spec.timing_options:
-            raise EvalError(
-                f"timing options {sorted(spec.timing_options)} need --timing realtime", field="timing_options"
-            )
-        return SyncTiming()
-    try:
-        return RealtimeTiming(**spec.timing_options)
-    except (TypeError, ValueError) as exc:
-        raise EvalError(f"bad realtime timing options {spec.timing_options}: {exc}", field="timing_options") from None
-
-
 class Evaluation:
     """One invocation of a run: resolve, open or resume the EvalLog, run the missing episodes, summarise."""
 
@@ -295,8 +118,6 @@ class Evaluation:
         make_timing(self.spec)  # refuse bad timing options before anything starts
         self.agent: object = None
         if self.backend() == "inline" and self.resolved.plan is None:  # pooled workers and graphs build their own
-            from hylo.agents.registry import make_agent
-
             self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)
         self._git = Background(git_commit)  # a subprocess: asked while the run binds, read when the log is made
         self.digest = self.spec.digest(self.resolved.budgets)

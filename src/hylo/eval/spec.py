@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from hylo.core.errors import shown
 from hylo.core.types import MAX_SEED
+from hylo.graph.model import parse_graph
 
 DIGEST_FIELDS = (
     "benchmark",
@@ -160,8 +161,6 @@ class EvalSpec(BaseModel):
     def _graph(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is None:
             return None
-        from hylo.graph.model import parse_graph
-
         return parse_graph(value).to_json()
 
     @model_validator(mode="after")

@@ -2,50 +2,31 @@
 
 Each finished episode is committed in one transaction with its trace, so a run killed at any moment keeps every
 episode it finished and none it did not; re-running resumes exactly the missing ones. The schema is in
-docs/evallog.md.
+docs/evallog.md. The rows it stores are `hylo.eval.rows` (importable from here too); the log dir that holds one
+directory per run, `hylo.eval.logdir`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import sqlite3
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from hylo.core.errors import HyloError
-from hylo.core.status import EpisodeOutcome, EpisodeStatus
-from hylo.core.types import TaskInstance
-from hylo.eval.stats import EpisodeRecord, Tally
+from hylo.core.status import EpisodeStatus
+from hylo.eval.logdir import FILENAME, RunNotFound, check_run_id, run_dirs
+from hylo.eval.rows import EpisodeRow, RunInfo, records
+from hylo.eval.stats import Tally
+
+__all__ = ["SCHEMA_VERSION", "TRACE_ENCODING", "EpisodeRow", "EvalLog", "RunBusy", "RunInfo", "list_runs", "records"]
 
 SCHEMA_VERSION = 1
-FILENAME = "evallog.sqlite"
-"""A run's EvalLog, in the run's own directory `<log dir>/<run_id>/`."""
-
-# The names a log dir holds besides its runs: one run directory per run id, and these.
-JOBS_DIR = "jobs"
-"""Each job's spec, stdout and stderr (`hylo.jobs`), in `jobs/<job_id>/`."""
-JOBS_DB = "jobs.sqlite"
-"""The job queue (`hylo.jobs`)."""
-JOBS_LOCK = "jobs.lock"
-"""Held by the job scheduler that owns the log dir."""
-GRAPHS_DIR = "graphs"
-"""The graphs `hylo serve` saves."""
-_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
-
-RESERVED_NAMES = frozenset(
-    {JOBS_DIR, JOBS_LOCK, GRAPHS_DIR}
-    | {f"{database}{suffix}" for database in (JOBS_DB, FILENAME) for suffix in ("", *_SQLITE_SIDE_FILES)}
-)
-"""Names that are never a run id: a run by one of these names would share its directory with the log dir's own files
-(or, for the EvalLog's, be mistaken for a run's)."""
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS run (
@@ -100,151 +81,8 @@ CREATE TABLE IF NOT EXISTS traces (
 TRACE_ENCODING = "jsonl+zlib"
 
 
-class RunNotFound(HyloError, LookupError):
-    pass
-
-
 class RunBusy(HyloError):
     """Another live process is running this run."""
-
-
-class ReservedRunId(HyloError, ValueError):
-    """A run id that names one of the log dir's own files."""
-
-
-class BadLogDir(HyloError, ValueError):
-    """A log dir that is not a directory, or cannot become one."""
-
-
-def is_reserved(name: str) -> bool:
-    """Whether `name` is one of `RESERVED_NAMES`, in any case (a case-insensitive file system holds one of each)."""
-    return name.casefold() in RESERVED_NAMES
-
-
-def check_run_id(run_id: str) -> str:
-    """`run_id`, unless it is reserved (raises `ReservedRunId` naming it)."""
-    if is_reserved(run_id):
-        raise ReservedRunId(
-            f"run id {run_id!r} is reserved: the log dir keeps its own files by that name; choose another"
-        )
-    return run_id
-
-
-def check_log_dir(log_dir: Path, *, writable: bool = False) -> Path:
-    """`log_dir`, if it can hold runs: a directory, or a path that can become one (its nearest existing parent is a
-    directory). With `writable`, this process must also be allowed to write there. Raises `BadLogDir` naming it, so a
-    bad path is refused before anything runs instead of failing the run that would be written there."""
-    try:
-        if log_dir.exists():
-            if not log_dir.is_dir():
-                raise BadLogDir(f"log dir {str(log_dir)!r} is not a directory")
-            if writable and not os.access(log_dir, os.W_OK | os.X_OK):
-                raise BadLogDir(f"log dir {str(log_dir)!r} is not writable")
-            return log_dir
-        parent = next(p for p in log_dir.absolute().parents if p.exists())
-    except OSError as exc:
-        raise BadLogDir(f"log dir {str(log_dir)!r} cannot be read: {exc.strerror or exc}") from None
-    if not parent.is_dir():
-        raise BadLogDir(f"log dir {str(log_dir)!r} cannot be created: {str(parent)!r} is not a directory")
-    if writable and not os.access(parent, os.W_OK | os.X_OK):
-        raise BadLogDir(f"log dir {str(log_dir)!r} cannot be created: {str(parent)!r} is not writable")
-    return log_dir
-
-
-@dataclass(frozen=True, slots=True)
-class EpisodeRow:
-    """One attempt of one episode, as the EvalLog stores it."""
-
-    episode_id: str
-    task: str
-    split: str
-    index: int
-    base_seed: int
-    seed: int
-    status: EpisodeStatus
-    reason: str
-    success: bool
-    steps: int
-    safety_interventions: int = 0
-    metrics: dict[str, Any] = field(default_factory=dict)
-    started_at: float = 0.0
-    ended_at: float = 0.0
-    attempt: int = 1
-    detail: str | None = None
-    worker: str | None = None
-    video: str | None = None
-
-    @classmethod
-    def of(
-        cls,
-        task: TaskInstance,
-        outcome: EpisodeOutcome,
-        *,
-        started_at: float,
-        ended_at: float,
-        metrics: dict[str, Any],
-        attempt: int = 1,
-        worker: str | None = None,
-        video: str | None = None,
-    ) -> EpisodeRow:
-        """The row of one attempt of `task` that ended with `outcome`."""
-        return cls(
-            episode_id=task.episode_id,
-            task=task.task,
-            split=task.split,
-            index=task.index,
-            base_seed=task.base_seed,
-            seed=task.seed,
-            status=outcome.status,
-            reason=outcome.reason,
-            success=outcome.success,
-            steps=outcome.steps,
-            safety_interventions=outcome.safety_interventions,
-            metrics=metrics,
-            started_at=started_at,
-            ended_at=ended_at,
-            attempt=attempt,
-            detail=outcome.detail,
-            worker=worker,
-            video=video,
-        )
-
-    def record(self) -> EpisodeRecord:
-        return EpisodeRecord(
-            self.episode_id, self.task, self.index, self.seed, self.status, self.reason, self.steps, self.success
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["status"] = self.status.value
-        return data
-
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """The run row plus progress."""
-
-    run_id: str
-    status: str
-    mode: str
-    benchmark: str
-    split: str | None
-    agent: str
-    digest: str
-    spec: dict[str, Any]
-    n_planned: int
-    n_done: int
-    created_at: float
-    updated_at: float
-    versions: dict[str, Any]
-    git_commit: str | None
-    message: str | None
-    path: Path
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["path"] = str(self.path)
-        return data
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -564,15 +402,6 @@ class _transaction:
 # -- the log directory ------------------------------------------------------------------------------------------------
 
 
-def run_dirs(log_dir: Path) -> Iterator[Path]:
-    """The run directories in `log_dir`: those holding an EvalLog, under a name that is not reserved."""
-    if not log_dir.is_dir():
-        return
-    for child in sorted(log_dir.iterdir()):
-        if not is_reserved(child.name) and (child / FILENAME).is_file():
-            yield child
-
-
 def list_runs(log_dir: Path) -> list[RunInfo]:
     """Every run in `log_dir`, oldest first (readable while a run is in progress)."""
     runs = []
@@ -583,27 +412,3 @@ def list_runs(log_dir: Path) -> list[RunInfo]:
         except (HyloError, sqlite3.Error):
             continue
     return sorted(runs, key=lambda r: r.created_at)
-
-
-def find_run(log_dir: Path, run: str) -> Path:
-    """The directory of run `run` (its id, or a unique prefix of it)."""
-    exact = log_dir / run
-    if not is_reserved(run) and (exact / FILENAME).is_file():
-        return exact
-    matches = [d for d in run_dirs(log_dir) if d.name.startswith(run)]
-    if len(matches) == 1:
-        return matches[0]
-    known = [d.name for d in run_dirs(log_dir)]
-    if matches:
-        raise RunNotFound(f"run {run!r} is ambiguous in {log_dir}: {', '.join(d.name for d in matches)}")
-    raise RunNotFound(f"no run {run!r} in {log_dir}; runs there: {', '.join(known) or 'none'}")
-
-
-def delete_run(log_dir: Path, run: str) -> Path:
-    run_dir = find_run(log_dir, run)
-    shutil.rmtree(run_dir)
-    return run_dir
-
-
-def records(rows: Iterable[EpisodeRow]) -> list[EpisodeRecord]:
-    return [row.record() for row in rows]

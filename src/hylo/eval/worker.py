@@ -21,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
+from threadpoolctl import threadpool_limits
+
+from hylo.agents.registry import make_agent
 from hylo.core.agent import AgentRequirements
 from hylo.core.bus import EventBus
 from hylo.core.environment import Environment
@@ -33,10 +36,12 @@ from hylo.envs.benchmark import Benchmark
 from hylo.eval.limits import OBSERVE, RESET, STEP, EpisodeLimits, Meter, Verdict, task_limits
 from hylo.eval.placement import PanelDriver, PlacingPanel
 from hylo.eval.recording import FrameTap, TraceBuffer, serialize
+from hylo.eval.resolve import make_timing, resolve
+from hylo.eval.rows import EpisodeRow
 from hylo.eval.spec import EvalSpec
-from hylo.eval.store import EpisodeRow
 from hylo.eval.video import video_name
-from hylo.graph.agent_nodes import close_agents
+from hylo.graph.agent_nodes import build_agents, close_agents, graph_needs_images
+from hylo.graph.assemble import assemble_runner
 from hylo.graph.compile import Plan
 from hylo.graph.executor import NodesetCrashed
 from hylo.graph.node import Role
@@ -165,8 +170,6 @@ THREADS_ENV = "HYLO_WORKER_THREADS"
 def limit_threads() -> None:
     """Keep a worker's BLAS and OpenMP pools to `HYLO_WORKER_THREADS` threads (default 1): N workers on N cores, each
     with a pool as wide as the machine, would fight over the cores. Call it after the simulator's libraries load."""
-    from threadpoolctl import threadpool_limits
-
     text = os.environ.get(THREADS_ENV, "1")
     try:
         threads = int(text)
@@ -228,9 +231,6 @@ class EpisodeWorker:
     def initialize(self) -> None:
         """Build the agent (unless given), the env, the Kernel (or a graph's runner) and the panel; raise
         `WorkerFailed` naming the cause when they cannot be built."""
-        from hylo.agents.registry import make_agent
-        from hylo.eval.runner import make_timing, resolve
-
         config, spec = self.config, self.config.spec
         resolved = resolve(spec)
         built: dict[str, Any] = {}  # a graph's agents, built once, until its nodes take them
@@ -239,8 +239,6 @@ class EpisodeWorker:
                 self.agent = make_agent(spec.agent, spec.agent_args, resolved.benchmark)
             images = needs_images(self.agent)
         else:
-            from hylo.graph.agent_nodes import build_agents, graph_needs_images
-
             built = build_agents(resolved.plan, resolved.benchmark)
             images = graph_needs_images(resolved.plan, built)
         first = resolved.tasks[0]
@@ -297,7 +295,6 @@ class EpisodeWorker:
     ) -> Executes:
         """The runner of a graph run: its env nodes use this worker's env; its server-mode nodesets get one
         subprocess each, tagged with this worker's index."""
-        from hylo.graph.assemble import assemble_runner
 
         def render() -> None:
             inner = env.env if isinstance(env, MeteredEnv) else env

@@ -111,21 +111,62 @@ def check_graph(
     return []
 
 
+class _Problems:
+    """How a pass reports a problem: `fail(node, rule, message)` (node None for the graph as a whole); `errors`
+    holds them in the order found."""
+
+    def __init__(self) -> None:
+        self.errors: list[GraphError] = []
+
+    def __call__(self, node: str | None, rule: str, message: str) -> None:
+        self.errors.append(GraphError(node, rule, message))
+
+
+_NodeTypes = dict[str, tuple[Nodeset, type[Node]]]
+
+
 def compile_graph(graph: Graph, *, allow_import: bool = True, nodesets: Mapping[str, Nodeset] | None = None) -> Plan:
     """Validate `graph` and cut it into bands; raises `GraphInvalid` with every problem found. `nodesets` adds
-    nodesets by name for this graph (defined in code rather than registered)."""
-    errors: list[GraphError] = []
+    nodesets by name for this graph (defined in code rather than registered).
 
-    def fail(node: str | None, rule: str, message: str) -> None:
-        errors.append(GraphError(node, rule, message))
+    The passes run in order, each reporting its problems and going on, so that one call lists them all; only a
+    cycle stops the compilation early (the bands are not defined without a topological order)."""
+    fail = _Problems()
+    specs = _unique_nodes(graph, fail)
+    classes, configs = _node_types(specs, fail, allow_import=allow_import, nodesets=nodesets)
+    loop_in, loop_out = _loop_pivots(classes, configs, fail)
+    planned = _ports(classes, configs)
+    successors = _edges(graph, specs, planned, fail)
+    order = _topological(planned, successors)
+    if len(order) < len(planned):
+        _cycle(planned, order, fail)
+        raise GraphInvalid(graph.name, fail.errors)
+    body = _bands(planned, successors, loop_in, loop_out, fail)
+    _roles(planned, loop_in, fail)
+    declared = _containers(graph, planned, fail)
+    _nodesets(graph, specs, planned, fail)
+    _placement(graph, planned, fail)
+    if fail.errors:
+        raise GraphInvalid(graph.name, fail.errors)
+    return _plan(graph, planned, order, body, loop_in, loop_out, declared)
 
-    # -- nodes, types, configs --------------------------------------------------------------------------------
+
+def _unique_nodes(graph: Graph, fail: _Problems) -> dict[str, Any]:
+    """The graph's node specs by id; a repeated id is a problem (the last spec by that id is kept)."""
     specs: dict[str, Any] = {}
     for spec in graph.nodes:
         if spec.id in specs:
             fail(spec.id, "duplicate_id", f"node id {spec.id!r} is used more than once")
         specs[spec.id] = spec
-    classes: dict[str, tuple[Nodeset, type[Node]]] = {}
+    return specs
+
+
+def _node_types(
+    specs: dict[str, Any], fail: _Problems, *, allow_import: bool, nodesets: Mapping[str, Nodeset] | None
+) -> tuple[_NodeTypes, dict[str, BaseModel | None]]:
+    """Each node's nodeset and class, and its parsed config; a node whose type or config is bad has no config (and
+    takes no further part)."""
+    classes: _NodeTypes = {}
     configs: dict[str, BaseModel | None] = {}
     for spec in specs.values():
         try:
@@ -137,8 +178,13 @@ def compile_graph(graph: Graph, *, allow_import: bool = True, nodesets: Mapping[
             configs[spec.id] = classes[spec.id][1].parse_config(spec.config)
         except ValueError as exc:
             fail(spec.id, "bad_config", str(exc))
+    return classes, configs
 
-    # -- loop pivots ------------------------------------------------------------------------------------------
+
+def _loop_pivots(
+    classes: _NodeTypes, configs: dict[str, BaseModel | None], fail: _Problems
+) -> tuple[str, str] | tuple[None, None]:
+    """The graph's loop: its iterIn and iterOut, each naming the other as its pair (None, None without a loop)."""
     loop_ins = [i for i in configs if classes[i][1] is IterIn]
     loop_outs = [i for i in configs if classes[i][1] is IterOut]
     pairs: list[tuple[str, str]] = []
@@ -156,9 +202,11 @@ def compile_graph(graph: Graph, *, allow_import: bool = True, nodesets: Mapping[
                  f"iterIn naming it back; iterIn nodes: {loop_ins}")  # fmt: skip
     for node_in, _ in pairs[1:]:
         fail(node_in, "multiple_loops", f"a graph has one loop; {pairs[0][0]!r} opens it already")
-    loop_in, loop_out = pairs[0] if pairs else (None, None)
+    return pairs[0] if pairs else (None, None)
 
-    # -- ports ------------------------------------------------------------------------------------------------
+
+def _ports(classes: _NodeTypes, configs: dict[str, BaseModel | None]) -> dict[str, PlannedNode]:
+    """A planned node, with its ports, for each node with a config (an iterIn's ports are its pair's carries)."""
     planned: dict[str, PlannedNode] = {}
     for node_id, config in configs.items():
         nodeset, cls = classes[node_id]
@@ -169,9 +217,15 @@ def compile_graph(graph: Graph, *, allow_import: bool = True, nodesets: Mapping[
             inputs, outputs = cls.ports(config)
         planned[node_id] = PlannedNode(node_id, cls, nodeset, config, {p.name: p for p in inputs},
                                        {p.name: p for p in outputs})  # fmt: skip
+    return planned
 
-    # -- edges ------------------------------------------------------------------------------------------------
-    edges: list[tuple[str, str, str, str]] = []
+
+def _edges(
+    graph: Graph, specs: dict[str, Any], planned: dict[str, PlannedNode], fail: _Problems
+) -> dict[str, set[str]]:
+    """Wire the edges into the planned nodes' sources (each between known ports of fitting wire types, one edge per
+    input) and check every required input is fed; each node's successors."""
+    successors: dict[str, set[str]] = defaultdict(set)
     for edge in graph.edges:
         src, dst = planned.get(edge.source), planned.get(edge.target)
         ok = True
@@ -203,25 +257,31 @@ def compile_graph(graph: Graph, *, allow_import: bool = True, nodesets: Mapping[
             )
             continue
         dst.sources[in_port.name] = (src.id, out_port.name)
-        edges.append((src.id, out_port.name, dst.id, in_port.name))
+        successors[src.id].add(dst.id)
     for node in planned.values():
         for port in node.inputs.values():
             if port.required and port.name not in node.sources:
                 fail(node.id, "unfilled_port", f"required input {port.name!r} ({port.wire.value}) of "
                      f"{node.cls.type_name} {node.id!r} has no edge")  # fmt: skip
+    return successors
 
-    # -- cycles -----------------------------------------------------------------------------------------------
-    successors: dict[str, set[str]] = defaultdict(set)
-    for src_id, _, dst_id, _ in edges:
-        successors[src_id].add(dst_id)
-    order = _topological(planned, successors)
-    if len(order) < len(planned):
-        stuck = sorted(set(planned) - set(order))
-        fail(stuck[0], "cycle", f"nodes {stuck} form a cycle; the only loop a graph may have is an iterIn/iterOut "
-             "pair, with no edge between them")  # fmt: skip
-        raise GraphInvalid(graph.name, errors)
 
-    # -- bands ------------------------------------------------------------------------------------------------
+def _cycle(planned: dict[str, PlannedNode], order: list[str], fail: _Problems) -> None:
+    """Name the nodes a (partial) topological order could not reach: they form a cycle."""
+    stuck = sorted(set(planned) - set(order))
+    fail(stuck[0], "cycle", f"nodes {stuck} form a cycle; the only loop a graph may have is an iterIn/iterOut "
+         "pair, with no edge between them")  # fmt: skip
+
+
+def _bands(
+    planned: dict[str, PlannedNode],
+    successors: dict[str, set[str]],
+    loop_in: str | None,
+    loop_out: str | None,
+    fail: _Problems,
+) -> set[str]:
+    """Put each node in its band: after the loop what iterOut reaches, in the loop body what iterIn reaches before
+    iterOut, the rest before the loop; the after-loop band reads nothing of the body but iterOut. The loop body."""
     post: set[str] = set()
     body: set[str] = set()
     if loop_in is not None and loop_out is not None:
@@ -235,6 +295,13 @@ def compile_graph(graph: Graph, *, allow_import: bool = True, nodesets: Mapping[
                          "carry port)")  # fmt: skip
     for node in planned.values():
         node.band = Band.POST if node.id in post else Band.LOOP if node.id in body else Band.PRE
+    return body
+
+
+def _roles(planned: dict[str, PlannedNode], loop_in: str | None, fail: _Problems) -> None:
+    """Each role in its band (and the loop's roles in a loop), every env the loop uses reset before it, one step and
+    one policy node."""
+    for node in planned.values():
         wanted = _ROLE_BAND.get(node.role)
         if wanted is not None and loop_in is not None and node.band is not wanted[0]:
             fail(node.id, "misplaced_node", f"{node.cls.type_name} {node.id!r} is in the {node.band.value} band: "
@@ -256,7 +323,9 @@ def compile_graph(graph: Graph, *, allow_import: bool = True, nodesets: Mapping[
         for extra in found[1:]:
             fail(extra, f"multiple_{what}_nodes", f"a graph has one {what} node; {found[0]!r} is it already")
 
-    # -- containers and nodesets ------------------------------------------------------------------------------
+
+def _containers(graph: Graph, planned: dict[str, PlannedNode], fail: _Problems) -> dict[str, ContainerSpec]:
+    """The declared containers by name (each declared once); every container a node uses is declared."""
     declared: dict[str, ContainerSpec] = {}
     for decl in graph.containers:
         if decl.name in declared:
@@ -267,6 +336,11 @@ def compile_graph(graph: Graph, *, allow_import: bool = True, nodesets: Mapping[
             if name not in declared:
                 fail(node.id, "unknown_container", f"{node.id!r} uses container {name!r}, which the graph does not "
                      f"declare; declared: {sorted(declared)}")  # fmt: skip
+    return declared
+
+
+def _nodesets(graph: Graph, specs: dict[str, Any], planned: dict[str, PlannedNode], fail: _Problems) -> None:
+    """Options only for nodesets the graph uses, and no server mode for the core nodeset."""
     used = {node.nodeset.name for node in planned.values()} | {split_type(s.type)[0] for s in specs.values()}
     for name, options in graph.nodesets.items():
         if name not in used:
@@ -275,6 +349,9 @@ def compile_graph(graph: Graph, *, allow_import: bool = True, nodesets: Mapping[
         elif name == "core" and options.mode == "server":
             fail(None, "bad_nodeset_mode", "the core nodeset (loop pivots, containers) runs inside the executor")
 
+
+def _placement(graph: Graph, planned: dict[str, PlannedNode], fail: _Problems) -> None:
+    """A graph's placement names the benchmark of its env nodes."""
     placement = graph.placement
     from hylo.graph.env_nodes import EnvNode
 
@@ -283,8 +360,17 @@ def compile_graph(graph: Graph, *, allow_import: bool = True, nodesets: Mapping[
         fail(None, "bad_placement", f"the placement names benchmark {placement.benchmark!r}, but the graph's env "
              f"nodes are {sorted(env_sets)}'s")  # fmt: skip
 
-    if errors:
-        raise GraphInvalid(graph.name, errors)
+
+def _plan(
+    graph: Graph,
+    planned: dict[str, PlannedNode],
+    order: list[str],
+    body: set[str],
+    loop_in: str | None,
+    loop_out: str | None,
+    declared: dict[str, ContainerSpec],
+) -> Plan:
+    """The plan of a valid graph: each band in levels, in topological order."""
     rank = {node_id: i for i, node_id in enumerate(order)}
     return Plan(
         graph=graph,

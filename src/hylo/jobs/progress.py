@@ -9,7 +9,8 @@ from pathlib import Path
 
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
-from hylo.eval.store import FILENAME, EvalLog
+from hylo.eval.logdir import FILENAME
+from hylo.eval.store import EvalLog
 from hylo.jobs.job import RunProgress
 
 logger = logging.getLogger(__name__)

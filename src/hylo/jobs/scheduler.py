@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from hylo.eval.logdir import JOBS_DIR, JOBS_LOCK
 from hylo.eval.spec import EvalSpec
-from hylo.eval.store import JOBS_DIR, JOBS_LOCK
 from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
 from hylo.jobs.job import Job, JobState, JobStatus
 from hylo.jobs.outcome import CANCELLED_RUN_MESSAGE, outcome

@@ -21,8 +21,9 @@ from starlette.routing import Match, Mount
 from hylo.core.errors import shown
 from hylo.core.status import EpisodeStatus
 from hylo.core.types import MAX_SEED
+from hylo.eval.logdir import GRAPHS_DIR, RunNotFound, find_run
 from hylo.eval.stats import compare_runs, summary_json
-from hylo.eval.store import GRAPHS_DIR, EvalLog, RunNotFound, find_run, list_runs, records
+from hylo.eval.store import EvalLog, list_runs, records
 from hylo.graph.store import GraphStore
 from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
 from hylo.jobs.job import JobStatus

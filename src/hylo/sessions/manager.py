@@ -19,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from hylo.core.errors import HyloError
 from hylo.core.types import MAX_SEED
 from hylo.envs.benchmark import Benchmark, UnknownChoice, get_benchmark, registered_benchmarks
+from hylo.eval.resolve import ForeignEnvNodes, compile_for
 from hylo.eval.spec import MAX_EPISODES, MAX_NAME, MAX_SECONDS, MAX_STEPS, check_json_value
-from hylo.graph.compile import Plan
+from hylo.graph.compile import GraphInvalid, Plan
 from hylo.graph.model import Graph
 from hylo.panels.base import BaseEnvPanel
 from hylo.panels.benchmark import BenchmarkPanel
@@ -238,7 +239,6 @@ class SessionManager:
         """Build and start a session (blocks until its env and runner exist). Raises `SessionRefused` (422) for a
         bad request, `SessionConflict` (409) when its panel is taken or the server holds too many sessions."""
         from hylo.graph.builder import agent_graph
-        from hylo.graph.compile import GraphInvalid, compile_graph
 
         graph = self._graph(request.graph) if request.graph is not None else None
         bench_name = request.placement.benchmark or (graph.placement.benchmark if graph and graph.placement else None)
@@ -254,17 +254,16 @@ class SessionManager:
             server = (benchmark.name,) if request.env_mode == "server" else ()
             graph = agent_graph(benchmark.name, request.agent, request.agent_args, server=server)
         try:
-            plan = compile_graph(graph, allow_import=False)
+            plan = compile_for(graph, benchmark, allow_import=False)
         except GraphInvalid as exc:
             errors = [{"node": e.node, "rule": e.rule, "message": e.message} for e in exc.errors]
             raise SessionRefused(f"graph {graph.name!r} is not valid: {exc}", "graph", errors) from None
-        others = [name for name in plan.benchmarks if name != benchmark.name]
-        if others:
+        except ForeignEnvNodes as exc:
             raise SessionRefused(
-                f"graph {graph.name!r} uses env nodes of {others}, but the session places episodes of "
+                f"graph {graph.name!r} uses env nodes of {exc.others}, but the session places episodes of "
                 f"{benchmark.name!r}",
                 "placement.benchmark",
-            )
+            ) from None
         self._vet_agents(plan, benchmark, "agent_args" if request.agent is not None else "graph")
         options = graph.nodesets.get(benchmark.name)
         remote = options is not None and options.mode == "server"

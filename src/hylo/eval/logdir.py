@@ -1,0 +1,112 @@
+"""A log dir's layout: one directory per run (holding its EvalLog, `FILENAME`) beside the files the log dir keeps
+for itself (the job queue, the saved graphs), whose names are never a run id; and finding its runs by name.
+
+Apart from the EvalLog (`hylo.eval.store`) because the job queue, the server and the CLI check these names and paths
+without reading a run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+from hylo.core.errors import HyloError
+
+FILENAME = "evallog.sqlite"
+"""A run's EvalLog, in the run's own directory `<log dir>/<run_id>/`."""
+
+# The names a log dir holds besides its runs: one run directory per run id, and these.
+JOBS_DIR = "jobs"
+"""Each job's spec, stdout and stderr (`hylo.jobs`), in `jobs/<job_id>/`."""
+JOBS_DB = "jobs.sqlite"
+"""The job queue (`hylo.jobs`)."""
+JOBS_LOCK = "jobs.lock"
+"""Held by the job scheduler that owns the log dir."""
+GRAPHS_DIR = "graphs"
+"""The graphs `hylo serve` saves."""
+_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+RESERVED_NAMES = frozenset(
+    {JOBS_DIR, JOBS_LOCK, GRAPHS_DIR}
+    | {f"{database}{suffix}" for database in (JOBS_DB, FILENAME) for suffix in ("", *_SQLITE_SIDE_FILES)}
+)
+"""Names that are never a run id: a run by one of these names would share its directory with the log dir's own files
+(or, for the EvalLog's, be mistaken for a run's)."""
+
+
+class RunNotFound(HyloError, LookupError):
+    pass
+
+
+class ReservedRunId(HyloError, ValueError):
+    """A run id that names one of the log dir's own files."""
+
+
+class BadLogDir(HyloError, ValueError):
+    """A log dir that is not a directory, or cannot become one."""
+
+
+def is_reserved(name: str) -> bool:
+    """Whether `name` is one of `RESERVED_NAMES`, in any case (a case-insensitive file system holds one of each)."""
+    return name.casefold() in RESERVED_NAMES
+
+
+def check_run_id(run_id: str) -> str:
+    """`run_id`, unless it is reserved (raises `ReservedRunId` naming it)."""
+    if is_reserved(run_id):
+        raise ReservedRunId(
+            f"run id {run_id!r} is reserved: the log dir keeps its own files by that name; choose another"
+        )
+    return run_id
+
+
+def check_log_dir(log_dir: Path, *, writable: bool = False) -> Path:
+    """`log_dir`, if it can hold runs: a directory, or a path that can become one (its nearest existing parent is a
+    directory). With `writable`, this process must also be allowed to write there. Raises `BadLogDir` naming it, so a
+    bad path is refused before anything runs instead of failing the run that would be written there."""
+    try:
+        if log_dir.exists():
+            if not log_dir.is_dir():
+                raise BadLogDir(f"log dir {str(log_dir)!r} is not a directory")
+            if writable and not os.access(log_dir, os.W_OK | os.X_OK):
+                raise BadLogDir(f"log dir {str(log_dir)!r} is not writable")
+            return log_dir
+        parent = next(p for p in log_dir.absolute().parents if p.exists())
+    except OSError as exc:
+        raise BadLogDir(f"log dir {str(log_dir)!r} cannot be read: {exc.strerror or exc}") from None
+    if not parent.is_dir():
+        raise BadLogDir(f"log dir {str(log_dir)!r} cannot be created: {str(parent)!r} is not a directory")
+    if writable and not os.access(parent, os.W_OK | os.X_OK):
+        raise BadLogDir(f"log dir {str(log_dir)!r} cannot be created: {str(parent)!r} is not writable")
+    return log_dir
+
+
+def run_dirs(log_dir: Path) -> Iterator[Path]:
+    """The run directories in `log_dir`: those holding an EvalLog, under a name that is not reserved."""
+    if not log_dir.is_dir():
+        return
+    for child in sorted(log_dir.iterdir()):
+        if not is_reserved(child.name) and (child / FILENAME).is_file():
+            yield child
+
+
+def find_run(log_dir: Path, run: str) -> Path:
+    """The directory of run `run` (its id, or a unique prefix of it)."""
+    exact = log_dir / run
+    if not is_reserved(run) and (exact / FILENAME).is_file():
+        return exact
+    matches = [d for d in run_dirs(log_dir) if d.name.startswith(run)]
+    if len(matches) == 1:
+        return matches[0]
+    known = [d.name for d in run_dirs(log_dir)]
+    if matches:
+        raise RunNotFound(f"run {run!r} is ambiguous in {log_dir}: {', '.join(d.name for d in matches)}")
+    raise RunNotFound(f"no run {run!r} in {log_dir}; runs there: {', '.join(known) or 'none'}")
+
+
+def delete_run(log_dir: Path, run: str) -> Path:
+    run_dir = find_run(log_dir, run)
+    shutil.rmtree(run_dir)
+    return run_dir

@@ -1,0 +1,210 @@
+"""Resolving a run's spec: everything a run needs, checked before anything runs.
+
+The runner (before it starts a run), a worker (in its own process, to build its env manager from the same spec) and
+`plan_run` (a job queued over HTTP) all resolve a spec the same way: the benchmark, split, tasks and step budgets,
+the compiled graph of a graph run, the timing and where the episodes run. An interactive session compiles its graph
+for one benchmark as a graph run does (`compile_for`). Kept apart from the runner so that a worker resolves its spec
+without reaching back into the runner that dispatches to it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hylo.agents.registry import vet_agent
+from hylo.core.errors import HyloError
+from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
+from hylo.cpus import usable_cpus
+from hylo.envs.benchmark import Benchmark, get_benchmark
+from hylo.eval.logdir import ReservedRunId, check_run_id
+from hylo.eval.placement import PanelDriver
+from hylo.eval.spec import EvalSpec
+from hylo.graph.agent_nodes import vet_agents
+from hylo.graph.compile import GraphInvalid, Plan, compile_graph
+from hylo.graph.model import Graph
+from hylo.panels.benchmark import BenchmarkPanel
+from hylo.panels.budget import resolve_step_budget
+
+
+class EvalError(HyloError):
+    """A run that cannot start (bad input, a changed configuration); the message says what to do, and `field`
+    names the spec field at fault when one is."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ForeignEnvNodes(HyloError):
+    """A graph whose env nodes belong to other benchmarks than the one whose episodes it runs on; `others` names
+    them."""
+
+    def __init__(self, graph: Graph, benchmark: Benchmark, others: list[str]) -> None:
+        super().__init__(f"graph {graph.name!r} uses env nodes of {others}, but runs on benchmark {benchmark.name!r}")
+        self.others = others
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A resolved spec: the benchmark, split, tasks and step budget of each task."""
+
+    benchmark: Benchmark
+    split: str
+    tasks: list[str]
+    budgets: dict[str, int]
+    spec: EvalSpec  # split and tasks filled in
+    plan: Plan | None = None  # the compiled graph of a graph run
+
+
+def foreign_benchmarks(plan: Plan, benchmark: Benchmark) -> list[str]:
+    """The benchmarks other than `benchmark` whose env nodes a compiled graph uses (a run, or a session, places the
+    episodes of one benchmark)."""
+    return [name for name in plan.benchmarks if name != benchmark.name]
+
+
+def compile_for(graph: Graph, benchmark: Benchmark, *, allow_import: bool = True) -> Plan:
+    """`graph` compiled to run `benchmark`'s episodes; raises `GraphInvalid`, or `ForeignEnvNodes` when its env
+    nodes belong to another benchmark."""
+    plan = compile_graph(graph, allow_import=allow_import)
+    others = foreign_benchmarks(plan, benchmark)
+    if others:
+        raise ForeignEnvNodes(graph, benchmark, others)
+    return plan
+
+
+def compile_spec_graph(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bool = True) -> Plan | None:
+    """The compiled graph of a graph run (None for an agent run); refuses an invalid graph, or one whose env nodes
+    belong to another benchmark, naming the problem."""
+    if spec.graph is None:
+        return None
+    graph = Graph.model_validate(spec.graph)
+    if spec.timing != "sync":
+        raise EvalError(
+            f"graph {graph.name!r} runs with sync timing; --timing {spec.timing} is for agents", field="timing"
+        )
+    try:
+        plan = compile_graph(graph, allow_import=allow_import)
+    except GraphInvalid as exc:
+        raise EvalError(str(exc), field="graph") from None
+    served = graph.nodesets.get(benchmark.name)
+    if spec.video and served is not None and served.mode == "server":
+        raise EvalError(
+            f"--video records the env of the worker; graph {graph.name!r} runs the {benchmark.name} env nodeset in "
+            "server mode (its own subprocess), so there is nothing to record: drop --video or the server mode",
+            field="video",
+        )
+    others = foreign_benchmarks(plan, benchmark)
+    if others:
+        raise EvalError(str(ForeignEnvNodes(graph, benchmark, others)), field="graph")
+    return plan
+
+
+def resolve(spec: EvalSpec, *, allow_import: bool = True) -> Resolved:
+    """Check everything a run needs before anything runs; raise a clear error naming the bad value."""
+    benchmark = get_benchmark(spec.benchmark, allow_import=allow_import)
+    available, why = benchmark.available()
+    if not available:
+        raise EvalError(f"benchmark {benchmark.name!r} is not available here: {why}", field="benchmark")
+    split = benchmark.check_split(spec.split)
+    tasks = benchmark.check_tasks(split, spec.tasks)
+    plan = compile_spec_graph(spec, benchmark, allow_import=allow_import)
+    graph_budget = plan.graph.step_budget if plan is not None else None
+    panel = BenchmarkPanel(benchmark, split=split, task=tasks[0], default_step_budget=graph_budget)
+    driver = PanelDriver(panel)
+    budgets: dict[str, int] = {}
+    try:
+        for task in tasks:
+            driver.set_field("task", task)
+            loaded = driver.load()
+            try:
+                budgets[task] = resolve_step_budget(spec.max_steps, loaded, benchmark.default_step_budget(task))
+            except ValueError as exc:
+                raise EvalError(str(exc), field="max_steps") from None
+    finally:
+        driver.close()
+    return Resolved(benchmark, split, tasks, budgets, spec.model_copy(update={"split": split, "tasks": tasks}), plan)
+
+
+def run_id_for(spec: EvalSpec, budgets: dict[str, int]) -> str:
+    """The run a spec names: its `run_id`, else benchmark-agent-digest; with `fresh`, a new id that no run in the log
+    dir has yet (refused when a named run exists)."""
+    run_id = spec.run_id or spec.default_run_id(budgets)
+    try:
+        check_run_id(run_id)
+    except ReservedRunId as exc:
+        raise EvalError(str(exc), field="run_id") from None
+    if spec.fresh:
+        if spec.run_id is not None and (spec.log_path / run_id).exists():
+            raise EvalError(
+                f"--fresh: run {run_id!r} already exists in {spec.log_dir}; choose another --run-id", field="run_id"
+            )
+        if spec.run_id is None:
+            run_id = f"{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
+            base, n = run_id, 1
+            while (spec.log_path / run_id).exists():
+                n += 1
+                run_id = f"{base}-{n}"
+    return run_id
+
+
+def choose_backend(spec: EvalSpec) -> str:
+    """Where a spec's episodes run: `inline`, `process` or `ray` (`auto`: inline for one worker, else process);
+    refuses combinations that cannot work."""
+    if spec.address is not None and spec.backend != "ray":
+        raise EvalError(f"--address {spec.address!r} is a Ray address: it needs --backend ray", field="address")
+    backend = ("inline" if spec.workers == 1 else "process") if spec.backend == "auto" else spec.backend
+    if backend == "inline" and spec.workers > 1:
+        raise EvalError(
+            f"--backend inline runs one worker, not {spec.workers}; use --backend process or ray", field="backend"
+        )
+    cpus = usable_cpus()
+    if backend == "process" and spec.workers > cpus:
+        raise EvalError(
+            f"--workers {spec.workers} is more worker processes than this machine's {cpus} usable CPUs; use at most "
+            f"{cpus}, or --backend ray to go past one machine",
+            field="workers",
+        )
+    return backend
+
+
+def plan_run(spec: EvalSpec, *, allow_import: bool = True, check_url: Callable[[str], None] | None = None) -> EvalSpec:
+    """Validate a spec without running it and fix its run: split, tasks and `run_id` filled in, `fresh` consumed.
+    Agents are checked by name and arguments without being built when they declare their `Args` (a remote agent
+    would connect to its server: that happens in the run's own process), and `check_url` is asked about every URL
+    they would connect to (it raises `ValueError` to refuse one). Without `allow_import` (an HTTP request) only
+    registered benchmarks and agents are accepted, never an import path. Raises a `HyloError` naming the bad value."""
+    choose_backend(spec)
+    resolved = resolve(spec, allow_import=allow_import)
+    urls = vet_run_agents(resolved, allow_import=allow_import)
+    if check_url is not None:
+        for url in urls:
+            try:
+                check_url(url)
+            except ValueError as exc:
+                raise EvalError(str(exc), field="agent_args" if resolved.plan is None else "graph") from None
+    make_timing(resolved.spec)
+    return resolved.spec.model_copy(update={"run_id": run_id_for(resolved.spec, resolved.budgets), "fresh": False})
+
+
+def vet_run_agents(resolved: Resolved, *, allow_import: bool = True) -> list[str]:
+    """Check a resolved run's agent (or its graph's agents) by name and arguments; the URLs they would connect to."""
+    spec = resolved.spec
+    if resolved.plan is not None:
+        return vet_agents(resolved.plan, resolved.benchmark, allow_import=allow_import)
+    return vet_agent(spec.agent, spec.agent_args, resolved.benchmark, allow_import=allow_import)
+
+
+def make_timing(spec: EvalSpec) -> Timing:
+    """The Kernel timing a spec asks for; refuses options the timing does not take."""
+    if spec.timing == "sync":
+        if spec.timing_options:
+            raise EvalError(
+                f"timing options {sorted(spec.timing_options)} need --timing realtime", field="timing_options"
+            )
+        return SyncTiming()
+    try:
+        return RealtimeTiming(**spec.timing_options)
+    except (TypeError, ValueError) as exc:
+        raise EvalError(f"bad realtime timing options {spec.timing_options}: {exc}", field="timing_options") from None
