@@ -16,7 +16,8 @@ from hylo.eval.spec import EvalSpec
 from hylo.eval.store import EvalLog
 from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig
 from hylo.graph import GraphSetupError, agent_graph
-from hylo.graph.remote import _Server, replica_index
+from hylo.graph.remote import replica_index
+from hylo.graph.remote.processes import _Server
 
 BUDGET = 8
 
