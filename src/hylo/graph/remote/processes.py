@@ -70,7 +70,7 @@ class SetUp(Protocol):
 
 
 @dataclasses.dataclass
-class _Launch:
+class Launch:
     """What every subprocess of one `ServerNodesets` is started with, and where their sockets live."""
 
     worker: str
@@ -105,11 +105,11 @@ class _Launch:
                 "allow_import": self.allow_import, "render_images": self.render_images}  # fmt: skip
 
 
-class _Server:
+class NodesetServer:
     """One nodeset's subprocess as the worker sees it: started with the nodeset's first proxy, restarted (its nodes
     set up again) by the first hook of an execution after it died."""
 
-    def __init__(self, nodeset: Nodeset, tag: str, launch: _Launch) -> None:
+    def __init__(self, nodeset: Nodeset, tag: str, launch: Launch) -> None:
         self.nodeset = nodeset
         self.tag = tag
         self.launch = launch

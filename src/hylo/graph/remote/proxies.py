@@ -15,7 +15,7 @@ from hylo.core.types import EnvCapabilities, EnvSpec, StepResult
 from hylo.graph.compile import PlannedNode
 from hylo.graph.executor import GraphSetupError
 from hylo.graph.node import EnvCalls, Node, NodeFailure, Owner, Role, RunContext, Runtime
-from hylo.graph.remote.processes import START_TIMEOUT_S, STOP_GRACE_S, _Launch, _Server, replica_index
+from hylo.graph.remote.processes import START_TIMEOUT_S, STOP_GRACE_S, Launch, NodesetServer, replica_index
 from hylo.panels.remote import RemoteEnvPanelProxy
 
 log = logging.getLogger("hylo.graph.remote")
@@ -29,7 +29,7 @@ class NodeProxy(Node):
     _type: type[Node]
     split_forward = True
 
-    def __init__(self, planned: PlannedNode, server: _Server, calls: EnvCalls | None = None) -> None:
+    def __init__(self, planned: PlannedNode, server: NodesetServer, calls: EnvCalls | None = None) -> None:
         super().__init__(planned.id, planned.config)
         self._server = server
         self._raw_config = planned.config.model_dump(mode="json") if planned.config is not None else {}
@@ -191,7 +191,7 @@ class ServerNodesets:
         if placement_benchmark is None and runtime.benchmark is not None:
             placement_benchmark = runtime.benchmark.name
         self.index = replica_index(runtime.worker)
-        self._launch = _Launch(
+        self._launch = Launch(
             worker=runtime.worker,
             placement=placement_benchmark,
             env_spec=env_spec if env_spec is not None else runtime.env_spec,
@@ -202,7 +202,7 @@ class ServerNodesets:
             render_images=render_images,
         )
         self._env_calls = runtime.env_calls
-        self._servers: dict[str, _Server] = {}
+        self._servers: dict[str, NodesetServer] = {}
         self._panels: dict[str, RemoteEnvPanelProxy] = {}
         self._close = weakref.finalize(self, _shutdown, self._servers, self._launch)
 
@@ -216,7 +216,7 @@ class ServerNodesets:
                                   f"reach nodeset {planned.nodeset.name!r} in server mode")  # fmt: skip
         server = self._servers.get(planned.nodeset.name)
         if server is None:
-            server = _Server(planned.nodeset, f"{planned.nodeset.name}#{self.index}", self._launch)
+            server = NodesetServer(planned.nodeset, f"{planned.nodeset.name}#{self.index}", self._launch)
             server.start()
             self._servers[planned.nodeset.name] = server
         calls = self._env_calls if planned.nodeset.owner is Owner.ENV else None
@@ -252,7 +252,7 @@ class ServerNodesets:
 
 
 def _panel_request(
-    open_: weakref.finalize[Any, Any], server: _Server, calls: EnvCalls | None, op: str, **fields: Any
+    open_: weakref.finalize[Any, Any], server: NodesetServer, calls: EnvCalls | None, op: str, **fields: Any
 ) -> Any:
     """One request to the env panel in `server`'s subprocess (`open_`: its `ServerNodesets`' close), its time the
     env's (`calls`). A subprocess that died is restarted first, its nodes set up again, as the next execution would
@@ -272,7 +272,7 @@ def _panel_request(
     return answer
 
 
-def _shutdown(servers: dict[str, _Server], launch: _Launch) -> None:
+def _shutdown(servers: dict[str, NodesetServer], launch: Launch) -> None:
     for server in servers.values():
         try:
             server.stop(launch.stop_grace_s)
