@@ -30,6 +30,7 @@ from hylo.core import (
     ProcessAgent,
     TaskInstance,
 )
+from hylo.core.errors import AgentTimeout, InvalidAction, OverLimit, SimulationDiverged
 from hylo.envs import NullEnv, PointReach, PointReachExpert
 
 
@@ -282,3 +283,44 @@ def test_timeout_kill_also_ends_the_processes_the_agent_started(tmp_path: Path) 
         if helper is not None and alive(helper):  # do not leak it if the assertion above failed
             with contextlib.suppress(ProcessLookupError):
                 os.kill(helper, signal.SIGKILL)
+
+
+class RaisesOnAct:
+    """Raises one of the errors that decide an episode's status from `act`, as an agent wrapping a remote model or
+    a simulator of its own may: its client's timeout, a refused action, a diverged simulation."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def reset(self, ctx: EpisodeContext) -> None:
+        self.ctx = ctx
+
+    def act(self, obs: Observation) -> ActionChunk:
+        if self.error == "timeout":
+            raise AgentTimeout(None, 0.25, "infer at ws://127.0.0.1:9/")
+        if self.error == "invalid":
+            raise InvalidAction("the model answered an action of 3 dimensions, not 2")
+        if self.error == "diverged":
+            raise SimulationDiverged("BADQACC", "in the agent's own world model")
+        raise OverLimit("infra_invalid", "env timeout", "the agent's own env call ran past its limit")
+
+
+def test_an_isolated_agent_whose_own_remote_call_times_out_ends_the_episode_as_a_timeout() -> None:
+    kernel = Kernel(PointReach(), RaisesOnAct("timeout"), act_timeout_s=5.0, hard_timeout=True)
+    try:
+        outcome = kernel.run(task(0))
+    finally:
+        kernel.close()
+    assert (outcome.status, outcome.reason) == (EpisodeStatus.ERROR, "timeout")
+    assert "infer at ws://127.0.0.1:9/ did not return in time (limit 0.25 s)" in (outcome.detail or "")
+
+
+@pytest.mark.parametrize("error", ["timeout", "invalid", "diverged", "over_limit"])
+def test_an_error_raised_by_an_isolated_agent_ends_the_episode_as_it_would_in_process(error: str) -> None:
+    local = Kernel(PointReach(), RaisesOnAct(error), act_timeout_s=5.0).run(task(0))
+    kernel = Kernel(PointReach(), RaisesOnAct(error), act_timeout_s=5.0, hard_timeout=True)
+    try:
+        isolated = kernel.run(task(0))
+    finally:
+        kernel.close()
+    assert (isolated.status, isolated.reason, isolated.steps) == (local.status, local.reason, local.steps)

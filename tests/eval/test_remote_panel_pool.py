@@ -16,7 +16,8 @@ from hylo.eval.spec import EvalSpec
 from hylo.eval.store import EvalLog
 from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig
 from hylo.graph import GraphSetupError, agent_graph
-from hylo.graph.remote import _Server, replica_index
+from hylo.graph.remote import replica_index
+from hylo.graph.remote.processes import NodesetServer
 
 BUDGET = 8
 
@@ -74,7 +75,7 @@ def _kill(worker: EpisodeWorker, tag: str) -> psutil.Process:
     return process
 
 
-def _cannot_start(self: _Server) -> None:
+def _cannot_start(self: NodesetServer) -> None:
     raise GraphSetupError("no room")
 
 
@@ -95,7 +96,7 @@ def test_a_worker_whose_env_subprocess_died_places_its_next_episode_in_a_new_one
         assert _replica("babyai#3").pid != dead.pid
         # a replica that cannot be restarted costs the episode being placed, as infra_invalid
         _kill(worker, "babyai#3")
-        monkeypatch.setattr(_Server, "start", _cannot_start)
+        monkeypatch.setattr(NodesetServer, "start", _cannot_start)
         third = worker.run(EpisodeJob(bench.task_instance("default", "GoToLocal", 0, 3))).row
     finally:
         worker.shutdown()

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from hylo.core.errors import InvalidAction, SimulationDiverged
+from hylo.core.errors import AgentTimeout, InvalidAction, OverLimit, SimulationDiverged
 from hylo.graph import GraphBuilder, Node, Nodeset, Owner, Plan, Port, Role, Wire, compile_graph
 
 
@@ -38,7 +38,7 @@ class TickConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     fail_at: int | None = None
-    how: Literal["exit", "kill", "segv", "raise", "invalid", "diverged"] = "exit"
+    how: Literal["exit", "kill", "segv", "raise", "invalid", "diverged", "timeout", "over_limit"] = "exit"
     marker: str | None = None
 
 
@@ -69,6 +69,10 @@ def _fail(how: str, step: int) -> None:
         raise InvalidAction(f"action refused at step {step}")
     if how == "diverged":
         raise SimulationDiverged("BADQACC", f"step {step}")
+    if how == "timeout":  # a node's own remote call that timed out
+        raise AgentTimeout(None, 0.25, f"infer at step {step}")
+    if how == "over_limit":
+        raise OverLimit("infra_invalid", "env timeout", f"env step at step {step} ran past its limit")
     raise ValueError(f"tick failed at step {step}")
 
 

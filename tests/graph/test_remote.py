@@ -203,6 +203,22 @@ def test_a_node_exception_comes_back_and_the_same_subprocess_serves_on(
         assert again.metrics["pid"] == pid == remote.replicas[f"{nodeset}#0"]
 
 
+@pytest.mark.parametrize("nodeset", ["probe", "probe_env"])
+@pytest.mark.parametrize("how", ["timeout", "over_limit", "invalid", "diverged"])
+def test_an_error_that_decides_a_status_gives_the_status_it_gives_in_process(nodeset: str, how: str) -> None:
+    outcomes = []
+    for mode in ("local", "server"):
+        runtime = Runtime(worker="main")
+        plan = probe_plan(nodeset, mode, fail_at=1, how=how)
+        remote = ServerNodesets(runtime) if mode == "server" else None
+        with GraphRunner(plan, runtime, remote=remote) as runner:
+            outcomes.append(runner.run(_task(0)))
+    local, served = outcomes
+    assert (served.status, served.reason, served.steps) == (local.status, local.reason, local.steps)
+    if how == "timeout":
+        assert (served.status, served.reason) == (EpisodeStatus.ERROR, "timeout")
+
+
 # -- replicas and process lifetimes -----------------------------------------------------------------------------------
 
 

@@ -1,7 +1,7 @@
 """The vla-eval wire protocol (vla-eval 0.8.0, protocol version 1), spoken by hylo without importing vla-eval.
 
 Each WebSocket frame is one msgpack map `{"type", "payload", "seq", "timestamp"}`. Arrays travel as
-`{"__ndarray__": True, "data", "dtype", "shape"}`; HWC uint8 images with 1, 3 or 4 channels as
+`{"__ndarray__": True, "data", "dtype", "shape"}` (`hylo.core.codec`); HWC uint8 images with 1, 3 or 4 channels as
 `{"__image__": True, "format": "png" | "jpeg" | "raw", "data", "shape"}`. Only bool, integer and float dtypes are
 accepted, so a frame can never make the decoder build an object array. Sizes are checked before anything is allocated,
 so that a frame decodes to about its own size plus its images, whatever it holds:
@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import io
-import math
 import os
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -32,13 +30,15 @@ import msgpack
 import numpy as np
 from PIL import Image
 
-from hylo.core.errors import HyloError
+from hylo.core import codec
+from hylo.core.codec import ARRAY_KINDS, LIMITS, Budget, bounded_loads, ndarray
+from hylo.core.codec import MAX_FRAME_VALUES as MAX_FRAME_VALUES
+from hylo.core.codec import MAX_STRING_BYTES as MAX_STRING_BYTES
+from hylo.core.codec import ProtocolError as ProtocolError
 
 PROTOCOL_VERSION = 1
 
-_NDARRAY = "__ndarray__"
 _IMAGE = "__image__"
-_DTYPE_KINDS = frozenset("biuf")
 _IMAGE_CHANNELS = (1, 3, 4)
 _MODE_CHANNELS = {"L": 1, "RGB": 3, "RGBA": 4}
 
@@ -49,13 +49,6 @@ before any of its images is decoded."""
 
 MAX_IMAGE_PIXELS = MAX_FRAME_PIXELS
 """The largest compressed image (height × width) `decode_image` accepts, checked against the image's own header."""
-
-MAX_FRAME_VALUES = 100_000
-"""The values (list items and map entries, counting each list and map itself) one frame may hold: arrays travel as
-bytes, so a vla-eval message holds a few dozen."""
-
-MAX_STRING_BYTES = 2**20
-"""The longest string a frame may hold (1 MiB): instructions and task names are short."""
 
 MAX_NESTING = 32
 """How deeply lists and maps may nest in a frame's payload."""
@@ -70,10 +63,6 @@ class MessageType(StrEnum):
     EPISODE_START = "episode_start"
     EPISODE_END = "episode_end"
     ERROR = "error"
-
-
-class ProtocolError(HyloError, ValueError):
-    """A frame that is not a valid vla-eval message; the message says what is wrong with it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +118,7 @@ def decode_image(frame: dict[str, Any]) -> np.ndarray[Any, Any]:
     if not isinstance(data, bytes):
         raise ProtocolError(f"__image__ frame without bytes in 'data' (got {type(data).__name__})")
     if fmt == "raw":
-        return _ndarray(data, frame.get("dtype", "|u1"), shape)
+        return ndarray(data, frame.get("dtype", "|u1"), shape)
     if fmt not in ("png", "jpeg"):
         raise ProtocolError(f"__image__ frame of unknown format {fmt!r}; expected png, jpeg or raw")
     declared = _image_shape(shape)
@@ -175,27 +164,6 @@ def _image_shape(shape: Any) -> list[int]:
     return list(shape)
 
 
-def _ndarray(data: Any, dtype_text: Any, shape: Any) -> np.ndarray[Any, Any]:
-    if not isinstance(dtype_text, str):
-        raise ProtocolError(f"__ndarray__ frame with a bad dtype {dtype_text!r}; expected a dtype string like '<f4'")
-    try:
-        dtype = np.dtype(dtype_text)
-    except (TypeError, ValueError):
-        raise ProtocolError(f"__ndarray__ frame with unknown dtype {dtype_text!r}") from None
-    if dtype.kind not in _DTYPE_KINDS:
-        raise ProtocolError(f"__ndarray__ dtype {dtype} refused: only bool, integer and float arrays are accepted")
-    if not isinstance(data, bytes) or not isinstance(shape, list):
-        raise ProtocolError("__ndarray__ frame needs bytes in 'data' and a list in 'shape'")
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
-        raise ProtocolError(f"__ndarray__ frame with a bad shape {shape!r}; expected a list of sizes >= 0")
-    expected = math.prod(shape) * dtype.itemsize
-    if expected != len(data):
-        raise ProtocolError(
-            f"__ndarray__ of {len(data)} bytes does not fit dtype {dtype} shape {shape} ({expected} bytes)"
-        )
-    return np.frombuffer(data, dtype=dtype).reshape(shape).copy()
-
-
 class _PendingImage:
     """An `__image__` frame met while unpacking, decoded once the whole frame is read (several at once)."""
 
@@ -209,9 +177,7 @@ def decode_array(obj: dict[Any, Any]) -> Any:
     """msgpack object hook: a map written by `encode_array` (an array, a number, an image) back to its value."""
     if _IMAGE in obj:
         return _PendingImage(obj) if obj.get("format") in ("png", "jpeg") else decode_image(obj)
-    if _NDARRAY in obj:
-        return _ndarray(obj.get("data"), obj.get("dtype"), obj.get("shape"))
-    return obj
+    return codec.decode_array(obj)
 
 
 _decoders: ThreadPoolExecutor | None = None
@@ -263,17 +229,7 @@ def _substitute(value: Any, decoded: dict[int, Any]) -> Any:
 def encode_array(obj: Any) -> Any:
     """msgpack default: a numpy array or scalar as vla-eval's map form (raises `ProtocolError` for other types)."""
     if isinstance(obj, np.ndarray):
-        if obj.dtype.kind not in _DTYPE_KINDS:
-            raise ProtocolError(
-                f"cannot send an array of dtype {obj.dtype} over the vla-eval protocol: only bool, integer and float "
-                "arrays travel"
-            )
-        return {
-            _NDARRAY: True,
-            "data": np.ascontiguousarray(obj).tobytes(),
-            "dtype": obj.dtype.str,
-            "shape": list(obj.shape),
-        }
+        return codec.encode_array(obj, "the vla-eval protocol")
     if isinstance(obj, np.bool_):
         return bool(obj)
     if isinstance(obj, np.integer):
@@ -290,7 +246,7 @@ def wire_action(action: Any) -> np.ndarray[Any, Any]:
         array = np.asarray(action)
     except Exception as exc:
         raise ProtocolError(f"a {type(action).__name__} action cannot be sent as an array: {exc}") from None
-    if array.dtype.kind not in _DTYPE_KINDS:
+    if array.dtype.kind not in ARRAY_KINDS:
         raise ProtocolError(
             f"a {type(action).__name__} action (dtype {array.dtype}); only bool, integer and float arrays travel "
             "over the vla-eval protocol"
@@ -333,55 +289,15 @@ def unpack(data: bytes | str, *, decode_images: bool = True, max_pixels: int | N
         raise ProtocolError(f"a frame of {len(data)} bytes is nested too deeply to decode") from None
 
 
-class _Budget:
-    """The values left to a frame while msgpack builds it: each list and map, and each of their items, takes one.
-    `on_map` and `on_list` are msgpack's hooks; `object_hook` decodes a map (an array, an image) once counted."""
-
-    __slots__ = ("left", "object_hook", "size")
-
-    def __init__(self, size: int, object_hook: Callable[[dict[Any, Any]], Any] | None = None) -> None:
-        self.left = MAX_FRAME_VALUES
-        self.size = size
-        self.object_hook = object_hook
-
-    def take(self, count: int) -> None:
-        self.left -= count + 1
-        if self.left < 0:
-            raise ProtocolError(
-                f"a frame of {self.size} bytes holds more than {MAX_FRAME_VALUES} values (list items and map entries)"
-            )
-
-    def on_map(self, obj: dict[Any, Any]) -> Any:
-        self.take(len(obj))
-        return obj if self.object_hook is None else self.object_hook(obj)
-
-    def on_list(self, items: list[Any]) -> list[Any]:
-        self.take(len(items))
-        return items
-
-
-_LIMITS = {"max_str_len": MAX_STRING_BYTES, "max_array_len": MAX_FRAME_VALUES, "max_map_len": MAX_FRAME_VALUES}
-
-
-def _loads(data: bytes, object_hook: Callable[[dict[Any, Any]], Any]) -> Any:
-    """msgpack, within the bounds of a frame: `MAX_FRAME_VALUES`, `MAX_STRING_BYTES` and msgpack's own nesting limit
-    (a frame deeper than that is refused as nested too deeply)."""
-    budget = _Budget(len(data), object_hook)
-    try:
-        return msgpack.unpackb(data, raw=False, object_hook=budget.on_map, list_hook=budget.on_list, **_LIMITS)
-    except msgpack.StackError:
-        raise ProtocolError(f"a frame of {len(data)} bytes is nested too deeply to decode") from None
-
-
 def frame_header(data: bytes | str) -> tuple[str | None, int]:
     """The `type` and `seq` of a frame that does not decode as a message, as far as they can be read (else None and
     0): the top map's entries are read one by one, the others skipped unbuilt, so even a frame refused for what its
     payload holds can be answered."""
     if not isinstance(data, bytes) or not data:
         return None, 0
-    budget = _Budget(len(data))
+    budget = Budget(len(data))
     unpacker = msgpack.Unpacker(
-        raw=False, object_hook=budget.on_map, list_hook=budget.on_list, max_buffer_size=len(data), **_LIMITS
+        raw=False, object_hook=budget.on_map, list_hook=budget.on_list, max_buffer_size=len(data), **LIMITS
     )
     unpacker.feed(data)
     kind: str | None = None
@@ -405,7 +321,7 @@ def frame_header(data: bytes | str) -> tuple[str | None, int]:
 
 def _unpack(data: bytes, decode_images: bool, max_pixels: int) -> Message:
     try:
-        raw = _loads(data, decode_array)
+        raw = bounded_loads(data, decode_array)
     except (ProtocolError, RecursionError):
         raise
     except Exception as exc:

@@ -1,7 +1,9 @@
 """Hard timeouts: the agent runs in a child process that is killed when a call overruns its deadline.
 
 A thread cannot be killed, so a hung `act` in a thread would hang the run forever; a process can. After a kill the
-next episode starts a fresh child (built again by the factory), so the run goes on.
+next episode starts a fresh child (built again by the factory), so the run goes on. What the agent raises in its
+process comes back by type (`hylo.core.child`): its own `AgentTimeout` (a remote call of its that timed out) is the
+episode's `timeout`, as it would be in process.
 """
 
 from __future__ import annotations
@@ -10,16 +12,12 @@ import contextlib
 import functools
 import multiprocessing as mp
 import multiprocessing.connection as mpc
-import os
-import signal
-import threading
-import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 from hylo.core.agent import AgentBase, AgentRequirements, agent_name
 from hylo.core.bus import EventBus
+from hylo.core.child import RemoteError, error_payload, kill, reap, rebuild_error, spawn_process
 from hylo.core.context import EpisodeContext
 from hylo.core.errors import AgentTimeout, HyloError
 from hylo.core.events import EVENT_TYPES, BaseEvent
@@ -32,24 +30,12 @@ class AgentCrashed(HyloError):
     """The agent's process died (segfault, out of memory, killed)."""
 
 
-class RemoteAgentError(HyloError):
-    """The agent raised inside its process; carries the remote type, message and traceback."""
-
-    def __init__(self, type_name: str, message: str, remote_traceback: str) -> None:
-        self.type_name = type_name
-        self.remote_traceback = remote_traceback
-        super().__init__(f"{type_name}: {message}" if message else type_name)
+RemoteAgentError = RemoteError
+"""What an agent's exception of a type that does not decide a status becomes in the parent (`hylo.core.child`)."""
 
 
 def _identity(agent: Any) -> Any:
     return agent
-
-
-def _watch_parent(parent_pid: int) -> None:
-    """Exit when the parent dies: an orphaned agent must not keep a GPU or a CPU busy forever."""
-    while os.getppid() == parent_pid:
-        time.sleep(0.5)
-    os._exit(1)
 
 
 def _overrides(agent: Any, method: str) -> bool:
@@ -58,10 +44,9 @@ def _overrides(agent: Any, method: str) -> bool:
     return callable(getattr(agent, method, None)) and impl is not getattr(AgentBase, method, None)
 
 
-def _child_main(conn: mpc.Connection, factory: Callable[[], Any], parent_pid: int) -> None:
-    # Its own process group, so that a kill also ends whatever the agent started (a server, a shell).
-    os.setpgid(0, 0)
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="hylo-parent-watch").start()
+def _child_main(conn: mpc.Connection, factory: Callable[[], Any]) -> None:
+    # It leads its own process group (a kill also ends whatever the agent started: a server, a shell) and dies with
+    # its parent (an orphaned agent must not keep a GPU or a CPU busy forever): `spawn_process` sees to both.
     try:
         agent = factory()
         requirements = getattr(agent, "requirements", None)
@@ -70,11 +55,11 @@ def _child_main(conn: mpc.Connection, factory: Callable[[], Any], parent_pid: in
         hooks = {"on_step": _overrides(agent, "on_step"), "signals": bool(len(containers)) or on_signal is not None}
         conn.send(("ready", (agent_name(agent), requirements, hooks)))
     except Exception as exc:
-        conn.send(("err", (type(exc).__name__, str(exc), traceback.format_exc())))
+        conn.send(("err", error_payload(exc)))
         return
     events: list[tuple[str, dict[str, Any]]] = []
     bus = EventBus()
-    signal_error: tuple[str, str, str] | None = None
+    signal_error: dict[str, Any] | None = None
 
     def collect(event: BaseEvent) -> None:
         events.append((event.event, event.model_dump(include={"content", "name", "value"})))
@@ -90,7 +75,7 @@ def _child_main(conn: mpc.Connection, factory: Callable[[], Any], parent_pid: in
                 try:
                     on_signal(Signal(payload))
                 except Exception as exc:  # reported with the next reply: the parent sends signals without waiting
-                    signal_error = (type(exc).__name__, str(exc), traceback.format_exc())
+                    signal_error = error_payload(exc)
             continue
         if op == "close":
             return
@@ -120,7 +105,7 @@ def _child_main(conn: mpc.Connection, factory: Callable[[], Any], parent_pid: in
                 raise ValueError(f"unknown operation {op!r}")
             conn.send(("ok", (value, list(events))))
         except Exception as exc:
-            conn.send(("err", (type(exc).__name__, str(exc), traceback.format_exc())))
+            conn.send(("err", error_payload(exc)))
 
 
 class ProcessAgent:
@@ -159,11 +144,8 @@ class ProcessAgent:
 
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(
-            target=_child_main, args=(child, self.factory, os.getpid()), daemon=True, name="hylo-agent"
-        )
         try:
-            proc.start()
+            proc = spawn_process(self._ctx, _child_main, (child, self.factory), name="hylo-agent")
         except BaseException:
             parent.close()
             raise
@@ -173,7 +155,7 @@ class ProcessAgent:
         status, payload = self._receive(self.start_timeout_s, "start")
         if status == "err":
             self._kill()
-            raise RemoteAgentError(*payload)
+            raise rebuild_error(payload)
         self.name, self.requirements, hooks = payload
         self._has_on_step = hooks["on_step"]
         self._forwards_signals = hooks["signals"]
@@ -181,12 +163,8 @@ class ProcessAgent:
     def _kill(self) -> None:
         proc = self._proc
         if proc is not None:
-            if proc.pid is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)  # the agent and everything it started
-            if proc.is_alive():
-                proc.kill()
-            proc.join(5)
+            kill(proc)  # the agent and everything it started
+            reap(proc, 5)
         if self._conn is not None:
             self._conn.close()
         self._proc = self._conn = None
@@ -217,8 +195,8 @@ class ProcessAgent:
             self._kill()
             raise AgentCrashed(f"agent process died before {op}") from None
         status, result = self._receive(timeout, op)
-        if status == "err":
-            raise RemoteAgentError(*result)
+        if status == "err":  # as the agent raised it: an AgentTimeout of its own is the episode's timeout
+            raise rebuild_error(result)
         value, events = result
         ctx = self._episode_ctx
         if events and ctx is not None and ctx.bus.active:

@@ -11,19 +11,17 @@ and charges the party whose call crossed the limit — the env's is `infra_inval
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
-import signal
-import sys
 import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from multiprocessing.context import SpawnProcess
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from hylo.core.child import kill, signal_name, spawn_process
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
 from hylo.eval.limits import RECORD_SIZE, EpisodeLimits, headroom, judge, read
@@ -110,29 +108,13 @@ class InlinePool:
 # -- worker processes --------------------------------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    """Linux: the kernel kills this worker when the process that spawned it dies (even by SIGKILL)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def _worker_main(
-    conn: multiprocessing.connection.Connection, config: WorkerConfig, name: str, record: Any, parent: int
-) -> None:
+def _worker_main(conn: multiprocessing.connection.Connection, config: WorkerConfig, name: str, record: Any) -> None:
     """A worker process: build once, run the jobs it is sent, close once.
 
-    It leads a process group of its own: a terminal's Ctrl-C or a scheduler's SIGTERM to the run's group reaches the
-    pool only (which stops its workers itself, so no episode is mistaken for a dead worker), and the pool kills a
-    worker together with whatever it started."""
-    with contextlib.suppress(OSError):
-        os.setpgid(0, 0)
-    _die_with_parent()
-    if os.getppid() != parent:  # the pool died before the line above ran
-        return
+    It dies with the pool, even a SIGKILLed one, and leads a process group of its own (`spawn_process`): a
+    terminal's Ctrl-C or a scheduler's SIGTERM to the run's group reaches the pool only (which stops its workers
+    itself, so no episode is mistaken for a dead worker), and the pool kills a worker together with whatever it
+    started."""
     worker = EpisodeWorker(config, name=name, record=record)
     try:
         worker.initialize()
@@ -162,11 +144,8 @@ def exit_reason(exitcode: int | None) -> str:
     """What a worker's exit code says about how it died."""
     if exitcode is None:
         return "worker died"
-    if exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
+    name = signal_name(exitcode)
+    if name is not None:
         why = {
             "SIGKILL": " (killed, or out of memory)",
             "SIGSEGV": " (a segmentation fault in the simulator or the agent)",
@@ -252,11 +231,11 @@ class ProcessPool(SlotPool):
         name = self._name("w", index)
         parent, child = self._context.Pipe()
         record = self._context.RawArray("d", RECORD_SIZE)
-        process = self._context.Process(
-            target=_worker_main, args=(child, self.config, name, record, os.getpid()), name=f"hylo-{name}", daemon=True
-        )
-        process.start()
-        child.close()
+        args = (child, self.config, name, record)
+        try:
+            process = cast(SpawnProcess, spawn_process(self._context, _worker_main, args, name=f"hylo-{name}"))
+        finally:
+            child.close()
         return _Slot(name, process, parent, record, replacement, failed_starts=failed_starts, spawned=time.monotonic())
 
     def start(self) -> None:
@@ -391,9 +370,4 @@ class ProcessPool(SlotPool):
 
 def _kill(process: SpawnProcess) -> None:
     """SIGKILL a worker and the process group it leads (whatever it started dies with it)."""
-    if process.pid is None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):  # not yet a group leader
-        process.kill()
+    kill(process)

@@ -6,8 +6,8 @@ It connects to the worker's socket, takes the worker's Python path and placement
 an env nodeset builds its benchmark's env (shared by its env nodes); any other nodeset gets the placement's benchmark
 and the worker's env spec and capabilities. Privileged simulator state is never available here. Then it builds, sets
 up and runs its nodes on request, one request at a time, until the worker tells it to stop or its socket closes;
-either way it closes its nodes and its env first. It dies with the worker (Linux: PR_SET_PDEATHSIG) and ignores a
-terminal's Ctrl-C (the worker stops it).
+either way it closes its nodes and its env first. It dies with the worker (`hylo.core.child`: PR_SET_PDEATHSIG on
+Linux, and a watch of the worker's pid) and ignores a terminal's Ctrl-C (the worker stops it).
 
 A node is found by type name in the nodeset, which is `get_nodeset(NAME)` or, with `--source`, the `Nodeset` at
 `module:attr` (a nodeset defined in code; the worker's `sys.path` is this process' too).
@@ -31,24 +31,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from hylo.core.bus import EventBus
+from hylo.core.child import die_with_parent
 from hylo.core.environment import Environment
 from hylo.core.signals import ContainerSet
 from hylo.envs.benchmark import UnknownChoice, get_benchmark
 from hylo.graph.node import Node, Owner, RunContext, Runtime
 from hylo.graph.nodesets import Nodeset, NodesetError, get_nodeset, load_nodeset
-from hylo.graph.remote import encode_frame, error_payload, read_frame
+from hylo.graph.remote.wire import encode_frame, error_payload, read_frame
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.remote import ACTION_OP, FIELD_OP, INFO_OP, OPTIONS_OP, STATE_OP, TASK_OP
-
-
-def _die_with_parent() -> None:
-    """Linux: the kernel kills this process when the worker that started it dies (even by SIGKILL)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 class Host:
@@ -240,8 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tag", required=True, help="the replica's tag, <nodeset>#<k>")
     parser.add_argument("--parent", type=int, required=True, help="the worker's pid")
     args = parser.parse_args(argv)
-    _die_with_parent()
-    if os.getppid() != args.parent:  # the worker died before the line above ran
+    if not die_with_parent(args.parent):  # the worker died before this process could ask to die with it
         return 1
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     host = Host(args.nodeset, args.source, args.tag)
