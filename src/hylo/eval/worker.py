@@ -415,7 +415,7 @@ def _judged(outcome: EpisodeOutcome, late: Verdict | None, act_timeout: float | 
     killed it there); an act the Kernel found slower than `--act-timeout` names the flag."""
     if late is not None and (late.status, late.reason) != (outcome.status, outcome.reason):
         detail = f"{late.detail} (the episode had ended {outcome.status.value}: {outcome.reason})"
-        return dataclasses.replace(outcome, status=late.status, success=False, reason=late.reason, detail=detail)
+        return dataclasses.replace(outcome, status=late.status, reason=late.reason, detail=detail)
     if act_timeout is not None and outcome.reason == "timeout" and (outcome.detail or "").startswith("act "):
         return dataclasses.replace(outcome, detail=f"{outcome.detail}; --act-timeout sets it")
     return outcome
