@@ -572,3 +572,23 @@ def test_trace_episode_start_and_end_payloads() -> None:
     # action k and the result of executing it carry the same (0-based) step index
     assert [e.step for e in recorder.of("step.result")] == [0, 1]
     assert [e.step for e in recorder.of("action")] == [0, 1]
+
+
+# -- EpisodeOutcome ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", list(EpisodeStatus))
+def test_an_outcomes_success_follows_from_its_status(status: EpisodeStatus) -> None:
+    outcome = EpisodeOutcome(status, 3, "why")
+    assert outcome.success is (status is EpisodeStatus.SUCCESS)
+    assert outcome.to_json()["success"] is outcome.success
+    assert EpisodeOutcome.ended(status, 3, "why") == outcome
+
+
+def test_an_outcome_built_the_older_way_with_success_is_the_same_outcome() -> None:
+    older = EpisodeOutcome(EpisodeStatus.FAILURE, False, 4, "max_steps", metrics={"return": 1.0})
+    keyword = EpisodeOutcome(status=EpisodeStatus.FAILURE, success=False, steps=4, reason="max_steps",
+                             metrics={"return": 1.0})  # fmt: skip
+    assert older == keyword == EpisodeOutcome(EpisodeStatus.FAILURE, 4, "max_steps", metrics={"return": 1.0})
+    with pytest.raises(ValueError, match="contradicts"):
+        EpisodeOutcome(EpisodeStatus.ERROR, True, 0, "agent raised")
