@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import re
 from typing import Any
 
@@ -117,6 +118,36 @@ def test_0d_array_raises() -> None:
 def test_non_sequence_raises(actions: Any) -> None:
     with pytest.raises(TypeError, match=type(actions).__name__):
         ActionChunk(actions)
+
+
+def test_a_chunk_cannot_change_once_built() -> None:
+    chunk = ActionChunk([1, 2, 3], 2)
+    with pytest.raises(AttributeError, match="cannot change"):
+        chunk.execution_steps = 3  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="cannot change"):
+        del chunk.actions
+    assert chunk.actions == (1, 2, 3) and chunk.execution_steps == 2
+
+
+def test_a_chunks_arrays_are_read_only_and_the_agents_stay_writable() -> None:
+    mine = np.zeros(2)
+    plan = np.zeros((2, 2))
+    held = {"arm": np.zeros(3), "gripper": 1}
+    for chunk in (ActionChunk([mine]), ActionChunk.single(mine), ActionChunk(plan), ActionChunk([held])):
+        first = chunk.actions[0]
+        array = first["arm"] if isinstance(first, dict) else first
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 1.0
+    mine[0] = plan[0, 0] = held["arm"][0] = 1.0  # the agent's own arrays: still its to reuse
+    assert mine.flags.writeable and plan.flags.writeable and held["arm"].flags.writeable
+
+
+def test_a_chunk_survives_pickling() -> None:
+    chunk = ActionChunk([np.arange(3.0), np.ones(3)], 1)
+    back = pickle.loads(pickle.dumps(chunk))
+    assert back.execution_steps == 1 and len(back) == 2
+    np.testing.assert_array_equal(back.actions[0], np.arange(3.0))
+    assert not back.actions[0].flags.writeable
 
 
 def test_executor_plays_execution_steps_then_runs_dry() -> None:

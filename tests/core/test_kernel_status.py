@@ -330,14 +330,13 @@ def test_error_when_agent_returns_an_empty_chunk(empty: Any) -> None:
     assert recorder.of("action") == []
 
 
-def test_error_when_agent_returns_an_action_chunk_emptied_after_construction() -> None:
+def test_an_action_chunk_cannot_be_emptied_after_construction() -> None:
     chunk = ActionChunk([ZERO, ZERO])
-    chunk.actions = ()  # e.g. an agent that filtered its own plan down to nothing
-    env = ScriptedEnv()
-    outcome, _ = run(env, ScriptAgent([chunk]))
-    assert outcome.status is EpisodeStatus.ERROR
-    assert outcome.steps == 0
-    assert env.t == 0
+    with pytest.raises(AttributeError, match="cannot change"):
+        chunk.actions = ()  # type: ignore[misc]  # e.g. an agent that filtered its own plan down to nothing
+    with pytest.raises(ValueError, match="read-only"):
+        chunk.actions[0][0] = 1.0
+    assert len(chunk) == 2
 
 
 def test_error_when_agent_builds_an_empty_action_chunk() -> None:
@@ -573,3 +572,23 @@ def test_trace_episode_start_and_end_payloads() -> None:
     # action k and the result of executing it carry the same (0-based) step index
     assert [e.step for e in recorder.of("step.result")] == [0, 1]
     assert [e.step for e in recorder.of("action")] == [0, 1]
+
+
+# -- EpisodeOutcome ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", list(EpisodeStatus))
+def test_an_outcomes_success_follows_from_its_status(status: EpisodeStatus) -> None:
+    outcome = EpisodeOutcome(status, 3, "why")
+    assert outcome.success is (status is EpisodeStatus.SUCCESS)
+    assert outcome.to_json()["success"] is outcome.success
+    assert EpisodeOutcome.ended(status, 3, "why") == outcome
+
+
+def test_an_outcome_built_the_older_way_with_success_is_the_same_outcome() -> None:
+    older = EpisodeOutcome(EpisodeStatus.FAILURE, False, 4, "max_steps", metrics={"return": 1.0})
+    keyword = EpisodeOutcome(status=EpisodeStatus.FAILURE, success=False, steps=4, reason="max_steps",
+                             metrics={"return": 1.0})  # fmt: skip
+    assert older == keyword == EpisodeOutcome(EpisodeStatus.FAILURE, 4, "max_steps", metrics={"return": 1.0})
+    with pytest.raises(ValueError, match="contradicts"):
+        EpisodeOutcome(EpisodeStatus.ERROR, True, 0, "agent raised")

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium.spaces as spaces
@@ -27,20 +27,12 @@ from hylo.bridges.served_run import SERVED_BENCHMARK, SERVED_SPLIT, ServedRun
 from hylo.bridges.vlaeval_protocol import EncodedImage, ProtocolError, UndecodedImage, wire_action
 from hylo.core.agent import AgentRequirements, agent_name
 from hylo.core.bus import EventBus
-from hylo.core.chunk import ChunkExecutor, as_chunk
 from hylo.core.context import EpisodeContext
-from hylo.core.episode import detail_of, raised
-from hylo.core.errors import AgentTimeout, InvalidAction, SafetyAbort
-from hylo.core.events import (
-    ActionEvent,
-    AgentChunkEvent,
-    EpisodeEndEvent,
-    EpisodeStartEvent,
-    ObservationEvent,
-    SafetyReviewEvent,
-    StepResultEvent,
-)
+from hylo.core.episode import EndEpisode, detail_of, raised
+from hylo.core.errors import InvalidAction
+from hylo.core.events import ObservationEvent, StepResultEvent
 from hylo.core.jsonable import jsonable
+from hylo.core.scaffold import EpisodeScaffold
 from hylo.core.shield import SafetyShield
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import EnvSpec, Observation, TaskInstance, derive_seed
@@ -143,9 +135,6 @@ class _Episode:
     seed: int
     instruction: str | None
     started_at: float
-    executor: ChunkExecutor = field(default_factory=ChunkExecutor)
-    steps: int = 0
-    interventions: int = 0
     outcome: EpisodeOutcome | None = None
     recorded: bool = False
 
@@ -161,8 +150,8 @@ class _Episode:
             status=outcome.status,
             reason=outcome.reason,
             success=outcome.success,
-            steps=self.steps,
-            safety_interventions=self.interventions,
+            steps=outcome.steps,
+            safety_interventions=outcome.safety_interventions,
             metrics={**outcome.metrics, "wall_s": round(ended - self.started_at, 6)},
             started_at=self.started_at,
             ended_at=ended,
@@ -209,6 +198,7 @@ class ServedSession:
         self.bus = EventBus(run_id=run.run_id)
         self._trace = TraceBuffer()
         self.bus.subscribe(self._trace, critical=True)
+        self._sc = _ServedScaffold(self.bus, shield, action_space, lifecycle=False)
         self._episode: _Episode | None = None
         self._claim = threading.Lock()  # whoever sets `recorded` first records the episode, exactly once
 
@@ -237,28 +227,21 @@ class ServedSession:
         )
         episode = _Episode(self.run.episode_id(name, index), name, index, seed, instruction, time.time())
         self._episode = episode
-        self.bus.begin_episode(episode.episode_id)
+        placed = TaskInstance(SERVED_BENCHMARK, name, index, SERVED_SPLIT, seed=seed, instruction=instruction)
         harness = jsonable(task)
-        self.bus.emit_trusted(
-            EpisodeStartEvent,
-            task={
-                "episode_id": episode.episode_id,
-                "benchmark": SERVED_BENCHMARK,
-                "split": SERVED_SPLIT,
-                "task": name,
-                "index": index,
-                "base_seed": 0,
-                "instruction": instruction,
-                "harness_task": harness,
-                "connection": self.connection,
-            },
-            task_digest=hashlib.blake2b(repr((name, index, harness)).encode(), digest_size=8).hexdigest(),
-            seed=seed,
-            agent=self.agent_name,
-            guards=self.shield.guard_names,
-            timing="sync",
-            mode="served",
-        )
+        try:
+            self._sc.open(
+                placed,
+                agent=self.agent_name,
+                timing="sync",
+                episode_id=episode.episode_id,
+                digest=hashlib.blake2b(repr((name, index, harness)).encode(), digest_size=8).hexdigest(),
+                extra={"harness_task": harness, "connection": self.connection},
+                mode="served",
+            )
+        except EndEpisode as end:  # nothing records this episode
+            self._conclude(end.outcome)
+            return
         reset = getattr(self.agent, "reset", None)
         if reset is None:
             return
@@ -266,7 +249,7 @@ class ServedSession:
         ctx = EpisodeContext(
             seed=seed,
             env_spec=EnvSpec(spaces.Dict({}), space, name=f"{SERVED_BENCHMARK}:{name}"),
-            task=TaskInstance(SERVED_BENCHMARK, name, index, SERVED_SPLIT, seed=seed, instruction=instruction),
+            task=placed,
             bus=self.bus,
         )
         try:
@@ -287,63 +270,36 @@ class ServedSession:
                 f"episode {episode.episode_id} ended ({outcome.status.value}: {outcome.reason}); send EPISODE_START"
             )
         obs, summary = to_observation(payload, episode.instruction, images=self.images)
-        bus = self.bus
-        bus.emit_trusted(ObservationEvent, obs=summary)
-        executor = episode.executor
-        if executor.empty:
-            t0 = time.perf_counter()
+        sc = self._sc
+        self.bus.emit_trusted(ObservationEvent, obs=summary)
+        try:
+            if sc.executor.empty:
+                t0 = time.perf_counter()
+                try:
+                    raw = self.agent.act(obs)
+                except Exception as exc:
+                    raise EndEpisode(sc.agent_failed(exc)) from None
+                sc.load(sc.chunk_of(raw), time.perf_counter() - t0, sc.steps)
+            action = sc.executor.next()
             try:
-                chunk = as_chunk(self.agent.act(obs))
-            except AgentTimeout as exc:
-                raise self._refuse(EpisodeStatus.ERROR, "timeout", str(exc)) from None
-            except Exception as exc:
-                raise self._refuse(EpisodeStatus.ERROR, raised("agent", exc), detail_of(exc)) from None
-            latency = time.perf_counter() - t0
-            executor.load(chunk)
-            bus.emit_trusted(
-                AgentChunkEvent,
-                size=len(chunk.actions),
-                execution_steps=chunk.execution_steps,
-                latency_s=latency,
-                requested_at=episode.steps,
-                actions=[jsonable(a) for a in chunk.actions],
-            )
-        action = executor.next()
-        try:
-            wire_action(action)
-        except ProtocolError as exc:
-            hint = (
-                "; the bridge knows no action space: declare requirements.action_space or give --action-dim"
-                if self._space is None and np.size(action) == 0
-                else ""
-            )
-            raise self._refuse(
-                EpisodeStatus.ERROR, f"agent returned an action that cannot be sent: {exc}{hint}"
-            ) from None
-        if self._space is None:
-            self._space = spaces.Box(-np.inf, np.inf, shape=np.shape(action), dtype=np.float64)
-            self.shield.bind(self._space)
-        try:
-            review = self.shield.review(action, self._space)
-            sent = wire_action(review.action)
-        except SafetyAbort as abort:
-            episode.interventions += 1
-            bus.emit_trusted(
-                SafetyReviewEvent, approved=False, modified=False, reasons=[abort.reason], guard=abort.guard
-            )
-            raise self._refuse(EpisodeStatus.SAFETY_ABORT, f"{abort.guard}: {abort.reason}") from None
-        except (InvalidAction, ProtocolError) as exc:
-            raise self._refuse(EpisodeStatus.ERROR, f"agent returned a malformed action: {exc}") from None
-        except Exception as exc:
-            raise self._refuse(
-                EpisodeStatus.ERROR, raised("shield review of the agent's action", exc), detail_of(exc)
-            ) from None
-        if review.modified:
-            episode.interventions += 1
-            executor.clear()  # the plan was off: the agent replans at the next observation
-        bus.emit_trusted(SafetyReviewEvent, approved=True, modified=review.modified, reasons=list(review.reasons))
-        bus.emit_trusted(ActionEvent, step=episode.steps, action=jsonable(review.action))
-        episode.steps += 1
+                wire_action(action)
+            except ProtocolError as exc:
+                hint = (
+                    "; the bridge knows no action space: declare requirements.action_space or give --action-dim"
+                    if self._space is None and np.size(action) == 0
+                    else ""
+                )
+                reason = f"agent returned an action that cannot be sent: {exc}{hint}"
+                raise EndEpisode(sc.ended(EpisodeStatus.ERROR, reason)) from None
+            if self._space is None:
+                self._space = spaces.Box(-np.inf, np.inf, shape=np.shape(action), dtype=np.float64)
+                self.shield.bind(self._space)
+                sc.space = self._space
+            sent: np.ndarray[Any, Any] = sc.review(action, send=_wire)
+        except EndEpisode as end:
+            self._conclude(end.outcome)
+            raise EpisodeRefused(f"{end.outcome.status.value}: {end.outcome.reason}") from None
+        sc.steps += 1
         return sent
 
     def end(self, payload: Mapping[str, Any]) -> None:
@@ -370,7 +326,7 @@ class ServedSession:
         success = bool(verdict)
         self.bus.emit_trusted(
             StepResultEvent,
-            step=max(episode.steps - 1, 0),
+            step=max(self._sc.steps - 1, 0),
             reward=0.0,
             terminated=True,
             truncated=False,
@@ -384,7 +340,7 @@ class ServedSession:
         """Record an episode still waiting for its EPISODE_END as `infra_invalid`, reason `why`."""
         episode = self._episode
         if episode is not None and episode.outcome is None:
-            self._finish(EpisodeStatus.INFRA_INVALID, f"{why}; {episode.steps} actions served")
+            self._finish(EpisodeStatus.INFRA_INVALID, f"{why}; {self._sc.steps} actions served")
 
     def fail(self, reason: str, detail: str | None = None) -> None:
         """Record an episode still open as `infra_invalid` after the bridge failed handling one of its messages."""
@@ -396,15 +352,9 @@ class ServedSession:
         episode = self._episode
         if episode is None or not self._take(episode):
             return
-        outcome = EpisodeOutcome(
-            status=EpisodeStatus.INFRA_INVALID,
-            success=False,
-            steps=episode.steps,
-            reason=f"{why}; {episode.steps} actions served",
-            safety_interventions=episode.interventions,
-            detail="the agent was still acting; the episode's trace was not recorded",
-            metrics={"actions_served": episode.steps},
-        )
+        steps = self._sc.steps
+        unrecorded = "the agent was still acting; the episode's trace was not recorded"
+        outcome = self._sc.ended(EpisodeStatus.INFRA_INVALID, f"{why}; {steps} actions served", unrecorded)
         self._record(episode.row(outcome, time.time(), self.connection), [])
 
     # -- endings ------------------------------------------------------------------------------------------------
@@ -416,17 +366,10 @@ class ServedSession:
             episode.recorded = True
             return True
 
-    def _refuse(self, status: EpisodeStatus, reason: str, detail: str | None = None) -> EpisodeRefused:
-        self._finish(status, reason, detail)
-        return EpisodeRefused(f"{status.value}: {reason}")
-
     def _finish(
         self, status: EpisodeStatus, reason: str, detail: str | None = None, harness: Mapping[str, Any] | None = None
     ) -> None:
-        episode = self._episode
-        if episode is None or episode.outcome is not None:
-            return
-        metrics: dict[str, Any] = {"actions_served": episode.steps}
+        metrics: dict[str, Any] = {}
         if harness is not None:
             reported = harness.get("metrics")
             if isinstance(reported, Mapping):
@@ -434,35 +377,25 @@ class ServedSession:
             for key in ("steps", "elapsed_sec"):
                 if key in harness:
                     metrics[f"harness_{key}"] = jsonable(harness[key])
-        outcome = EpisodeOutcome.ended(
-            status, episode.steps, reason, safety_interventions=episode.interventions, detail=detail, metrics=metrics
-        )
+        self._conclude(self._sc.ended(status, reason, detail, metrics=metrics))
+
+    def _conclude(self, outcome: EpisodeOutcome) -> None:
+        """End the open episode with `outcome`: trace its end, tell the agent, record it (once)."""
+        episode = self._episode
+        if episode is None or episode.outcome is not None:
+            return
         episode.outcome = outcome
         if episode.recorded:  # abandoned while the agent acted: recorded already
             self._trace.take()
             return
-        try:
-            self.bus.emit_trusted(
-                EpisodeEndEvent,
-                status=status.value,
-                success=outcome.success,
-                steps=outcome.steps,
-                reason=reason,
-                safety_interventions=outcome.safety_interventions,
-                detail=detail,
-            )
-        except Exception as exc:
-            detail = _joined(detail, raised("tracing the episode's end", exc))
-        on_end = getattr(self.agent, "on_episode_end", None)
-        if on_end is not None:
-            try:
-                on_end(outcome)
-            except Exception as exc:
-                detail = _joined(detail, raised("agent on_episode_end", exc))
-        row = episode.row(replace(outcome, detail=detail), time.time(), self.connection)
+        final = self._sc.finish(outcome, self._tell)
+        row = episode.row(final, time.time(), self.connection)
         trace = self._trace.take()
         if self._take(episode):
             self._record(row, serialize(trace))
+
+    def _tell(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
+        return self._sc.told(outcome, getattr(self.agent, "on_episode_end", None), "agent on_episode_end")
 
     def _record(self, row: EpisodeRow, trace: list[bytes]) -> None:
         """Commit the episode; when that fails, commit it again without its trace or the harness's metrics, the
@@ -497,3 +430,20 @@ def _storable_text(text: str) -> str:
 
 def _joined(detail: str | None, more: str) -> str:
     return f"{detail}\n{more}" if detail else more
+
+
+def _wire(action: Any) -> np.ndarray[Any, Any]:
+    """The reviewed action as the array an ACTION carries; one that cannot be sent is malformed."""
+    try:
+        return wire_action(action)
+    except ProtocolError as exc:
+        raise InvalidAction(str(exc)) from None
+
+
+class _ServedScaffold(EpisodeScaffold):
+    """A served episode's outcomes count the actions served (the harness, not hylo, steps the env)."""
+
+    __slots__ = ()
+
+    def tally(self) -> dict[str, Any]:
+        return {"actions_served": self.steps}

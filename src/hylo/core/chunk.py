@@ -10,40 +10,69 @@ import numpy as np
 
 from hylo.core.types import Action
 
+_set = object.__setattr__
+
+
+def _frozen(action: Action) -> Action:
+    """`action` with its arrays read-only: a read-only view of an array (the caller's array stays writable), a dict
+    (its own copy) whose arrays are read-only views; any other action as it is."""
+    if isinstance(action, np.ndarray):
+        if not action.flags.writeable:
+            return action
+        view = action.view()
+        view.flags.writeable = False
+        return view
+    if type(action) is dict:
+        return {key: _frozen(value) for key, value in action.items()}
+    return action
+
 
 class ActionChunk:
     """A plan of actions; after `execution_steps` of them are executed, the agent is asked again.
 
     `actions` is any sequence of actions (ints, arrays, dicts) or a 2-D array whose rows are actions.
-    `execution_steps` defaults to the whole chunk.
+    `execution_steps` defaults to the whole chunk. A chunk is checked once, when it is built, and cannot change
+    afterwards: its `actions` are a tuple, and its arrays are read-only views (the agent's own arrays stay writable).
     """
 
     __slots__ = ("actions", "execution_steps")
+
+    actions: tuple[Action, ...]
+    execution_steps: int
 
     def __init__(self, actions: Sequence[Action] | np.ndarray[Any, Any], execution_steps: int | None = None) -> None:
         if isinstance(actions, np.ndarray):
             if actions.ndim == 0:
                 raise ValueError("ActionChunk needs a sequence of actions, got a 0-d array; wrap it in a list")
-            seq: tuple[Action, ...] = tuple(actions)
+            seq: tuple[Action, ...] = tuple(_frozen(actions))  # its rows: read-only views
         elif isinstance(actions, (str, bytes)) or not isinstance(actions, Sequence):
             raise TypeError(f"ActionChunk needs a sequence of actions, got {type(actions).__name__}")
         else:
-            seq = tuple(actions)
+            seq = tuple(_frozen(a) for a in actions)
         if not seq:
             raise ValueError("ActionChunk needs at least one action, got an empty sequence")
         steps = len(seq) if execution_steps is None else execution_steps
         if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 1 <= steps <= len(seq):
             raise ValueError(f"execution_steps must be an int in [1, {len(seq)}], got {execution_steps!r}")
-        self.actions = seq
-        self.execution_steps = int(steps)
+        _set(self, "actions", seq)
+        _set(self, "execution_steps", int(steps))
 
     @classmethod
     def single(cls, action: Action) -> ActionChunk:
         """A chunk of one action."""
         chunk = cls.__new__(cls)  # nothing to validate: one action, executed once (the common case, every step)
-        chunk.actions = (action,)
-        chunk.execution_steps = 1
+        _set(chunk, "actions", (_frozen(action),))
+        _set(chunk, "execution_steps", 1)
         return chunk
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"an ActionChunk cannot change once built (setting {name!r}); build a new one")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"an ActionChunk cannot change once built (deleting {name!r}); build a new one")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ActionChunk, (self.actions, self.execution_steps))
 
     def __len__(self) -> int:
         return len(self.actions)

@@ -16,36 +16,20 @@ from typing import Any
 
 from hylo.core.agent import agent_name, check_compatible
 from hylo.core.bus import EventBus
-from hylo.core.chunk import ActionChunk, ChunkExecutor, as_chunk
+from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
-from hylo.core.episode import (
-    FAULTS,
-    EndEpisode,
-    detail_of,
-    noted,
-    raised,
-    trace_end,
-    trace_start,
-    traced_review,
-    unrecorded,
-)
+from hylo.core.episode import FAULTS, EndEpisode, detail_of, noted, raised
 from hylo.core.errors import (
     AgentTimeout,
     IncompatibleComponents,
     InvalidAction,
     OverLimit,
-    SafetyAbort,
     SignalFailed,
     SimulationDiverged,
 )
-from hylo.core.events import (
-    AgentChunkEvent,
-    ObservationEvent,
-    SignalEvent,
-    StepResultEvent,
-)
-from hylo.core.jsonable import jsonable, snapshot
+from hylo.core.jsonable import snapshot
+from hylo.core.scaffold import EpisodeScaffold
 from hylo.core.shield import SafetyShield
 from hylo.core.signals import ContainerSet, Signal
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
@@ -54,11 +38,6 @@ from hylo.core.types import Action, Observation, TaskInstance
 from hylo.core.worker import AgentWorker, Call
 
 log = logging.getLogger(__name__)
-
-
-def _obs_summary(obs: Any) -> dict[str, Any]:
-    summary = jsonable(obs)
-    return summary if isinstance(summary, dict) else {"value": summary}
 
 
 class Kernel:
@@ -131,7 +110,6 @@ class Kernel:
         self.agent = agent
         self.agent_name = agent_name(agent)
         self.bus = bus if bus is not None else EventBus()
-        self.auto_episode_reset = auto_episode_reset
         self.containers = ContainerSet(getattr(agent, "containers", ()) or ())
         self._act: Callable[[Any], Any] = agent.act
         self._on_step: Callable[[Any], Any] | None = getattr(agent, "on_step", None)
@@ -143,12 +121,23 @@ class Kernel:
             self._worker = AgentWorker()
             weakref.finalize(self, self._worker.stop)  # a Kernel dropped without close() leaves no thread behind
         self._serial = 0  # episodes run so far: tags the agent calls posted to the worker
-        self._executor = ChunkExecutor()
-        self._last_task: tuple[str, str] | None = None
-        self._step_open = False
-        self._steps = 0
-        self._interventions = 0
-        self._return = 0.0
+        self._sc = EpisodeScaffold(
+            self.bus,
+            self.shield,
+            spec.action_space,
+            deliver=self._deliver if self._listens else None,
+            auto_episode_reset=auto_episode_reset,
+            act_timeout_s=act_timeout_s,
+            dt=spec.dt,
+        )
+
+    @property
+    def auto_episode_reset(self) -> bool:
+        return self._sc.auto_episode_reset
+
+    @auto_episode_reset.setter
+    def auto_episode_reset(self, value: bool) -> None:
+        self._sc.auto_episode_reset = value
 
     # -- public -------------------------------------------------------------------------------------------------
 
@@ -157,37 +146,23 @@ class Kernel:
         if self._closed:
             raise RuntimeError("this Kernel is closed")
         self._serial += 1
-        bus = self.bus
-        bus.begin_episode(task.episode_id)
-        self._steps = 0
-        self._interventions = 0
-        self._return = 0.0
-        self._executor.clear()
-        lost = unrecorded(bus)  # a critical recorder that failed before records nothing now
+        sc = self._sc
         try:
-            if lost is not None:
-                raise EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, *lost))
-            placed = (task.episode_id, task.digest)
-            if self.auto_episode_reset and self._last_task != placed:
-                self._signal(Signal.EPISODE_RESET)
-            self._last_task = placed
-            self._signal(Signal.RUN_START)
-            trace_start(bus, task, agent=self.agent_name, guards=self.shield.guard_names, timing=self.timing.mode)
+            sc.open(task, agent=self.agent_name, timing=self.timing.mode)
             outcome = self._episode(task)
         except EndEpisode as end:
             outcome = end.outcome
         except FAULTS as exc:  # a fault in hylo itself, or in a trace subscriber's plumbing: not the agent's
-            outcome = self._end(EpisodeStatus.INFRA_INVALID, raised("kernel", exc), detail_of(exc))
-        if self._step_open:  # the episode ended mid-step: close the iteration so step containers clear
-            outcome = self._closing_signal(Signal.STEP_END, outcome)
-        outcome = trace_end(bus, outcome, recorded=lost is None)
-        return self._finish(outcome)
+            outcome = sc.ended(EpisodeStatus.INFRA_INVALID, raised("kernel", exc), detail_of(exc))
+        if self._worker is None:
+            return sc.finish(outcome, self._tell)
+        return self._finish_on_worker(sc.wind_up(outcome), self._worker)
 
     def signal(self, signal: Signal | str) -> None:
         """Deliver a lifecycle signal from its owner (e.g. `episode_reset` from an env panel), between episodes.
         Raises `SignalFailed` (a RuntimeError) if the agent fails on it."""
         try:
-            self._signal(Signal(signal))
+            self._sc.signal(Signal(signal))
             if self._worker is not None:
                 if not self._worker.wait_idle(self.act_timeout_s):  # an act of an earlier episode still hangs
                     raise SignalFailed(
@@ -217,18 +192,17 @@ class Kernel:
     # -- the episode ----------------------------------------------------------------------------------------------
 
     def _episode(self, task: TaskInstance) -> EpisodeOutcome:
+        sc = self._sc
         if self._worker is not None and not self._worker.wait_idle(self.act_timeout_s):
-            return self._end(
-                EpisodeStatus.ERROR, "timeout", "the agent is still inside a call from the previous episode"
-            )
+            still = "the agent is still inside a call from the previous episode"
+            return sc.ended(EpisodeStatus.ERROR, "timeout", still)
         try:
             obs = self.env.reset(task)
         except OverLimit as over:
-            return self._over_limit(over)
+            return sc.over_limit(over)
         except FAULTS as exc:
-            return self._end(EpisodeStatus.INFRA_INVALID, raised("env reset", exc), detail_of(exc))
-        if self.bus.active:
-            self.bus.emit_trusted(ObservationEvent, obs=_obs_summary(obs))
+            return sc.ended(EpisodeStatus.INFRA_INVALID, raised("env reset", exc), detail_of(exc))
+        sc.observed(obs)
         ctx = EpisodeContext(
             seed=task.seed,
             env_spec=self.spec,
@@ -244,29 +218,30 @@ class Kernel:
                 call = self._worker.submit(reset, ctx, 0, self._serial)
                 call.done.wait()
                 if call.error is not None:
-                    return self._agent_failed(call.error, "agent reset")
+                    return sc.agent_failed(call.error, "agent reset")
             else:
                 try:
                     reset(ctx)
                 except FAULTS as exc:
-                    return self._agent_failed(exc, "agent reset")
+                    return sc.agent_failed(exc, "agent reset")
         if isinstance(self.timing, SyncTiming):
             return self._sync_loop(obs)
         return self._realtime_loop(obs, self.timing)
 
     def _sync_loop(self, obs: Observation) -> EpisodeOutcome:
-        executor = self._executor
+        sc = self._sc
+        executor = sc.executor
         bus = self.bus
         max_steps = self.max_steps
         listens = self._listens
-        while self._steps < max_steps:
+        while sc.steps < max_steps:
             if listens or bus.active:
-                self._signal(Signal.STEP_START)
+                sc.signal(Signal.STEP_START)
             if executor.empty:
                 chunk, latency = self._call_act(obs)
-                self._load(chunk, self._steps, latency)
+                sc.load(chunk, latency, sc.steps)
             obs = self._advance(executor.next(), False)
-        return self._end(EpisodeStatus.FAILURE, "max_steps")
+        return sc.ended(EpisodeStatus.FAILURE, "max_steps")
 
     def _realtime_loop(self, obs: Observation, timing: RealtimeTiming) -> EpisodeOutcome:
         """One loop for both realtime clocks: the world keeps stepping while a requested chunk is computed.
@@ -275,7 +250,8 @@ class Kernel:
         agent's worker thread and is merged at the first step after it finished; the loop is paced at the control
         rate unless the env paces itself.
         """
-        executor = self._executor
+        sc = self._sc
+        executor = sc.executor
         dt = self.spec.dt
         worker = self._worker
         paced = worker is not None and not self.env.capabilities.self_paced
@@ -284,28 +260,29 @@ class Kernel:
         lead = timing.refill_steps  # request early enough to cover the latency seen lately
         holds = 0
         start = time.perf_counter()
-        while self._steps < self.max_steps:
-            step = self._steps
-            self._signal(Signal.STEP_START)
+        while sc.steps < self.max_steps:
+            step = sc.steps
+            sc.signal(Signal.STEP_START)
             if worker is not None:
                 self._check_worker(worker)
                 if pending is not None:
                     if pending.done.is_set():
                         if pending.error is not None:
-                            return self._agent_failed(pending.error)
-                        self._load(self._accept(pending.result, pending.latency), pending.step, pending.latency)
+                            return sc.agent_failed(pending.error)
+                        sc.check_latency(pending.latency)
+                        sc.load(sc.chunk_of(pending.result), pending.latency, pending.step)
                         if timing.adaptive_refill:
                             lead = max(timing.refill_steps, step - pending.step)
                         pending = None
                     elif (
                         self.act_timeout_s is not None and time.perf_counter() - pending.submitted > self.act_timeout_s
                     ):
-                        return self._agent_failed(AgentTimeout(None, self.act_timeout_s))
+                        return sc.agent_failed(AgentTimeout(None, self.act_timeout_s))
                 if pending is None and executor.remaining <= lead:
                     pending = worker.submit(self._act, snapshot(obs), step, self._serial)
             else:
                 if scheduled is not None and scheduled[0] <= step:
-                    self._load(scheduled[1], scheduled[2], scheduled[3])
+                    sc.load(scheduled[1], scheduled[3], scheduled[2])
                     scheduled = None
                 if scheduled is None and executor.remaining <= lead:
                     chunk, latency = self._call_act(obs)
@@ -313,152 +290,81 @@ class Kernel:
                     if timing.adaptive_refill:
                         lead = max(timing.refill_steps, delay)
                     if delay == 0:
-                        self._load(chunk, step, latency)
+                        sc.load(chunk, latency, step)
                     else:
                         scheduled = (step + delay, chunk, step, latency)
             if executor.empty:
                 if holds >= timing.max_hold_steps:
-                    return self._end(EpisodeStatus.FAILURE, "watchdog", f"{holds} consecutive hold steps")
+                    return sc.ended(EpisodeStatus.FAILURE, "watchdog", f"{holds} consecutive hold steps")
                 holds += 1
                 try:
                     hold = self.env.hold_action()
                 except FAULTS as exc:
-                    return self._end(EpisodeStatus.INFRA_INVALID, raised("env hold_action", exc), detail_of(exc))
+                    return sc.ended(EpisodeStatus.INFRA_INVALID, raised("env hold_action", exc), detail_of(exc))
                 obs = self._advance(hold, True)
             else:
                 holds = 0
                 obs = self._advance(executor.next(), False)
             if paced:
-                delay_s = start + self._steps * dt - time.perf_counter()
+                delay_s = start + sc.steps * dt - time.perf_counter()
                 if delay_s > 0:
                     time.sleep(delay_s)
-        return self._end(EpisodeStatus.FAILURE, "max_steps")
+        return sc.ended(EpisodeStatus.FAILURE, "max_steps")
 
     # -- one step -------------------------------------------------------------------------------------------------
 
     def _call_act(self, obs: Observation) -> tuple[ActionChunk, float]:
         """Ask the agent for a chunk, inline, timing the call."""
+        sc = self._sc
         t0 = time.perf_counter()
         try:
             raw = self._act(obs)
         except FAULTS as exc:
-            raise EndEpisode(self._agent_failed(exc)) from None
+            raise EndEpisode(sc.agent_failed(exc)) from None
         latency = time.perf_counter() - t0
-        return self._accept(raw, latency), latency
-
-    def _accept(self, raw: object, latency: float) -> ActionChunk:
-        """Turn what `act` returned into a chunk and enforce the soft timeout."""
-        if self.act_timeout_s is not None and latency > self.act_timeout_s:
-            raise EndEpisode(self._agent_failed(AgentTimeout(latency, self.act_timeout_s)))
-        try:
-            chunk = as_chunk(raw)
-            if not chunk.actions or not 1 <= chunk.execution_steps <= len(chunk.actions):
-                raise ValueError(f"{chunk!r} has no action to execute")
-        except (TypeError, ValueError) as exc:
-            raise EndEpisode(
-                self._end(EpisodeStatus.ERROR, f"agent returned an invalid chunk: {exc}", detail_of(exc))
-            ) from None
-        return chunk
-
-    def _load(self, chunk: ActionChunk, requested_at: int, latency: float) -> None:
-        """Load a chunk computed for step `requested_at`, dropping the actions whose time has passed; trace it."""
-        dropped = self._executor.load(chunk, skip=self._steps - requested_at)
-        if self.bus.active:
-            self.bus.emit_trusted(
-                AgentChunkEvent,
-                size=len(chunk.actions),
-                execution_steps=chunk.execution_steps,
-                latency_s=latency,
-                dropped=dropped,
-                requested_at=requested_at,
-                actions=[jsonable(a) for a in chunk.actions],
-            )
+        sc.check_latency(latency)
+        return sc.chunk_of(raw), latency
 
     def _advance(self, action: Action, hold: bool) -> Observation:
         """Review, execute and trace one action; return the new observation or end the episode."""
-        bus = self.bus
+        sc = self._sc
+        reviewed = sc.review(action, hold)
         try:
-            review = traced_review(self.shield, action, self.spec.action_space, bus, step=self._steps, hold=hold)
-        except SafetyAbort as abort:
-            self._interventions += 1
-            if hold:
-                raise EndEpisode(self._hold_failed(f"shield rejected it: {abort}")) from None
-            raise EndEpisode(self._end(EpisodeStatus.SAFETY_ABORT, f"{abort.guard}: {abort.reason}")) from None
-        except InvalidAction as exc:  # not unsafe but malformed: the agent's bug, not a safety event
-            if hold:
-                raise EndEpisode(self._hold_failed(str(exc))) from None
-            raise EndEpisode(self._end(EpisodeStatus.ERROR, f"agent returned a malformed action: {exc}")) from None
-        except FAULTS as exc:  # a guard choked on the action's form
-            if hold:
-                raise EndEpisode(self._hold_failed(raised("shield review", exc))) from None
-            raise EndEpisode(
-                self._end(EpisodeStatus.ERROR, raised("shield review of the agent's action", exc), detail_of(exc))
-            ) from None
-        if review.modified:
-            self._interventions += 1
-            self._executor.clear()
-        try:
-            result = self.env.step(review.action)
+            result = self.env.step(reviewed)
             obs, info = result.obs, result.info
             reward = float(result.reward)
             terminated, truncated, success = bool(result.terminated), bool(result.truncated), bool(result.success)
             if not isinstance(info, Mapping):
                 raise TypeError(f"StepResult.info must be a mapping, got {type(info).__name__}")
         except OverLimit as over:
-            raise EndEpisode(self._over_limit(over)) from None
+            raise EndEpisode(sc.over_limit(over)) from None
         except SimulationDiverged as exc:
-            raise EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, str(exc), detail_of(exc))) from None
+            raise EndEpisode(sc.ended(EpisodeStatus.INFRA_INVALID, str(exc), detail_of(exc))) from None
         except InvalidAction as exc:
             if hold:
-                raise EndEpisode(self._hold_failed(f"env rejected it: {exc}")) from None
+                raise EndEpisode(sc.hold_failed(f"env rejected it: {exc}")) from None
             raise EndEpisode(
-                self._end(EpisodeStatus.ERROR, f"env rejected the agent's action: {exc}", detail_of(exc))
+                sc.ended(EpisodeStatus.ERROR, f"env rejected the agent's action: {exc}", detail_of(exc))
             ) from None
         except FAULTS as exc:
-            raise EndEpisode(self._end(EpisodeStatus.INFRA_INVALID, raised("env step", exc), detail_of(exc))) from None
-        self._steps += 1
-        self._return += reward
-        if bus.active:
-            bus.sim_time = self._steps * self.spec.dt
-            bus.emit_trusted(
-                StepResultEvent,
-                step=self._steps - 1,
-                reward=reward,
-                terminated=terminated,
-                truncated=truncated,
-                success=success,
-                info=jsonable(info) if info else {},
-            )
-            bus.emit_trusted(ObservationEvent, obs=_obs_summary(obs), terminal=terminated or truncated)
+            raise EndEpisode(sc.ended(EpisodeStatus.INFRA_INVALID, raised("env step", exc), detail_of(exc))) from None
+        sc.stepped(reward, terminated, truncated, success, info, obs)
         if self._on_step is not None:
             self._agent_call(self._on_step, result, "agent on_step")
-        if self._listens or bus.active:
-            self._signal(Signal.STEP_END)
+        if self._listens or self.bus.active:
+            sc.signal(Signal.STEP_END)
         if success:
-            raise EndEpisode(self._end(EpisodeStatus.SUCCESS, "success"))
+            raise EndEpisode(sc.ended(EpisodeStatus.SUCCESS, "success"))
         if terminated:
-            raise EndEpisode(self._end(EpisodeStatus.FAILURE, "terminated"))
+            raise EndEpisode(sc.ended(EpisodeStatus.FAILURE, "terminated"))
         if truncated:
-            raise EndEpisode(self._end(EpisodeStatus.FAILURE, "truncated"))
+            raise EndEpisode(sc.ended(EpisodeStatus.FAILURE, "truncated"))
         return obs  # type: ignore[return-value]
 
-    # -- signals and endings ------------------------------------------------------------------------------------
+    # -- the agent's calls and the episode's end ------------------------------------------------------------------
 
-    def _signal(self, signal: Signal) -> None:
-        if signal is Signal.STEP_START:
-            self._step_open = True
-        elif signal is Signal.STEP_END:
-            self._step_open = False
-        if self._listens:
-            self._agent_call(self._agent_signal, signal, "agent on_signal")
-        if self.bus.active:
-            if signal is Signal.STEP_START:
-                scope = f"step:{self._steps}"
-            elif signal is Signal.STEP_END:
-                scope = f"step:{self._steps - 1}"
-            else:
-                scope = self.bus.episode_id
-            self.bus.emit_trusted(SignalEvent, signal=signal.value, scope_id=scope)
+    def _deliver(self, signal: Signal) -> None:
+        self._agent_call(self._agent_signal, signal, "agent on_signal")
 
     def _agent_call(self, fn: Callable[[Any], Any], arg: Any, who: str) -> None:
         """A notification to the agent: in turn on its worker thread (wall clock), else right here."""
@@ -468,38 +374,25 @@ class Kernel:
         try:
             fn(arg)
         except FAULTS as exc:
-            raise EndEpisode(self._agent_failed(exc, who)) from None
+            raise EndEpisode(self._sc.agent_failed(exc, who)) from None
 
     def _agent_signal(self, signal: Signal) -> None:
         self.containers.on_signal(signal)
         if self._on_signal is not None:
             self._on_signal(signal)
 
-    def _closing_signal(self, signal: Signal, outcome: EpisodeOutcome) -> EpisodeOutcome:
-        """A signal after the verdict: an agent that fails here cannot change the verdict, only add to it."""
-        try:
-            self._signal(signal)
-        except EndEpisode as end:
-            return noted(outcome, end.outcome.reason)
-        return outcome
+    def _tell(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
+        return self._sc.told(outcome, getattr(self.agent, "on_episode_end", None), "agent on_episode_end")
 
-    def _finish(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
-        """Tell the agent the verdict and close the run; what fails now is noted, it cannot change the verdict."""
+    def _finish_on_worker(self, outcome: EpisodeOutcome, worker: AgentWorker) -> EpisodeOutcome:
+        """Wall clock: tell the agent the verdict and close the run in turn on the agent's thread, after whatever it
+        is still doing. An act stuck past act_timeout_s is left behind; the next episode waits for it, and ends as
+        `timeout` if it is still stuck. What fails now is noted; it cannot change the verdict."""
         on_end = getattr(self.agent, "on_episode_end", None)
-        worker = self._worker
-        if worker is None:
-            if on_end is not None:
-                try:
-                    on_end(outcome)
-                except FAULTS as exc:
-                    outcome = noted(outcome, raised("agent on_episode_end", exc))
-            return self._closing_signal(Signal.RUN_END, outcome)
-        # Wall clock: in turn on the agent's thread, after whatever it is still doing. An act stuck past
-        # act_timeout_s is left behind; the next episode waits for it, and ends as `timeout` if it is still stuck.
         if on_end is not None:
             worker.post(on_end, outcome, "agent on_episode_end", self._serial)
         if worker.wait_idle(self.act_timeout_s):
-            self._signal(Signal.RUN_END)
+            self._sc.signal(Signal.RUN_END)
             worker.wait_idle(self.act_timeout_s)
             failure = worker.take_failure()
             if failure is not None and failure.episode == self._serial:
@@ -507,7 +400,7 @@ class Kernel:
             elif failure is not None:
                 log.warning("%s failed after its episode ended: %r", failure.who, failure.error)
         else:
-            self._signal(Signal.RUN_END)
+            self._sc.signal(Signal.RUN_END)
         return outcome
 
     def _check_worker(self, worker: AgentWorker) -> None:
@@ -517,25 +410,4 @@ class Kernel:
         if failure.episode != self._serial:  # from a call of an earlier episode that outlived it
             log.warning("%s failed after its episode ended: %r", failure.who, failure.error)
             return
-        raise EndEpisode(self._agent_failed(failure.error, failure.who))
-
-    def _over_limit(self, over: OverLimit) -> EpisodeOutcome:
-        return self._end(EpisodeStatus(over.status), over.reason, over.detail)
-
-    def _hold_failed(self, why: str) -> EpisodeOutcome:
-        return self._end(EpisodeStatus.INFRA_INVALID, f"env hold action failed: {why}")
-
-    def _agent_failed(self, exc: BaseException, who: str = "agent") -> EpisodeOutcome:
-        if isinstance(exc, AgentTimeout):
-            return self._end(EpisodeStatus.ERROR, "timeout", str(exc))
-        return self._end(EpisodeStatus.ERROR, raised(who, exc), detail_of(exc))
-
-    def _end(self, status: EpisodeStatus, reason: str, detail: str | None = None) -> EpisodeOutcome:
-        return EpisodeOutcome.ended(
-            status,
-            self._steps,
-            reason,
-            safety_interventions=self._interventions,
-            detail=detail,
-            metrics={"return": self._return},
-        )
+        raise EndEpisode(self._sc.agent_failed(failure.error, failure.who))

@@ -350,15 +350,15 @@ class EpisodeWorker:
             task = driver.place(planned.split, planned.task, planned.index, planned.base_seed)
         except SignalFailed as exc:  # the placement's episode_reset failed: that episode's error (or infra_invalid)
             status = EpisodeStatus(exc.status)
-            task, outcome = planned, EpisodeOutcome(status, False, 0, exc.reason, detail=exc.detail)
+            task, outcome = planned, EpisodeOutcome(status, 0, exc.reason, detail=exc.detail)
         except RemotePanelError as exc:
             cause = exc.__cause__
             if isinstance(cause, OverLimit):  # a limit passed during the placement
-                outcome = EpisodeOutcome(EpisodeStatus(cause.status), False, 0, cause.reason, detail=cause.detail)
+                outcome = EpisodeOutcome(EpisodeStatus(cause.status), 0, cause.reason, detail=cause.detail)
             elif not isinstance(cause, NodesetCrashed):
                 raise  # the panel itself failed: a defect, as with a local panel
             else:  # the env nodeset's subprocess died during the placement (or could not be restarted): the env's
-                outcome = EpisodeOutcome(EpisodeStatus.INFRA_INVALID, False, 0, str(exc))
+                outcome = EpisodeOutcome(EpisodeStatus.INFRA_INVALID, 0, str(exc))
             task = planned
         else:
             if task.episode_id != planned.episode_id:
@@ -412,7 +412,7 @@ def _judged(outcome: EpisodeOutcome, late: Verdict | None, act_timeout: float | 
     killed it there); an act the Kernel found slower than `--act-timeout` names the flag."""
     if late is not None and (late.status, late.reason) != (outcome.status, outcome.reason):
         detail = f"{late.detail} (the episode had ended {outcome.status.value}: {outcome.reason})"
-        return dataclasses.replace(outcome, status=late.status, success=False, reason=late.reason, detail=detail)
+        return dataclasses.replace(outcome, status=late.status, reason=late.reason, detail=detail)
     if act_timeout is not None and outcome.reason == "timeout" and (outcome.detail or "").startswith("act "):
         return dataclasses.replace(outcome, detail=f"{outcome.detail}; --act-timeout sets it")
     return outcome
@@ -423,7 +423,7 @@ def lost_episode(
 ) -> EpisodeResult:
     """The row of an attempt whose worker died or was stopped: no steps, no trace, the reason says what happened."""
     ended = time.time()
-    outcome = EpisodeOutcome(status, False, 0, reason, detail=detail)
+    outcome = EpisodeOutcome(status, 0, reason, detail=detail)
     metrics = {"wall_s": round(ended - started, 6)}
     row = EpisodeRow.of(job.task, outcome, started_at=started, ended_at=ended, metrics=metrics, attempt=job.attempt,
                         worker=worker)  # fmt: skip
