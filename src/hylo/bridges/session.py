@@ -30,7 +30,7 @@ from hylo.core.bus import EventBus
 from hylo.core.chunk import ChunkExecutor, as_chunk
 from hylo.core.context import EpisodeContext
 from hylo.core.episode import detail_of, raised
-from hylo.core.errors import AgentTimeout, InvalidAction, SafetyAbort
+from hylo.core.errors import AgentTimeout, HyloError, InvalidAction, SafetyAbort
 from hylo.core.events import (
     ActionEvent,
     AgentChunkEvent,
@@ -54,7 +54,7 @@ _INT64_LIMIT = 2**63
 """Seeds and indices are stored as SQLite integers (signed 64-bit); a harness's value past that is not used as is."""
 
 
-class EpisodeRefused(Exception):
+class EpisodeRefused(HyloError):
     """The session cannot answer this observation with an action; the message is what the harness is told."""
 
 

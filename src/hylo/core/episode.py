@@ -9,7 +9,7 @@ import traceback
 from typing import Any
 
 from hylo.core.bus import EventBus
-from hylo.core.errors import SafetyAbort
+from hylo.core.errors import HyloFailure, SafetyAbort
 from hylo.core.events import ActionEvent, EpisodeEndEvent, EpisodeStartEvent, SafetyReviewEvent
 from hylo.core.jsonable import jsonable
 from hylo.core.shield import SafetyShield, ShieldReview
@@ -20,7 +20,7 @@ FAULTS = (Exception, asyncio.CancelledError)
 """What a component may raise that ends an episode (KeyboardInterrupt and SystemExit still stop the program)."""
 
 
-class EndEpisode(Exception):
+class EndEpisode(HyloFailure):
     """Carries an episode's outcome out of a loop."""
 
     def __init__(self, outcome: EpisodeOutcome) -> None:

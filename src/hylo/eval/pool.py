@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from multiprocessing.context import SpawnProcess
 from typing import Any, Protocol
 
-from hylo.core.errors import HyloError
+from hylo.core.errors import HyloError, HyloFailure
 from hylo.core.status import EpisodeStatus
 from hylo.eval.limits import RECORD_SIZE, EpisodeLimits, headroom, judge, read
 from hylo.eval.worker import (
@@ -138,7 +138,8 @@ def _worker_main(
         worker.initialize()
         limit_threads()
     except Exception as exc:
-        conn.send(("failed", str(exc) if isinstance(exc, HyloError) else f"{type(exc).__name__}: {exc}"))
+        plain = isinstance(exc, HyloError) and not isinstance(exc, HyloFailure)  # a failure is named by its type
+        conn.send(("failed", str(exc) if plain else f"{type(exc).__name__}: {exc}"))
         return
     try:
         conn.send(("ready", os.getpid()))

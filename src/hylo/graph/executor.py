@@ -40,6 +40,7 @@ from hylo.core.episode import (
 from hylo.core.errors import (
     AgentTimeout,
     HyloError,
+    HyloFailure,
     IncompatibleComponents,
     InvalidAction,
     OverLimit,
@@ -68,7 +69,7 @@ CHECKPOINTS_KEPT = 1000
 """How many per-iteration container checkpoints an execution keeps (the most recent)."""
 
 
-class NodesetCrashed(Exception):
+class NodesetCrashed(HyloFailure):
     """The subprocess of a server-mode nodeset died during a call; `owner` says whose fault it is."""
 
     def __init__(self, nodeset: str, owner: Owner, why: str) -> None:
@@ -78,7 +79,7 @@ class NodesetCrashed(Exception):
         self.why = why
 
 
-class ExecutionStopped(Exception):
+class ExecutionStopped(HyloFailure):
     """Raised by a runner's `gate` to end the execution between two iterations (Stop pressed, the episode moved);
     the execution ends `infra_invalid` (an abstention: neither the agent's success nor its failure) with `reason`."""
 

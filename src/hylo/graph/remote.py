@@ -66,7 +66,7 @@ import numpy as np
 
 from hylo.bridges.vlaeval_protocol import decode_array, encode_array
 from hylo.core.chunk import ActionChunk
-from hylo.core.errors import AgentTimeout, IncompatibleComponents, InvalidAction, SimulationDiverged
+from hylo.core.errors import AgentTimeout, HyloFailure, IncompatibleComponents, InvalidAction, SimulationDiverged
 from hylo.core.signals import Signal
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
@@ -218,7 +218,7 @@ def error_payload(exc: BaseException) -> dict[str, Any]:
     return payload
 
 
-class RemoteTraceback(Exception):
+class RemoteTraceback(HyloFailure):
     """The traceback of an exception raised in a server-mode nodeset's subprocess: the cause of its copy raised in
     the worker."""
 
@@ -230,7 +230,7 @@ class RemoteTraceback(Exception):
         return f'\n"""\n{self.text.rstrip()}\n"""'
 
 
-class RemoteNodeError(Exception):
+class RemoteNodeError(HyloFailure):
     """An exception raised by a node in a server-mode nodeset's subprocess, raised again in the worker. Its class is
     named after the original's (`ValueError`) and `remote_type` is the original's qualified name; its message is
     the original's."""

@@ -11,19 +11,17 @@ import asyncio
 import concurrent.futures
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_json
 from starlette.concurrency import run_in_threadpool
 
-from hylo.core.errors import HyloError
 from hylo.core.jsonable import jsonable
 from hylo.core.types import MAX_SEED
 from hylo.panels.base import BaseEnvPanel
-from hylo.panels.remote import RemotePanelError
 from hylo.sessions.manager import NotFound, SessionManager, SessionRefused, SessionRequest
-from hylo.sessions.session import Session, SessionConflict, SessionGone
+from hylo.sessions.session import Session, SessionConflict
 
 T = TypeVar("T")
 
@@ -56,33 +54,6 @@ class ActionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(max_length=100)
-
-
-def add_live_error_handlers(app: Any) -> None:
-    """The HTTP answers of the live surface's errors."""
-
-    async def conflict(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
-
-    async def missing(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
-
-    async def refused(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, SessionRefused)
-        if exc.errors:
-            return JSONResponse({"detail": exc.errors, "message": exc.message}, status_code=422)
-        loc = ["body", *exc.field.split(".")] if exc.field else ["body"]
-        return JSONResponse({"detail": [{"loc": loc, "msg": exc.message, "type": "value_error"}]}, status_code=422)
-
-    async def failed(request: Request, exc: Exception) -> JSONResponse:
-        status = 502 if isinstance(exc, RemotePanelError) else 500
-        return JSONResponse({"detail": str(exc)}, status_code=status)
-
-    app.add_exception_handler(HyloError, failed)
-    app.add_exception_handler(SessionConflict, conflict)
-    app.add_exception_handler(SessionGone, conflict)
-    app.add_exception_handler(NotFound, missing)
-    app.add_exception_handler(SessionRefused, refused)
 
 
 async def _result(future: concurrent.futures.Future[T]) -> T:

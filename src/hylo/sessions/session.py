@@ -93,7 +93,7 @@ class _Mode(enum.Enum):
     PAUSE = "pause"
 
 
-class _Later(Exception):
+class _Later(HyloError):
     """A command that can only run once the current execution has ended: it is queued again."""
 
 
