@@ -19,9 +19,10 @@ from starlette.concurrency import run_in_threadpool
 
 from hylo.core.jsonable import jsonable
 from hylo.core.types import MAX_SEED
-from hylo.panels.base import BaseEnvPanel
+from hylo.panels.base import BaseEnvPanel, SideEffect
 from hylo.sessions.manager import NotFound, SessionManager, SessionRefused, SessionRequest
-from hylo.sessions.session import Session, SessionConflict
+from hylo.sessions.session import Session
+from hylo.sessions.state import SessionConflict
 
 T = TypeVar("T")
 
@@ -40,7 +41,8 @@ MAX_BATCH = 2000
 MAX_STREAMS = 16
 """Stream clients per session."""
 
-_RUN_EFFECTS = frozenset({"run_start", "run_pause", "run_step", "run_stop", "signal"})
+_RUN_EFFECTS = frozenset(SideEffect) - {SideEffect.NONE}
+"""The intents only a session carries out."""
 
 
 class FieldChange(BaseModel):

@@ -24,7 +24,7 @@ from hylo.graph.store import GraphNameError, GraphNotFound, GraphReadOnly, Graph
 from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
 from hylo.panels.remote import RemotePanelError
 from hylo.sessions.manager import NotFound, SessionRefused
-from hylo.sessions.session import SessionConflict, SessionGone
+from hylo.sessions.state import SessionConflict, SessionGone
 
 Handler = Callable[[Request, Any], Coroutine[Any, Any, Response]]
 

@@ -24,7 +24,8 @@ from hylo.graph.compile import Plan
 from hylo.graph.model import Graph
 from hylo.panels.base import BaseEnvPanel
 from hylo.panels.benchmark import BenchmarkPanel
-from hylo.sessions.session import Session, SessionConflict, SessionGone, SessionSetup
+from hylo.sessions.session import Session
+from hylo.sessions.state import SessionConflict, SessionGone, SessionSetup
 
 MAX_SESSIONS = 8
 """How many sessions a server keeps at once (each holds an env, maybe subprocesses)."""
