@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hylo.eval.provenance import package_versions
+from hylo.eval.run_status import RunStatus
 from hylo.eval.store import FILENAME, EpisodeRow, EvalLog
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ class ServedRun:
             if self._closed:
                 return
             self._closed = True
-            self.log.update_run(status="complete", n_planned=self.log.n_done(), message=message)
+            self.log.update_run(status=RunStatus.COMPLETE, n_planned=self.log.n_done(), message=message)
             self.log.close()
 
     def discard(self) -> None:

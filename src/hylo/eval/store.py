@@ -22,6 +22,7 @@ from typing import Any
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import TaskInstance
+from hylo.eval.run_status import RunStatus
 from hylo.eval.stats import EpisodeRecord, Tally
 
 SCHEMA_VERSION = 1
@@ -225,7 +226,7 @@ class RunInfo:
     """The run row plus progress."""
 
     run_id: str
-    status: str
+    status: RunStatus
     mode: str
     benchmark: str
     split: str | None
@@ -244,6 +245,7 @@ class RunInfo:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["path"] = str(self.path)
+        data["status"] = self.status.value
         return data
 
 
@@ -345,11 +347,11 @@ class EvalLog:
         ).fetchone()
         (run_id, status, mode, benchmark, split, agent, digest, spec, n_planned, created, updated) = row[:11]
         versions, git_commit, message, pid, host = row[11:]
-        if status == "running" and not _alive(pid, host):
-            status = "stopped"  # its process is gone (killed): re-running the command resumes it
+        if status == RunStatus.RUNNING and not _alive(pid, host):
+            status = RunStatus.STOPPED  # its process is gone (killed): re-running the command resumes it
         return RunInfo(
             run_id=run_id,
-            status=status,
+            status=RunStatus(status),
             mode=mode,
             benchmark=benchmark,
             split=split,
@@ -372,7 +374,7 @@ class EvalLog:
         with _transaction(self._conn):
             status, pid, host = self._conn.execute("SELECT status, pid, host FROM run").fetchone()
             mine = pid == os.getpid() and host == socket.gethostname()
-            if status == "running" and not mine and _alive(pid, host):
+            if status == RunStatus.RUNNING and not mine and _alive(pid, host):
                 raise RunBusy(f"run {self.run_dir.name!r} is being run by process {pid} on {host}")
             self._conn.execute(
                 "UPDATE run SET status = 'running', pid = ?, host = ?, updated_at = ?",
@@ -382,7 +384,7 @@ class EvalLog:
     def update_run(
         self,
         *,
-        status: str | None = None,
+        status: RunStatus | None = None,
         n_planned: int | None = None,
         spec: dict[str, Any] | None = None,
         message: str | None = None,
