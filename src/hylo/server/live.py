@@ -22,7 +22,7 @@ from hylo.core.types import MAX_SEED
 from hylo.panels.base import BaseEnvPanel, SideEffect
 from hylo.sessions.manager import NotFound, SessionManager, SessionRefused, SessionRequest
 from hylo.sessions.session import Session
-from hylo.sessions.state import SessionConflict
+from hylo.sessions.state import SessionConflict, SessionState
 
 T = TypeVar("T")
 
@@ -93,7 +93,7 @@ def live_routes(manager: SessionManager) -> APIRouter:
             session = manager.panels.session_of(name)
             listed.append({"name": panel.name, "display_name": panel.display_name, "context": panel.info()["context"],
                            "session": session.id if session else None,
-                           "state": session.state.value if session else "idle"})  # fmt: skip
+                           "state": (session.state if session else SessionState.IDLE).value})  # fmt: skip
         return {"panels": listed}
 
     @router.get("/env-panels/{name}", summary="A panel's fields and actions, its state (on_load) and its session")
@@ -168,7 +168,7 @@ def live_routes(manager: SessionManager) -> APIRouter:
         """200 once closed; 202 while the session's thread is still in an env or agent call (it closes when the call
         returns, and says `closing` until then)."""
         closed = await run_in_threadpool(manager.delete, session_id)
-        state = "closed" if closed else "closing"
+        state = (SessionState.CLOSED if closed else SessionState.CLOSING).value
         return JSONResponse({"id": session_id, "state": state}, status_code=200 if closed else 202)
 
     @router.get("/sessions/{session_id}/frame", summary="The session's latest camera frame, as PNG")
