@@ -21,12 +21,13 @@ from hylo.graph.wires import Wire, fits
 from hylo.server.auth import BearerToken
 from hylo.server.catalog import catalog_routes
 from hylo.server.limits import BODY_LIMIT_OVERRIDES, BodyLimit
+from hylo.server.problems import exception_handlers
 
 
 def catalog_app(graphs: Path, token: str | None = None) -> FastAPI:
     """The catalog under `/api` behind the body limits (and the token), plus two probes: `POST /api/echo` answers the
     size of its body, `GET /api/query` the query string the app sees; `/api/ws` echoes websocket messages."""
-    app = FastAPI()
+    app = FastAPI(exception_handlers=exception_handlers())
     app.include_router(catalog_routes(GraphStore(graphs)), prefix="/api")
 
     @app.post("/api/echo")

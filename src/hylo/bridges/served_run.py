@@ -17,6 +17,7 @@ from typing import Any
 
 from hylo.eval.logdir import FILENAME
 from hylo.eval.provenance import package_versions
+from hylo.eval.run_status import RunStatus
 from hylo.eval.store import EpisodeRow, EvalLog
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class ServedRun:
             if self._closed:
                 return
             self._closed = True
-            self.log.update_run(status="complete", n_planned=self.log.n_done(), message=message)
+            self.log.update_run(status=RunStatus.COMPLETE, n_planned=self.log.n_done(), message=message)
             self.log.close()
 
     def discard(self) -> None:

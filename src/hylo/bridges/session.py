@@ -29,7 +29,7 @@ from hylo.core.agent import AgentRequirements, agent_name
 from hylo.core.bus import EventBus
 from hylo.core.context import EpisodeContext
 from hylo.core.episode import EndEpisode, detail_of, raised
-from hylo.core.errors import InvalidAction
+from hylo.core.errors import HyloError, InvalidAction
 from hylo.core.events import ObservationEvent, StepResultEvent
 from hylo.core.jsonable import jsonable
 from hylo.core.scaffold import EpisodeScaffold
@@ -46,7 +46,7 @@ _INT64_LIMIT = 2**63
 """Seeds and indices are stored as SQLite integers (signed 64-bit); a harness's value past that is not used as is."""
 
 
-class EpisodeRefused(Exception):
+class EpisodeRefused(HyloError):
     """The session cannot answer this observation with an action; the message is what the harness is told."""
 
 

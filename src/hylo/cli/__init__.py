@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from hylo.cli.output import EXIT_BAD_INPUT, EXIT_INTERRUPTED, fail, validation_message
 from hylo.cli.parser import build_parser
-from hylo.core.errors import HyloError
+from hylo.core.errors import HyloError, HyloFailure
 
 __all__ = ["build_parser", "import_from_cwd", "main"]
 
@@ -85,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return bridge(args)
     except ValidationError as exc:
         return fail(EXIT_BAD_INPUT, validation_message(exc))
+    except HyloFailure:
+        raise  # broke at run time: not bad input
     except (HyloError, ValueError, LookupError) as exc:
         return fail(EXIT_BAD_INPUT, str(exc))
     except KeyboardInterrupt:

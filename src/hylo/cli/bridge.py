@@ -182,13 +182,15 @@ def run(args: argparse.Namespace) -> int:
     recorded `infra_invalid` and the run `complete`; a second signal skips the grace); 2 with one line for bad input
     (an unknown agent, bad arguments, a port that cannot be bound)."""
     from hylo.agents.registry import make_agent, parse_agent_args
-    from hylo.core.errors import HyloError
+    from hylo.core.errors import HyloError, HyloFailure
 
     try:
         agent_args = parse_agent_args(args.agent_args)
         first = make_agent(args.agent, agent_args, None, allow_import=True)  # the command line is the operator
         space = _action_space(args, first)
         return _serve(args, first, agent_args, space)
+    except HyloFailure:
+        raise  # broke at run time: not bad input
     except (HyloError, ValueError, LookupError) as exc:
         return _fail(str(exc))
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from hylo.cli.output import EXIT_ABORTED, EXIT_STRICT, console, fail
-from hylo.core.errors import HyloError
+from hylo.core.errors import HyloError, HyloFailure
 
 if TYPE_CHECKING:
     from hylo.eval.spec import EvalSpec
@@ -114,7 +114,9 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool) -> int:
                 evaluation.progress = bar.update
                 result = evaluation.run()
         except Exception as exc:
-            bad_input = isinstance(exc, (HyloError, ValueError, LookupError, ValidationError))
+            bad_input = isinstance(exc, (HyloError, ValueError, LookupError, ValidationError)) and not isinstance(
+                exc, HyloFailure
+            )
             if bad_input and not evaluation.started and not isinstance(exc, RunAborted):
                 raise  # refused before anything ran: bad input, one line, exit 2
             what = str(exc) if isinstance(exc, RunAborted) else f"{type(exc).__name__}: {exc}"

@@ -15,6 +15,7 @@ from hylo.core.environment import Environment
 from hylo.core.errors import (
     AgentTimeout,
     HyloError,
+    HyloFailure,
     IncompatibleComponents,
     InvalidAction,
     SafetyAbort,
@@ -77,6 +78,7 @@ __all__ = [
     "Guard",
     "GuardMode",
     "HyloError",
+    "HyloFailure",
     "IncompatibleComponents",
     "InvalidAction",
     "JsonlRecorder",

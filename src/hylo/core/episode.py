@@ -9,13 +9,14 @@ import dataclasses
 import traceback
 
 from hylo.core.bus import EventBus
+from hylo.core.errors import HyloFailure
 from hylo.core.status import EpisodeOutcome
 
 FAULTS = (Exception, asyncio.CancelledError)
 """What a component may raise that ends an episode (KeyboardInterrupt and SystemExit still stop the program)."""
 
 
-class EndEpisode(Exception):
+class EndEpisode(HyloFailure):
     """Carries an episode's outcome out of a loop."""
 
     def __init__(self, outcome: EpisodeOutcome) -> None:

@@ -11,6 +11,11 @@ class HyloError(Exception):
     """Base class of hylo's own exceptions."""
 
 
+class HyloFailure(HyloError):
+    """Something broke at run time (a subprocess that crashed, a node that broke its contract, an execution ended
+    from outside): never a refusal of what the user asked for, so the CLI does not report it as bad input."""
+
+
 def shown(value: object, limit: int = 80) -> str:
     """A bad value as an error message names it: its repr, cut short when long; an integer of hundreds of digits
     by its size (Python refuses to print one of more than 4300)."""

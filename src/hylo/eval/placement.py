@@ -1,7 +1,8 @@
 """The framework side of an env panel (001 §6): push field values, carry out the intents the hooks return.
 
 The batch runner places every episode through the panel, exactly as a user would: field changes in cascade order
-(split → task → seed → episode_index), then `on_action("play")`. A `signal` intent reaches the Kernel
+(split → task → seed → episode_index), then `on_action("play")`, their intents carried out by `carry_out` (as an
+interactive session's are). A `signal` intent reaches the Kernel
 (`episode_reset` clears the agent's episode-lifetime containers); `play` must answer `run_start`.
 
 The panel is any `PlacingPanel`: a local `BenchmarkPanel`, or the `RemoteEnvPanelProxy` of the panel living in a
@@ -17,7 +18,8 @@ from typing import Any, Protocol
 from hylo.core.bus import EventBus
 from hylo.core.errors import HyloError
 from hylo.core.types import TaskInstance
-from hylo.panels.base import Placement
+from hylo.panels.base import Placement, SideEffect
+from hylo.panels.intents import UnknownIntent, carry_out
 
 
 class PlacementError(HyloError):
@@ -87,8 +89,13 @@ class PanelDriver:
             self._call(self.panel.on_field_change(name, value))
 
     def _apply(self, result: dict[str, Any]) -> None:
-        if result.get("side_effect") == "signal" and self.kernel is not None:
-            self._signal(str(result["signal_name"]), self.panel.task_instance())
+        self._carry_out(result, _Signals(self, deliver=True))
+
+    def _carry_out(self, result: dict[str, Any], target: _Signals) -> SideEffect | None:
+        try:
+            return carry_out(result, target)
+        except UnknownIntent as exc:
+            raise PlacementError(f"panel {self.panel.name!r}: {exc}") from None
 
     def _signal(self, name: str, placed: TaskInstance) -> None:
         """Forward a signal intent to the Kernel, traced under the episode now placed. Raises `SignalFailed` when
@@ -110,20 +117,38 @@ class PanelDriver:
 
     async def _place(self, split: str, task: str, index: int, seed: int) -> TaskInstance:
         current = await self._current()
-        signals: list[str] = []
+        signals = _Signals(self, deliver=False)
         for name, value in (("split", split), ("task", task), ("seed", seed), ("episode_index", index)):
             # the cascade fields a user would touch, then the episode, which is picked on the panel every time
             if name == "episode_index" or current.get(name) != value:
                 result = await self._checked(self.panel.on_field_change(name, value))
-                if result.get("side_effect") == "signal":
-                    signals.append(str(result["signal_name"]))
-                    if name != "episode_index":  # a committed change may move the fields after it (split → task)
-                        current = await self._current()
+                moved = self._carry_out(result, signals) is SideEffect.SIGNAL
+                if moved and name != "episode_index":  # a committed change may move the fields after it (split → task)
+                    current = await self._current()
         # One committed change, however many fields moved: each signal is delivered once, for the placed episode.
         placed = self.panel.task_instance()
-        for name in dict.fromkeys(signals):
+        for name in dict.fromkeys(signals.pending):
             self._signal(name, placed)
         play = await self._checked(self.panel.on_action("play"))
-        if play.get("side_effect") != "run_start":
+        if play.get("side_effect") != SideEffect.RUN_START:  # the episode Play placed is run by the caller
             raise PlacementError(f"panel {self.panel.name!r} answered play with {play.get('side_effect')!r}")
         return placed
+
+
+class _Signals:
+    """The batch runner's side of a panel's intents: a signal reaches the Kernel, at once (`deliver`) or once the
+    episode is placed (`pending`); a run intent is the runner's own business (it runs the episode Play placed)."""
+
+    def __init__(self, driver: PanelDriver, *, deliver: bool) -> None:
+        self.driver = driver
+        self.deliver = deliver
+        self.pending: list[str] = []
+
+    def signal(self, name: str) -> None:
+        if not self.deliver:
+            self.pending.append(name)
+        elif self.driver.kernel is not None:
+            self.driver._signal(name, self.driver.panel.task_instance())
+
+    def run(self, effect: SideEffect) -> None:
+        pass

@@ -22,7 +22,7 @@ from multiprocessing.context import SpawnProcess
 from typing import Any, Protocol, cast
 
 from hylo.core.child import kill, signal_name, spawn_process
-from hylo.core.errors import HyloError
+from hylo.core.errors import HyloError, HyloFailure
 from hylo.core.status import EpisodeStatus
 from hylo.eval.limits import RECORD_SIZE, EpisodeLimits, headroom, judge, read
 from hylo.eval.worker import (
@@ -120,7 +120,8 @@ def _worker_main(conn: multiprocessing.connection.Connection, config: WorkerConf
         worker.initialize()
         limit_threads()
     except Exception as exc:
-        conn.send(("failed", str(exc) if isinstance(exc, HyloError) else f"{type(exc).__name__}: {exc}"))
+        plain = isinstance(exc, HyloError) and not isinstance(exc, HyloFailure)  # a failure is named by its type
+        conn.send(("failed", str(exc) if plain else f"{type(exc).__name__}: {exc}"))
         return
     try:
         conn.send(("ready", os.getpid()))

@@ -14,6 +14,7 @@ from typing import Any
 
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import TaskInstance
+from hylo.eval.run_status import RunStatus
 from hylo.eval.stats import EpisodeRecord
 
 
@@ -91,7 +92,7 @@ class RunInfo:
     """The run row plus progress."""
 
     run_id: str
-    status: str
+    status: RunStatus
     mode: str
     benchmark: str
     split: str | None
@@ -110,6 +111,7 @@ class RunInfo:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["path"] = str(self.path)
+        data["status"] = self.status.value
         return data
 
 

@@ -24,6 +24,7 @@ from hylo.eval.pool import InlinePool, Pool, ProcessPool
 from hylo.eval.provenance import Background, git_commit, package_versions
 from hylo.eval.resolve import EvalError, choose_backend, make_timing, resolve, run_id_for
 from hylo.eval.rows import EpisodeRow, RunInfo, records
+from hylo.eval.run_status import RunStatus
 from hylo.eval.spec import EvalSpec
 from hylo.eval.stats import Summary, summarize, summarize_by_task
 from hylo.eval.store import EvalLog, RunBusy
@@ -219,17 +220,19 @@ class Evaluation:
                         executed = self.dispatch(log, pool, todo, finals, planned)
                     except KeyboardInterrupt:
                         interrupted = True
-                        log.update_run(status="interrupted", message="interrupted; re-run the command to resume")
+                        log.update_run(
+                            status=RunStatus.INTERRUPTED, message="interrupted; re-run the command to resume"
+                        )
                         raise
                     except BaseException as exc:
                         message = str(exc) if isinstance(exc, RunAborted) else f"{type(exc).__name__}: {exc}"
-                        log.update_run(status="aborted", message=message)
+                        log.update_run(status=RunStatus.ABORTED, message=message)
                         raise
             finally:
                 if pool is not None:
                     pool.close(kill=interrupted)
             rows = log.final_episodes()
-            log.update_run(status="complete" if len(rows) >= planned else "partial", message="")
+            log.update_run(status=RunStatus.COMPLETE if len(rows) >= planned else RunStatus.PARTIAL, message="")
             return self._result(rows, executed)
         finally:
             if log is not None:

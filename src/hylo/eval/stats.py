@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
+from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
 
 
@@ -194,7 +195,7 @@ class Flip:
         }
 
 
-class NoPairs(ValueError):
+class NoPairs(HyloError, ValueError):
     """Two runs without an episode in common (another benchmark, split, seed or task set): there is nothing to pair,
     and a comparison would read as "no difference" (p = 1) where nothing was compared."""
 

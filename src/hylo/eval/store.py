@@ -22,6 +22,7 @@ from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
 from hylo.eval.logdir import FILENAME, RunNotFound, check_run_id, run_dirs
 from hylo.eval.rows import EpisodeRow, RunInfo, records
+from hylo.eval.run_status import RunStatus
 from hylo.eval.stats import Tally
 
 __all__ = ["SCHEMA_VERSION", "TRACE_ENCODING", "EpisodeRow", "EvalLog", "RunBusy", "RunInfo", "list_runs", "records"]
@@ -183,11 +184,11 @@ class EvalLog:
         ).fetchone()
         (run_id, status, mode, benchmark, split, agent, digest, spec, n_planned, created, updated) = row[:11]
         versions, git_commit, message, pid, host = row[11:]
-        if status == "running" and not _alive(pid, host):
-            status = "stopped"  # its process is gone (killed): re-running the command resumes it
+        if status == RunStatus.RUNNING and not _alive(pid, host):
+            status = RunStatus.STOPPED  # its process is gone (killed): re-running the command resumes it
         return RunInfo(
             run_id=run_id,
-            status=status,
+            status=RunStatus(status),
             mode=mode,
             benchmark=benchmark,
             split=split,
@@ -210,7 +211,7 @@ class EvalLog:
         with _transaction(self._conn):
             status, pid, host = self._conn.execute("SELECT status, pid, host FROM run").fetchone()
             mine = pid == os.getpid() and host == socket.gethostname()
-            if status == "running" and not mine and _alive(pid, host):
+            if status == RunStatus.RUNNING and not mine and _alive(pid, host):
                 raise RunBusy(f"run {self.run_dir.name!r} is being run by process {pid} on {host}")
             self._conn.execute(
                 "UPDATE run SET status = 'running', pid = ?, host = ?, updated_at = ?",
@@ -220,7 +221,7 @@ class EvalLog:
     def update_run(
         self,
         *,
-        status: str | None = None,
+        status: RunStatus | None = None,
         n_planned: int | None = None,
         spec: dict[str, Any] | None = None,
         message: str | None = None,

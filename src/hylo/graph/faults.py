@@ -3,11 +3,11 @@ nodeset's subprocess that died, a runner's gate that stopped the execution, a no
 
 from __future__ import annotations
 
-from hylo.core.errors import HyloError
+from hylo.core.errors import HyloError, HyloFailure
 from hylo.graph.node import Owner
 
 
-class NodesetCrashed(Exception):
+class NodesetCrashed(HyloFailure):
     """The subprocess of a server-mode nodeset died during a call; `owner` says whose fault it is."""
 
     def __init__(self, nodeset: str, owner: Owner, why: str) -> None:
@@ -17,7 +17,7 @@ class NodesetCrashed(Exception):
         self.why = why
 
 
-class ExecutionStopped(Exception):
+class ExecutionStopped(HyloFailure):
     """Raised by a runner's `gate` to end the execution between two iterations (Stop pressed, the episode moved);
     the execution ends `infra_invalid` (an abstention: neither the agent's success nor its failure) with `reason`."""
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from hylo.core.bus import EventBus
 from hylo.core.environment import Environment
+from hylo.core.errors import HyloFailure
 from hylo.core.signals import ContainerSet, Signal
 from hylo.core.status import EpisodeOutcome
 from hylo.core.types import EnvCapabilities, EnvSpec, StepResult, TaskInstance
@@ -62,7 +63,7 @@ class Owner(StrEnum):
     GRAPH = "graph"
 
 
-class NodeFailure(Exception):
+class NodeFailure(HyloFailure):
     """A node broke its contract (a result that is not a dict of its declared outputs)."""
 
 

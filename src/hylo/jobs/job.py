@@ -6,6 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
+from hylo.eval.run_status import RunStatus
 from hylo.eval.spec import EvalSpec
 
 
@@ -48,7 +49,7 @@ class Resources(BaseModel):
 class RunProgress(BaseModel):
     """The run's own account, read from its EvalLog: its status, episodes done of planned, final statuses."""
 
-    status: str
+    status: RunStatus
     message: str | None
     n_done: int
     n_planned: int

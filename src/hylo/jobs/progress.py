@@ -10,6 +10,7 @@ from pathlib import Path
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
 from hylo.eval.logdir import FILENAME
+from hylo.eval.run_status import RunStatus
 from hylo.eval.store import EvalLog
 from hylo.jobs.job import RunProgress
 
@@ -37,10 +38,10 @@ def run_progress(run_dir: Path) -> RunProgress | None:
 
 def run_complete(run_dir: Path) -> bool:
     progress = run_progress(run_dir)
-    return progress is not None and progress.status == "complete"
+    return progress is not None and progress.status == RunStatus.COMPLETE
 
 
-def mark_run(run_dir: Path, status: str, message: str) -> None:
+def mark_run(run_dir: Path, status: RunStatus, message: str) -> None:
     """Set the run's status in its EvalLog, when the run exists."""
     if not (run_dir / FILENAME).is_file():
         return

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from hylo.eval.logdir import JOBS_DIR, JOBS_LOCK
+from hylo.eval.run_status import RunStatus
 from hylo.eval.spec import EvalSpec
 from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
 from hylo.jobs.job import Job, JobState, JobStatus
@@ -366,7 +367,7 @@ class JobScheduler:
             killed=running.killed,
         )
         if ended.state is JobState.CANCELLED:
-            mark_run(self.run_dir(job.run_id), "cancelled", CANCELLED_RUN_MESSAGE)
+            mark_run(self.run_dir(job.run_id), RunStatus.CANCELLED, CANCELLED_RUN_MESSAGE)
         self.store.finish(job.job_id, ended.state, ended.message, exit_code=code, executed_now=ended.executed_now)
         del self._running[job.job_id]
         logger.info("job %s (%s) %s: %s", job.job_id, job.run_id, ended.state.value, ended.message)

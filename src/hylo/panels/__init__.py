@@ -9,10 +9,12 @@ from hylo.panels.base import (
     PanelContext,
     Placement,
     SideEffect,
+    SideEffectName,
     intent,
 )
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.budget import resolve_step_budget
+from hylo.panels.intents import IntentTarget, UnknownIntent, carry_out
 from hylo.panels.remote import RemoteEnvPanelProxy, RemotePanelError
 
 __all__ = [
@@ -22,11 +24,15 @@ __all__ = [
     "BenchmarkPanel",
     "EnvPanelAction",
     "EnvPanelField",
+    "IntentTarget",
     "PanelContext",
     "Placement",
     "RemoteEnvPanelProxy",
     "RemotePanelError",
     "SideEffect",
+    "SideEffectName",
+    "UnknownIntent",
+    "carry_out",
     "intent",
     "resolve_step_budget",
 ]

@@ -10,10 +10,26 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Literal, get_args
 
-SideEffect = Literal["run_start", "run_pause", "run_stop", "run_step", "signal", "none"]
-SIDE_EFFECTS: tuple[str, ...] = get_args(SideEffect)
+
+class SideEffect(StrEnum):
+    """What a hook's answer asks the framework to do (`carry_out` does it): start, pause, stop or step the execution,
+    deliver a lifecycle signal, or nothing."""
+
+    RUN_START = "run_start"
+    RUN_PAUSE = "run_pause"
+    RUN_STOP = "run_stop"
+    RUN_STEP = "run_step"
+    SIGNAL = "signal"
+    NONE = "none"
+
+
+SideEffectName = Literal["run_start", "run_pause", "run_stop", "run_step", "signal", "none"]
+"""A side effect as a panel may write it, a plain string (`SideEffect`'s values)."""
+
+SIDE_EFFECTS: tuple[str, ...] = get_args(SideEffectName)
 FieldKind = Literal["select", "number", "text", "slider"]
 EnabledWhen = Literal["idle", "running", "paused", "not_running", "active", "always"]
 """When an action is enabled: `running` (an execution is advancing), `paused`, `idle` (no execution), `not_running`
@@ -48,22 +64,30 @@ class EnvPanelAction:
 
     name: str
     label: str
-    side_effect: SideEffect
+    side_effect: SideEffect | SideEffectName
     enabled_when: EnabledWhen = "always"
     signal_name: str | None = None
 
     def __post_init__(self) -> None:
         if self.side_effect not in SIDE_EFFECTS:
             raise ValueError(f"side_effect must be one of {SIDE_EFFECTS}, got {self.side_effect!r}")
-        if self.side_effect == "signal" and not self.signal_name:
+        object.__setattr__(self, "side_effect", SideEffect(self.side_effect))
+        if self.side_effect is SideEffect.SIGNAL and not self.signal_name:
             raise ValueError(f"action {self.name!r} has side_effect 'signal' but no signal_name")
 
+    @property
+    def effect(self) -> SideEffect:
+        """`side_effect`, typed."""
+        return SideEffect(self.side_effect)
+
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["side_effect"] = str(self.side_effect)
+        return data
 
 
 def intent(
-    side_effect: SideEffect = "none",
+    side_effect: SideEffect | SideEffectName = "none",
     *,
     ok: bool = True,
     error: str | None = None,
@@ -72,7 +96,7 @@ def intent(
     **values: Any,
 ) -> dict[str, Any]:
     """A hook's answer: `{"ok", "side_effect", ...}` plus `error`, `signal_name`, `signal_payload` when set."""
-    result: dict[str, Any] = {"ok": ok, "side_effect": side_effect, **values}
+    result: dict[str, Any] = {"ok": ok, "side_effect": str(side_effect), **values}
     if error is not None:
         result["error"] = error
     if signal_name is not None:

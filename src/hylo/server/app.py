@@ -8,24 +8,22 @@ log dir.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, FastAPI, Query, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Match, Mount
 
-from hylo.core.errors import shown
 from hylo.core.status import EpisodeStatus
 from hylo.core.types import MAX_SEED
 from hylo.eval.logdir import GRAPHS_DIR, RunNotFound, find_run
 from hylo.eval.stats import compare_runs, summary_json
 from hylo.eval.store import EvalLog, list_runs, records
 from hylo.graph.store import GraphStore
-from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
+from hylo.jobs.errors import JobConflict, JobRefused
 from hylo.jobs.job import JobStatus
 from hylo.jobs.request import JobRequest
 from hylo.jobs.scheduler import JobScheduler
@@ -35,7 +33,7 @@ from hylo.server.catalog import catalog_routes
 from hylo.server.events import status_events
 from hylo.server.guard import RequestGuard
 from hylo.server.limits import BODY_LIMIT_OVERRIDES, BodyLimit
-from hylo.server.live import add_live_error_handlers, live_routes
+from hylo.server.live import live_routes
 from hylo.server.models import (
     PANEL_PROBLEMS,
     PROBLEMS,
@@ -47,6 +45,7 @@ from hylo.server.models import (
     Runs,
     Started,
 )
+from hylo.server.problems import NoRoute, exception_handlers
 from hylo.server.web import mount_web
 from hylo.sessions.manager import SessionManager
 from hylo.version import __version__
@@ -92,13 +91,12 @@ def create_app(
         version=__version__,
         description="Queue evaluations of embodied agents, follow them live, read their runs and episodes.",
         lifespan=lifespan,
+        exception_handlers=exception_handlers(),  # every error's answer, in one place
     )
     app.add_middleware(BodyLimit, overrides=BODY_LIMIT_OVERRIDES)
     if token:
         app.add_middleware(BearerToken, token=token)  # a request without the token is not even read
     app.add_middleware(RequestGuard, policy=access.hosts)  # outermost: a forged request is not even authenticated
-    _add_error_handlers(app)
-    add_live_error_handlers(app)
     app.include_router(_routes(scheduler, access), prefix=PREFIX, responses=PROBLEMS)
     app.include_router(live_routes(live), prefix="/api", responses=PANEL_PROBLEMS)
     app.include_router(catalog_routes(store), prefix="/api", responses=PROBLEMS)
@@ -106,37 +104,6 @@ def create_app(
     mount_web(app)  # last: the web UI at `/`, beneath every API route
     app.state.sessions = live
     return app
-
-
-def _add_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(JobRefused)
-    async def refused(request: Request, exc: JobRefused) -> JSONResponse:
-        loc = ["body", exc.field] if exc.field else ["body"]
-        return JSONResponse({"detail": [{"loc": loc, "msg": exc.message, "type": "value_error"}]}, status_code=422)
-
-    for error, status_code in (
-        (JobNotFound, 404),
-        (RunNotFound, 404),
-        (JobConflict, 409),
-        (QueueFull, 429),
-        (SchedulerBusy, 503),
-    ):
-        app.add_exception_handler(error, _plain_error(status_code))
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        """FastAPI's 422, with each error's input and context shown as text (a value JSON cannot carry, such as
-        the infinity `1e400` parses to, must not break the answer)."""
-        return JSONResponse({"detail": [_plain_problem(error) for error in exc.errors()]}, status_code=422)
-
-
-def _plain_error(status_code: int) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
-    """A handler answering `{"detail": message}` with `status_code`."""
-
-    async def handle(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=status_code)
-
-    return handle
 
 
 def _add_options(app: FastAPI) -> None:
@@ -155,19 +122,8 @@ def _add_options(app: FastAPI) -> None:
         if not methods and not request.url.path.startswith("/api/"):
             methods = {"GET", "HEAD"}  # the web UI's files
         if not methods:
-            return JSONResponse({"detail": f"no route {request.url.path!r}"}, status_code=404)
+            raise NoRoute(f"no route {request.url.path!r}")
         return Response(status_code=204, headers={"Allow": ", ".join(sorted(methods | {"OPTIONS"}))})
-
-
-def _plain_problem(error: Any) -> dict[str, Any]:
-    problem: dict[str, Any] = {
-        "loc": [part if isinstance(part, (int, str)) else str(part) for part in error.get("loc", ())],
-        "msg": str(error.get("msg", "")),
-        "type": str(error.get("type", "value_error")),
-    }
-    if "input" in error and error.get("type") != "missing":
-        problem["input"] = shown(error["input"])
-    return problem
 
 
 def _run_name(run: str) -> str:

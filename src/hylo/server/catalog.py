@@ -16,23 +16,18 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from hylo.graph.compile import GraphInvalid
-from hylo.graph.model import MAX_GRAPH_BYTES, Graph, GraphFormatError
+from hylo.graph.compile import GraphError, GraphInvalid
+from hylo.graph.model import MAX_GRAPH_BYTES, Graph
 from hylo.graph.store import (
-    GraphNameError,
-    GraphNotFound,
-    GraphReadOnly,
     GraphStore,
     GraphSummary,
-    GraphTooLarge,
 )
 
 # -- response shapes -----------------------------------------------------------------------------------------------
@@ -171,8 +166,7 @@ def catalog_routes(store: GraphStore) -> APIRouter:
         responses={**_NAME_ERRORS, 404: {"model": Detail, "description": "no graph of that name"}},
     )
     def get_graph(name: str) -> Graph:
-        with _answers():
-            return store.get(name)
+        return store.get(name)
 
     @router.put(
         "/graphs/{name}",
@@ -197,8 +191,7 @@ def catalog_routes(store: GraphStore) -> APIRouter:
         only when valid, replacing a saved graph of that name; a built-in example's name saves a copy that shadows
         it."""
         document = _json_body(name, await request.body())
-        with _answers():
-            return await run_in_threadpool(store.put, name, document)
+        return await run_in_threadpool(store.put, name, document)
 
     @router.delete(
         "/graphs/{name}",
@@ -213,8 +206,7 @@ def catalog_routes(store: GraphStore) -> APIRouter:
     )
     def delete_graph(name: str) -> Response:
         """Deleting a saved copy of a built-in example serves the example again."""
-        with _answers():
-            store.delete(name)
+        store.delete(name)
         return Response(status_code=204)
 
     @router.get("/nodes", response_model=Nodes, summary="Every node type's schema, by nodeset")
@@ -251,28 +243,9 @@ def catalog_routes(store: GraphStore) -> APIRouter:
     return router
 
 
-@contextmanager
-def _answers() -> Iterator[None]:
-    """The store's errors as HTTP answers."""
-    try:
-        yield
-    except GraphNameError as exc:
-        raise HTTPException(400, str(exc)) from None
-    except GraphNotFound as exc:
-        raise HTTPException(404, str(exc)) from None
-    except GraphReadOnly as exc:
-        raise HTTPException(409, str(exc)) from None
-    except GraphInvalid as exc:
-        raise HTTPException(422, [error.to_json() for error in exc.errors]) from None
-    except GraphTooLarge as exc:
-        raise HTTPException(413, str(exc)) from None
-    except GraphFormatError as exc:  # a saved file that no longer reads (edited by hand)
-        raise HTTPException(500, f"the saved graph cannot be read: {exc}") from None
-
-
 def _json_body(name: str, body: bytes) -> object:
-    def refuse(message: str) -> HTTPException:
-        return HTTPException(422, [{"node": None, "rule": "format", "message": message}])
+    def refuse(message: str) -> GraphInvalid:
+        return GraphInvalid(name, [GraphError(None, "format", message)])
 
     if not body.strip():
         raise refuse(f"the body is empty: send graph {name!r} as a JSON object")

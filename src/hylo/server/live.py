@@ -11,19 +11,18 @@ import asyncio
 import concurrent.futures
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import to_json
 from starlette.concurrency import run_in_threadpool
 
-from hylo.core.errors import HyloError
 from hylo.core.jsonable import jsonable
 from hylo.core.types import MAX_SEED
-from hylo.panels.base import BaseEnvPanel
-from hylo.panels.remote import RemotePanelError
+from hylo.panels.base import BaseEnvPanel, SideEffect
 from hylo.sessions.manager import NotFound, SessionManager, SessionRefused, SessionRequest
-from hylo.sessions.session import Session, SessionConflict, SessionGone
+from hylo.sessions.session import Session
+from hylo.sessions.state import SessionConflict, SessionState
 
 T = TypeVar("T")
 
@@ -42,7 +41,8 @@ MAX_BATCH = 2000
 MAX_STREAMS = 16
 """Stream clients per session."""
 
-_RUN_EFFECTS = frozenset({"run_start", "run_pause", "run_step", "run_stop", "signal"})
+_RUN_EFFECTS = frozenset(SideEffect) - {SideEffect.NONE}
+"""The intents only a session carries out."""
 
 
 class FieldChange(BaseModel):
@@ -56,33 +56,6 @@ class ActionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(max_length=100)
-
-
-def add_live_error_handlers(app: Any) -> None:
-    """The HTTP answers of the live surface's errors."""
-
-    async def conflict(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=409)
-
-    async def missing(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=404)
-
-    async def refused(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, SessionRefused)
-        if exc.errors:
-            return JSONResponse({"detail": exc.errors, "message": exc.message}, status_code=422)
-        loc = ["body", *exc.field.split(".")] if exc.field else ["body"]
-        return JSONResponse({"detail": [{"loc": loc, "msg": exc.message, "type": "value_error"}]}, status_code=422)
-
-    async def failed(request: Request, exc: Exception) -> JSONResponse:
-        status = 502 if isinstance(exc, RemotePanelError) else 500
-        return JSONResponse({"detail": str(exc)}, status_code=status)
-
-    app.add_exception_handler(HyloError, failed)
-    app.add_exception_handler(SessionConflict, conflict)
-    app.add_exception_handler(SessionGone, conflict)
-    app.add_exception_handler(NotFound, missing)
-    app.add_exception_handler(SessionRefused, refused)
 
 
 async def _result(future: concurrent.futures.Future[T]) -> T:
@@ -120,7 +93,7 @@ def live_routes(manager: SessionManager) -> APIRouter:
             session = manager.panels.session_of(name)
             listed.append({"name": panel.name, "display_name": panel.display_name, "context": panel.info()["context"],
                            "session": session.id if session else None,
-                           "state": session.state.value if session else "idle"})  # fmt: skip
+                           "state": (session.state if session else SessionState.IDLE).value})  # fmt: skip
         return {"panels": listed}
 
     @router.get("/env-panels/{name}", summary="A panel's fields and actions, its state (on_load) and its session")
@@ -195,7 +168,7 @@ def live_routes(manager: SessionManager) -> APIRouter:
         """200 once closed; 202 while the session's thread is still in an env or agent call (it closes when the call
         returns, and says `closing` until then)."""
         closed = await run_in_threadpool(manager.delete, session_id)
-        state = "closed" if closed else "closing"
+        state = (SessionState.CLOSED if closed else SessionState.CLOSING).value
         return JSONResponse({"id": session_id, "state": state}, status_code=200 if closed else 202)
 
     @router.get("/sessions/{session_id}/frame", summary="The session's latest camera frame, as PNG")

@@ -11,7 +11,8 @@ from hylo.sessions.manager import (
     SessionRefused,
     SessionRequest,
 )
-from hylo.sessions.session import Session, SessionConflict, SessionGone, SessionSetup, SessionState
+from hylo.sessions.session import Session
+from hylo.sessions.state import SessionConflict, SessionGone, SessionSetup, SessionState
 
 __all__ = [
     "MAX_SESSIONS",

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hylo.core.errors import HyloError
+from hylo.core.errors import HyloError, HyloFailure
 from hylo.core.types import MAX_SEED
 from hylo.envs.benchmark import Benchmark, UnknownChoice, get_benchmark, registered_benchmarks
 from hylo.eval.resolve import ForeignEnvNodes, compile_for
@@ -25,7 +25,8 @@ from hylo.graph.compile import GraphInvalid, Plan
 from hylo.graph.model import Graph
 from hylo.panels.base import BaseEnvPanel
 from hylo.panels.benchmark import BenchmarkPanel
-from hylo.sessions.session import Session, SessionConflict, SessionGone, SessionSetup
+from hylo.sessions.session import Session
+from hylo.sessions.state import SessionConflict, SessionGone, SessionSetup
 
 MAX_SESSIONS = 8
 """How many sessions a server keeps at once (each holds an env, maybe subprocesses)."""
@@ -309,6 +310,9 @@ class SessionManager:
         session = Session(uuid.uuid4().hex[:12], setup, panel, number=next(self._numbers), on_closed=self._forget)
         try:
             session.start()
+        except HyloFailure:  # broke while building (a crashed subprocess): not a refusal
+            session.close()
+            raise
         except (HyloError, ValueError, TypeError) as exc:
             session.close()
             field = "agent" if setup.agent else "graph"
@@ -328,6 +332,8 @@ class SessionManager:
                 for name, value in placement:
                     try:
                         result = session.change_field(name, value).result()
+                    except HyloFailure:
+                        raise
                     except HyloError as exc:
                         raise SessionRefused(f"placing {name}={value!r} failed: {exc}", f"placement.{name}") from exc
                     if not result.get("ok", True):

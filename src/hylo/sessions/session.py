@@ -6,12 +6,8 @@ threads (the HTTP server) hand it commands and get futures back. While an execut
 between two iterations (the runner's `gate`), so a panel read or a Pause waits at most one env step; while it is
 paused, the gate blocks on the commands.
 
-Play / Pause / Step / Stop are the panel's intents, carried out here:
-
-- `run_start`: idle → a new execution of the placed episode; paused → resume.
-- `run_pause`: the running execution stops before its next iteration and waits.
-- `run_step`: one iteration (one env step), then paused; from idle, a new execution that pauses after its first step.
-- `run_stop`: the execution ends before its next iteration, `infra_invalid` ("stopped"): not a success, not a failure.
+Play / Pause / Step / Stop are the panel's intents, carried out by `hylo.panels.intents.carry_out` (as the batch
+runner's are) with the session as its target; `hylo.sessions.playback` says what each does to the execution.
 
 Placement is sticky: Play again without touching the panel replays the same episode (the graph's `reset` re-arms the
 episode the last execution finished). A field change that moves the episode is refused while an execution runs
@@ -24,29 +20,29 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import enum
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from hylo.core.bus import EventBus
-from hylo.core.environment import Environment
 from hylo.core.errors import HyloError, SignalFailed
 from hylo.core.jsonable import jsonable
-from hylo.core.shield import SafetyShield
 from hylo.core.signals import Signal
 from hylo.core.status import EpisodeOutcome
 from hylo.core.types import TaskInstance
-from hylo.envs.benchmark import Benchmark
-from hylo.graph.compile import Plan
-from hylo.graph.executor import ExecutionStopped, GraphRunner
-from hylo.panels.base import BaseEnvPanel
+from hylo.graph.executor import ExecutionStopped
+from hylo.panels.base import BaseEnvPanel, SideEffect
 from hylo.panels.budget import resolve_step_budget
+from hylo.panels.intents import carry_out
 from hylo.sessions.feed import FrameSlot, LiveFeed
+from hylo.sessions.inbox import CLOSE, Command, Inbox, Later
+from hylo.sessions.parts import SessionParts
+from hylo.sessions.playback import Delivery, Playback, Start
+from hylo.sessions.state import ENABLED, SessionConflict, SessionGone, SessionSetup, SessionState
+
+__all__ = ["Session", "SessionConflict", "SessionGone", "SessionSetup", "SessionState"]
 
 log = logging.getLogger(__name__)
 
@@ -57,66 +53,6 @@ BUILD_TIMEOUT_S = 600.0
 
 CLOSE_TIMEOUT_S = 30.0
 """How long closing a session waits for its thread (an env or agent call in progress) before leaving it."""
-
-
-class SessionState(enum.StrEnum):
-    STARTING = "starting"
-    IDLE = "idle"
-    RUNNING = "running"
-    PAUSED = "paused"
-    CLOSING = "closing"
-    CLOSED = "closed"
-    FAILED = "failed"
-
-
-class SessionConflict(HyloError):
-    """The request does not fit the session's state (a field change that moves the episode while an execution runs,
-    Pause while idle); HTTP 409. The message says what the state is and what would work."""
-
-
-class SessionGone(HyloError):
-    """The session is closed (or failed to start); its message says why."""
-
-
-_ENABLED: dict[str, frozenset[SessionState]] = {
-    "idle": frozenset({SessionState.IDLE}),
-    "running": frozenset({SessionState.RUNNING}),
-    "paused": frozenset({SessionState.PAUSED}),
-    "not_running": frozenset({SessionState.IDLE, SessionState.PAUSED}),
-    "active": frozenset({SessionState.RUNNING, SessionState.PAUSED}),
-}
-
-
-class _Mode(enum.Enum):
-    RUN = "run"
-    STEP = "step"
-    PAUSE = "pause"
-
-
-class _Later(Exception):
-    """A command that can only run once the current execution has ended: it is queued again."""
-
-
-@dataclass
-class _Command:
-    fn: Callable[[], Any]
-    future: concurrent.futures.Future[Any]
-
-
-_CLOSE = object()
-
-
-@dataclass(frozen=True)
-class SessionSetup:
-    """What a session runs: a compiled graph on a benchmark, with the knobs of a run."""
-
-    plan: Plan
-    benchmark: Benchmark
-    agent: str | None = None
-    step_budget: int | None = None
-    shield: bool = True
-    render: bool = True
-    act_timeout_s: float | None = None
 
 
 class Session:
@@ -152,16 +88,13 @@ class Session:
         self.last_outcome: EpisodeOutcome | None = None
         self.last_execution: dict[str, Any] | None = None
         self.containers: dict[str, Any] = {}
-        self._inbox: queue.Queue[_Command | object] = queue.Queue()
-        self._mode = _Mode.RUN
-        self._permits = 0
-        self._halt: str | None = None  # why the execution must end at its next gate
+        self._inbox = Inbox()
+        self._playback = Playback()
         self._closing = False
         self._closing_lock = threading.Lock()
         self._on_closed = on_closed
         self._paused_s = 0.0  # time the current execution spent paused
-        self._runner: GraphRunner | None = None
-        self._env: Environment | None = None
+        self._parts = SessionParts(f"session {session_id}")
         self._aloop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._main, name=f"hylo-session-{session_id}", daemon=True)
         self._built: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -179,8 +112,8 @@ class Session:
             if self._closing:
                 return
             self._closing = True
-            self._inbox.put(_CLOSE)
-        self._halt = self._halt or "the session was closed"
+            self._inbox.put(CLOSE)
+        self._playback.stop("the session was closed")
         if not self.closed:
             self.state = SessionState.CLOSING
 
@@ -203,7 +136,7 @@ class Session:
     @property
     def step(self) -> int:
         """The env steps of the current execution (of the last one when idle)."""
-        runner = self._runner
+        runner = self._parts.runner
         return runner.steps_taken if runner is not None else 0
 
     # -- commands (any thread) ------------------------------------------------------------------------------------
@@ -213,7 +146,7 @@ class Session:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._closing_lock:  # nothing is queued behind the close, where no one would take it
             if not self._closing and not self.closed:
-                self._inbox.put(_Command(fn, future))
+                self._inbox.put(Command(fn, future))
                 return future
         future.set_exception(SessionGone(f"session {self.id} is {self.state.value}"))
         return future
@@ -255,15 +188,15 @@ class Session:
         try:
             while True:
                 item = self._inbox.get()
-                if item is _CLOSE:
+                if item is CLOSE:
                     break
-                assert isinstance(item, _Command)
-                self._run_command(item)
+                assert isinstance(item, Command)
+                self._inbox.run(item)
         finally:
             self._teardown()
             self.state = SessionState.CLOSED
             self.feed.note("session.state", state=self.state.value)
-            self._fail_pending()
+            self._inbox.fail_pending(f"session {self.id} is closed")
             self._closed()
 
     def _closed(self) -> None:
@@ -274,112 +207,43 @@ class Session:
                 log.warning("session %s: its on_closed callback failed: %r", self.id, exc)
 
     def _build(self) -> None:
-        from hylo.graph.agent_nodes import build_agents, close_agents, graph_needs_images
-        from hylo.graph.assemble import assemble_runner, env_in_server_mode
-
-        setup = self.setup
-        benchmark = setup.benchmark
-        agents = build_agents(setup.plan, benchmark, allow_import=False)
-        apart = env_in_server_mode(setup.plan, benchmark)
-        render = not apart and (setup.render or graph_needs_images(setup.plan, agents))
-        try:
-            env = benchmark.make_env(render_images=render)
-        except BaseException:
-            close_agents(agents)
-            raise
-        self._env = env
-        shield = SafetyShield() if setup.shield else SafetyShield.permissive()
-        runner = assemble_runner(
-            setup.plan,
-            benchmark,
-            env,
-            worker=f"s{self.number}",
-            shield=shield,
-            bus=self.bus,
-            max_steps=setup.step_budget or setup.plan.graph.step_budget or 1,  # set anew by each execution
-            act_timeout_s=setup.act_timeout_s,
-            agents=agents,
-            allow_import=False,
-            render_images=setup.render,
-        )
-        self._runner = runner
+        runner = self._parts.build(self.setup, number=self.number, bus=self.bus)
         runner.gate = self._gate
         runner.observer = self._observe
         if self.panel is None:
-            panel = runner.remote.env_panel(benchmark.name) if runner.remote is not None else None
+            name = self.setup.benchmark.name
+            panel = runner.remote.env_panel(name) if runner.remote is not None else None
             if panel is None:
-                raise HyloError(f"the {benchmark.name} env nodeset of this session's graph has no panel")
+                raise HyloError(f"the {name} env nodeset of this session's graph has no panel")
             self.panel = panel
         self.containers = jsonable(runner.containers.snapshot())
 
     def _teardown(self) -> None:
-        runner, env, aloop = self._runner, self._env, self._aloop
-        try:
-            if runner is not None:
-                runner.close()
-        except Exception as exc:
-            log.warning("session %s: its runner failed to close: %r", self.id, exc)
-        try:
-            if env is not None:
-                env.close()
-        except Exception as exc:
-            log.warning("session %s: its env failed to close: %r", self.id, exc)
-        if aloop is not None:
-            aloop.close()
-
-    def _queued(self) -> Iterator[_Command | object]:
-        """What is in the inbox now, without waiting."""
-        while True:
-            try:
-                yield self._inbox.get_nowait()
-            except queue.Empty:
-                return
-
-    def _fail_pending(self) -> None:
-        for item in self._queued():
-            if not isinstance(item, _Command):
-                continue
-            future = item.future
-            if future.running() or future.set_running_or_notify_cancel():  # running: a command put back (_Later)
-                future.set_exception(SessionGone(f"session {self.id} is closed"))
-
-    def _run_command(self, command: _Command) -> None:
-        if not command.future.running() and not command.future.set_running_or_notify_cancel():
-            return  # its requester gave up before it ran
-        try:
-            result = command.fn()
-        except _Later:
-            self._inbox.put(command)
-            return
-        except BaseException as exc:
-            command.future.set_exception(exc)
-            return
-        command.future.set_result(result)
+        self._parts.close()
+        if self._aloop is not None:
+            self._aloop.close()
 
     def _drain(self) -> None:
-        for item in self._queued():
-            if item is _CLOSE:
-                self._inbox.put(_CLOSE)  # for the main loop, once this execution has ended
-                self._halt = self._halt or "the session was closed"
+        for item in self._inbox.queued():
+            if item is CLOSE:
+                self._inbox.put(CLOSE)  # for the main loop, once this execution has ended
+                self._playback.stop("the session was closed")
                 return
-            assert isinstance(item, _Command)
-            self._run_command(item)
-            if self._halt is not None:
+            assert isinstance(item, Command)
+            self._inbox.run(item)
+            if self._playback.halt is not None:
                 return
 
     def _gate(self, i: int) -> None:
         """Called by the runner before iteration `i`: take the commands, then go on, pause or stop."""
         self._drain()
+        playback = self._playback
         while True:
             if self._closing:
-                self._halt = self._halt or "the session was closed"
-            if self._halt is not None:
-                raise ExecutionStopped(f"stopped: {self._halt} after {self.step} steps")
-            if self._mode is _Mode.RUN:
-                self._set_state(SessionState.RUNNING)
-                return
-            if self._mode is _Mode.STEP and self._permits > 0:
-                self._permits -= 1
+                playback.stop("the session was closed")
+            if playback.halt is not None:
+                raise ExecutionStopped(f"stopped: {playback.halt} after {self.step} steps")
+            if playback.proceed():
                 self._set_state(SessionState.RUNNING)
                 return
             if self.state is not SessionState.PAUSED:
@@ -388,12 +252,12 @@ class Session:
             waited = time.perf_counter()
             item = self._inbox.get()
             self._paused_s += time.perf_counter() - waited
-            if item is _CLOSE:
-                self._inbox.put(_CLOSE)
-                self._halt = self._halt or "the session was closed"
+            if item is CLOSE:
+                self._inbox.put(CLOSE)
+                playback.stop("the session was closed")
                 continue
-            assert isinstance(item, _Command)
-            self._run_command(item)
+            assert isinstance(item, Command)
+            self._inbox.run(item)
 
     def _set_state(self, state: SessionState) -> None:
         if self.state is not state:
@@ -402,8 +266,8 @@ class Session:
 
     def _snapshot(self) -> None:
         """Keep the containers' values for readers (the session's thread only: the runner is between two steps)."""
-        if self._runner is not None:
-            self.containers = jsonable(self._runner.containers.snapshot())
+        if self._parts.runner is not None:
+            self.containers = jsonable(self._parts.runner.containers.snapshot())
 
     def _observe(self, obs: Any) -> None:
         try:
@@ -412,10 +276,7 @@ class Session:
             log.debug("session %s: no frame from %r: %r", self.id, type(obs).__name__, exc)
 
     def _control_state(self) -> SessionState:
-        """The state the panel's actions see: a Step in progress counts as paused (Play resumes it, Step adds one)."""
-        if self.state is SessionState.RUNNING and self._mode is _Mode.STEP:
-            return SessionState.PAUSED
-        return self.state
+        return self._playback.control_state(self.state)
 
     def _hook(self, call: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
         assert self._aloop is not None
@@ -444,17 +305,18 @@ class Session:
                 f"(step {self.step} of {self.episode_id}); Pause or Stop it first"
             )
         result = self._hook(panel.on_field_change(name, value))
-        if moves and state is SessionState.PAUSED and result.get("ok", True) and result.get("side_effect") == "signal":
+        signals = result.get("ok", True) and result.get("side_effect") == SideEffect.SIGNAL
+        if moves and state is SessionState.PAUSED and signals:
             pending["result"] = result  # the episode moved: the paused execution (of the old one) ends first
-            self._halt = f"the episode was moved ({name} changed)"
-            raise _Later
+            self._playback.halt = f"the episode was moved ({name} changed)"
+            raise Later
         return self._deliver(result)
 
     def _act(self, name: str) -> dict[str, Any]:
         panel = self._panel()
         action = panel.action(name)
         if action is not None:
-            enabled = _ENABLED.get(action.enabled_when)
+            enabled = ENABLED.get(action.enabled_when)
             state = self._control_state()
             if enabled is not None and state not in enabled:
                 raise SessionConflict(
@@ -464,53 +326,22 @@ class Session:
         return self._deliver(self._hook(panel.on_action(name)))
 
     def _deliver(self, result: dict[str, Any]) -> dict[str, Any]:
-        """Carry out a hook's intent: a signal reaches the runner (`forwarded`; a failure is `signal_error`, the
-        hook's own change stands), a run intent drives the execution."""
-        if not result.get("ok", True):
-            return result
-        side_effect = str(result.get("side_effect") or "none")
-        if side_effect == "signal":
-            result["forwarded"] = False
-            try:
-                self._forward(str(result["signal_name"]))
-            except HyloError as exc:
-                result["signal_error"] = str(exc)
-            else:
-                result["forwarded"] = True
-        else:
-            result.update(self._carry_out(side_effect))
+        """Carry out a hook's intent (`carry_out`, with the session as its target): a signal reaches the runner
+        (`forwarded`; a failure is `signal_error`, the hook's own change stands), a run intent drives the execution
+        (`carried_out`). A refusal is answered as it is."""
+        carry_out(result, Delivery(result, forward=self._forward, press=self._carry_out))
         return result
 
-    def _carry_out(self, side_effect: str) -> dict[str, Any]:
-        state, control = self.state, self._control_state()
-        if side_effect == "run_start":
-            if control is SessionState.IDLE:
-                self._mode = _Mode.RUN
-                self._begin()
-            elif control is SessionState.PAUSED:
-                self._mode = _Mode.RUN
-                self._set_state(SessionState.RUNNING)
-        elif side_effect == "run_step":
-            if control is SessionState.IDLE:
-                self._mode, self._permits = _Mode.STEP, 1
-                self._begin()
-            elif state is SessionState.PAUSED:
-                self._mode, self._permits = _Mode.STEP, 1
-            elif control is SessionState.PAUSED:  # a step in progress: one more after it
-                self._permits += 1
-        elif side_effect == "run_pause":
-            if control is SessionState.RUNNING:
-                self._mode, self._permits = _Mode.PAUSE, 0
-        elif side_effect == "run_stop":
-            if state in (SessionState.RUNNING, SessionState.PAUSED):
-                self._halt = "Stop pressed"
-        elif side_effect != "none":
-            raise HyloError(f"unknown side_effect {side_effect!r}")
-        return {"carried_out": side_effect}
+    def _carry_out(self, effect: SideEffect) -> None:
+        start = self._playback.press(effect, self.state)
+        if start is Start.BEGIN:
+            self._begin()
+        elif start is Start.RESUME:
+            self._set_state(SessionState.RUNNING)
 
     def _forward(self, signal: str) -> None:
         """Deliver a panel's signal intent to the runner, traced under the episode the panel places now."""
-        runner = self._runner
+        runner = self._parts.runner
         assert runner is not None
         if self.state is SessionState.IDLE:
             self.bus.place(self._placed().episode_id)
@@ -535,13 +366,13 @@ class Session:
 
     def _begin(self) -> None:
         """Queue a new execution of the placed episode (it runs once the current command is done)."""
-        self._halt = None
+        self._playback.halt = None
         self._paused_s = 0.0
         self._set_state(SessionState.RUNNING)
-        self._inbox.put(_Command(self._execute, concurrent.futures.Future()))
+        self._inbox.put(Command(self._execute, concurrent.futures.Future()))
 
     def _execute(self) -> None:
-        runner = self._runner
+        runner = self._parts.runner
         assert runner is not None
         try:
             task = self._placed()
@@ -567,17 +398,16 @@ class Session:
             log.exception("session %s: the execution of %s failed", self.id, task.episode_id)
             self.error = f"the execution of {task.episode_id} failed: {type(exc).__name__}: {exc}"
             self.feed.note("session.error", message=self.error)
-            self._halt = None
-            self._mode, self._permits = _Mode.RUN, 0
+            self._playback.rearm()
             self._set_state(SessionState.IDLE)
             return
         wall = time.perf_counter() - started - self._paused_s  # the time it ran
         self._after(task, outcome, wall)
 
     def _after(self, task: TaskInstance, outcome: EpisodeOutcome, wall: float) -> None:
-        runner = self._runner
+        runner = self._parts.runner
         assert runner is not None
-        env = self._env
+        env = self._parts.env
         if env is not None and getattr(env, "render_images", False) and self.setup.render:
             try:
                 self.frames.offer(env.observe(), outcome.steps)  # the terminal frame (a pure read)
@@ -591,8 +421,7 @@ class Session:
             "steps_per_s": round(outcome.steps / wall, 3) if wall > 0 else None,
         }
         self._snapshot()
-        self._halt = None
-        self._mode, self._permits = _Mode.RUN, 0
+        self._playback.rearm()
         self.feed.note("session.outcome", episode_id=task.episode_id, **outcome.to_json())
         self._set_state(SessionState.IDLE)
 
@@ -615,7 +444,7 @@ class Session:
 
     def describe(self) -> dict[str, Any]:
         """What `GET /api/sessions/{id}` answers: the brief state, what the session runs and its details."""
-        runner = self._runner
+        runner = self._parts.runner
         containers = self.containers
         if runner is not None and self.state is SessionState.RUNNING and runner.checkpoints:
             with contextlib.suppress(IndexError):  # cleared by a new execution meanwhile

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from hylo.core.errors import (
     AgentTimeout,
+    HyloFailure,
     IncompatibleComponents,
     InvalidAction,
     OverLimit,
@@ -81,7 +82,7 @@ def _plain(value: Any) -> Any:
         return str(value)
 
 
-class RemoteTraceback(Exception):
+class RemoteTraceback(HyloFailure):
     """The traceback of an exception raised in a child process: the cause of its copy raised in the parent."""
 
     def __init__(self, text: str) -> None:
@@ -92,7 +93,7 @@ class RemoteTraceback(Exception):
         return f'\n"""\n{self.text.rstrip()}\n"""'
 
 
-class RemoteError(Exception):
+class RemoteError(HyloFailure):
     """An exception of a type that is not carried, raised in a child process and raised again in its parent. Its
     class is named after the original's (`ValueError`), `remote_type` is the original's qualified name and its
     message is the original's."""

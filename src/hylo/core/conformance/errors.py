@@ -6,6 +6,8 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from hylo.core.errors import HyloError
+
 _T = TypeVar("_T")
 
 
@@ -63,7 +65,7 @@ _STATEMENTS: dict[Rule, str] = {
 }
 
 
-class ConformanceError(AssertionError):
+class ConformanceError(HyloError, AssertionError):
     """An implementation broke a conformance rule. An AssertionError, so pytest reports it as a test failure."""
 
     def __init__(self, rule: Rule, problem: str) -> None:
