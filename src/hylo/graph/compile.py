@@ -21,8 +21,8 @@ from hylo.core.errors import HyloError
 from hylo.core.signals import ContainerSpec
 from hylo.graph.core_nodes import IterIn, IterOut, IterOutConfig
 from hylo.graph.model import Graph
-from hylo.graph.node import Node, Owner, Port, Role
-from hylo.graph.nodesets import Nodeset, node_type, split_type
+from hylo.graph.node import Node, Nodeset, Owner, Port, Role
+from hylo.graph.nodesets import node_type, split_type
 from hylo.graph.wires import fits
 
 

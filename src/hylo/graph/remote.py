@@ -72,8 +72,7 @@ from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.graph.compile import PlannedNode
 from hylo.graph.executor import GraphSetupError, NodesetCrashed
-from hylo.graph.node import EnvCalls, Node, NodeFailure, Owner, Role, RunContext, Runtime
-from hylo.graph.nodesets import Nodeset
+from hylo.graph.node import EnvCalls, Node, NodeFailure, Nodeset, Owner, Role, RunContext, Runtime
 from hylo.panels.remote import RemoteEnvPanelProxy
 
 log = logging.getLogger(__name__)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
+from hylo.core.types import NodesetMode
+
 SideEffect = Literal["run_start", "run_pause", "run_stop", "run_step", "signal", "none"]
 SIDE_EFFECTS: tuple[str, ...] = get_args(SideEffect)
 FieldKind = Literal["select", "number", "text", "slider"]
@@ -85,7 +87,7 @@ def intent(
 class PanelContext:
     """Stamped on a panel by its registry: where it runs, so it can word its status (001 §4)."""
 
-    mode: Literal["local", "server"] = "local"
+    mode: NodesetMode = NodesetMode.LOCAL
     server_url: str | None = None
     nodeset_name: str | None = None
 
