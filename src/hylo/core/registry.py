@@ -87,19 +87,22 @@ class Registry(Generic[T]):
 
     def entries(self) -> dict[str, str]:
         """Name → `module:attr` of every registered name, in listing order."""
+        return dict(self._read())
+
+    def names(self) -> list[str]:
+        return list(self._read())
+
+    def target(self, name: str) -> str | None:
+        """The `module:attr` registered as `name`, or None."""
+        return self._read().get(name)
+
+    def _read(self) -> dict[str, str]:
         with self._lock:
             if self._entries is None:
                 plugins = {ep.name: ep.value for ep in entry_points(group=self.group) if ep.name not in self.builtin}
                 found = {**self.builtin, **dict(sorted(plugins.items()))}
                 self._entries = dict(sorted(found.items())) if self._sort else found
-            return dict(self._entries)
-
-    def names(self) -> list[str]:
-        return list(self.entries())
-
-    def target(self, name: str) -> str | None:
-        """The `module:attr` registered as `name`, or None."""
-        return self.entries().get(name)
+            return self._entries
 
     def load_target(self, target: str) -> T:
         """What `target` (`module:attr`) names, as the kind's `load` makes it; loaded once."""

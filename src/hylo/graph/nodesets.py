@@ -26,12 +26,12 @@ from hylo.graph.env_nodes import env_nodeset
 from hylo.graph.node import Node, Nodeset, NodesetError
 
 ENTRY_POINT_GROUP = "hylo.nodesets"
-BUILTIN = ("core", "agents")
 
 _BUILTIN: dict[str, str] = {
     "core": "hylo.graph.core_nodes:CORE",
     "agents": "hylo.graph.agent_nodes:AGENTS",
 }
+BUILTIN = tuple(_BUILTIN)
 
 
 def _nodeset(target: str, value: Any) -> Nodeset:
@@ -56,9 +56,12 @@ def _env(name: str, allow_import: bool) -> Nodeset:  # one per benchmark, so its
 
 
 def load_nodeset(name: str, target: str) -> Nodeset:
-    """The nodeset `target` (`module:attr`, a `Nodeset` or a callable returning one) names: a code-defined nodeset,
-    found again by its `source` in a server-mode subprocess."""
-    return NODESET_REGISTRY.load_target(target)
+    """The nodeset `name` that `target` (`module:attr`, a `Nodeset` or a callable returning one) names: a
+    code-defined nodeset, found again by its `source` in a server-mode subprocess."""
+    try:
+        return NODESET_REGISTRY.load_target(target)
+    except NodesetError as exc:
+        raise NodesetError(f"nodeset {name!r}: {exc}") from None
 
 
 def get_nodeset(name: str, *, allow_import: bool = True, extra: Mapping[str, Nodeset] | None = None) -> Nodeset:

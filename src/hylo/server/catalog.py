@@ -27,6 +27,7 @@ from hylo.agents.registry import AgentInfo, describe_agent, registered_agents
 from hylo.envs.registry import BenchmarkInfo, describe_benchmark, registered_benchmarks
 from hylo.graph.compile import GraphInvalid
 from hylo.graph.model import MAX_GRAPH_BYTES, Graph, GraphFormatError
+from hylo.graph.nodesets import NodesetInfo
 from hylo.graph.store import (
     GraphNameError,
     GraphNotFound,
@@ -65,17 +66,6 @@ class Detail(BaseModel):
     detail: str
 
 
-class NodesetSchemas(BaseModel):
-    """One nodeset's node types, each as `hylo nodes --json` describes it: `type`, `nodeset`, `description`, `role`,
-    `owner`, `inputs` and `outputs` (`{name, wire, required, description}`), `dynamic_ports`, `config` (a JSON
-    schema, or null) and `async`."""
-
-    nodeset: str
-    owner: str
-    description: str
-    nodes: list[dict[str, Any]]
-
-
 class UnavailableNodeset(BaseModel):
     nodeset: str
     reason: str
@@ -84,7 +74,7 @@ class UnavailableNodeset(BaseModel):
 class Nodes(BaseModel):
     """Every node type, grouped by nodeset; a nodeset that cannot be loaded here is listed with the reason."""
 
-    nodesets: list[NodesetSchemas]
+    nodesets: list[NodesetInfo]
     unavailable: list[UnavailableNodeset] = Field(default_factory=list)
     widens: dict[str, list[str]] = Field(
         default_factory=dict,
@@ -182,7 +172,7 @@ def catalog_routes(store: GraphStore) -> APIRouter:
 
         groups = all_schemas(on_error=skipped)
         return Nodes(
-            nodesets=[NodesetSchemas.model_validate(group) for group in groups],
+            nodesets=[NodesetInfo.model_validate(group) for group in groups],
             unavailable=unavailable,
             widens=widening(),
         )
