@@ -7,6 +7,9 @@ inputs are ready run concurrently.
 
 Lifecycle hooks (all optional): `setup(runtime)` once per worker, `start(run)` at each execution's run_start,
 `after_step(result)` after each env step, `on_signal(signal)`, `finish(outcome)` at run_end, `close()` at shutdown.
+
+A `Nodeset` (a named package of node types) is defined here too, so that the modules defining nodes and the registry
+that finds nodesets by name (`hylo.graph.nodesets`) each import this module and not each other.
 """
 
 from __future__ import annotations
@@ -239,9 +242,8 @@ class NodesetError(HyloError):
 
 @dataclass(frozen=True)
 class Nodeset:
-    """A named package of node types, defined beside `Node` so that the modules defining nodes and the registry that
-    finds nodesets (`hylo.graph.nodesets`) need not import each other. `owner` says whose fault a crash of the
-    nodeset is when it runs in a subprocess of its own: an env nodeset's → `infra_invalid`, an agent's → `error`."""
+    """A named package of node types. `owner` says whose fault a crash of the nodeset is when it runs in a
+    subprocess of its own: an env nodeset's → `infra_invalid`, an agent's → `error`."""
 
     name: str
     nodes: tuple[type[Node], ...]
