@@ -35,8 +35,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np
 
-from hylo.envs.benchmark import get_benchmark
 from hylo.envs.quiet import stdout_to_stderr
+from hylo.envs.registry import get_benchmark
 from hylo.eval.runner import Evaluation
 from hylo.eval.spec import EvalSpec
 

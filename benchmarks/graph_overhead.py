@@ -45,9 +45,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 from hylo.agents.registry import make_agent
 from hylo.core import Kernel, TaskInstance
 from hylo.core.status import EpisodeOutcome
-from hylo.envs.benchmark import get_benchmark
 from hylo.envs.null import NullEnv
 from hylo.envs.quiet import stdout_to_stderr
+from hylo.envs.registry import get_benchmark
 from hylo.graph import GraphRunner, Plan, Runtime, agent_graph, compile_graph, load_graph
 from hylo.graph.env_nodes import env_nodeset
 from hylo.graph.store import EXAMPLES_DIR

@@ -11,6 +11,7 @@ import pytest
 from hylo.agents import HoldAgent, RandomAgent
 from hylo.agents import registry as registry_module
 from hylo.agents.registry import AgentSpecError, make_agent, parse_agent_args, registered_agents
+from hylo.core import registry as core_registry
 from hylo.envs import GridGoal
 from hylo.envs.babyai import BabyAIBenchmark, BabyAIExpert
 from hylo.envs.benchmark import Benchmark, UnknownChoice
@@ -226,7 +227,9 @@ def test_unknown_plain_name_lists_the_choices() -> None:
 # -- entry points -----------------------------------------------------------------------------------------------------
 
 
-def test_entry_point_agents_are_registered_and_built(monkeypatch: pytest.MonkeyPatch, fixture_path: None) -> None:
+def test_entry_point_agents_are_registered_and_built(
+    monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, fixture_path: None
+) -> None:
     group = registry_module.ENTRY_POINT_GROUP
     plugins = [
         EntryPoint("greeter", f"{FIXTURES}:Greeter", group),
@@ -236,7 +239,9 @@ def test_entry_point_agents_are_registered_and_built(monkeypatch: pytest.MonkeyP
     def fake_entry_points(*, group: str) -> list[EntryPoint]:
         return [ep for ep in plugins if ep.group == group]
 
-    monkeypatch.setattr(registry_module, "entry_points", fake_entry_points)
+    monkeypatch.setattr(core_registry, "entry_points", fake_entry_points)
+    registry_module.AGENT_REGISTRY.refresh()  # entry points are read once per process: read the fake ones
+    request.addfinalizer(registry_module.AGENT_REGISTRY.refresh)
     agents = registered_agents()
     assert agents["greeter"] == f"{FIXTURES}:Greeter"
     assert agents["random"] == "hylo.agents.basic:RandomAgent"

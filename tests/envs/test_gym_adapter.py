@@ -28,9 +28,10 @@ from hylo.core import (
     TaskInstance,
     check_environment,
 )
-from hylo.envs.benchmark import UnknownChoice, get_benchmark
+from hylo.envs.benchmark import UnknownChoice
 from hylo.envs.gym_adapter import GymBenchmark, GymEnvironment
 from hylo.envs.mujoco_watch import find_mjdata
+from hylo.envs.registry import get_benchmark
 
 PLUGIN_MODULE = "gym_plugin_env"
 PLUGIN_ID = f"{PLUGIN_MODULE}:PluginEnv-v0"

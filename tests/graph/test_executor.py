@@ -910,7 +910,7 @@ def test_on_episode_end_hears_an_error(make: Callable[..., Harness]) -> None:
 
 
 def test_the_memory_example_keeps_episode_memory_until_the_episode_changes() -> None:
-    from hylo.envs.benchmark import get_benchmark
+    from hylo.envs.registry import get_benchmark
     from hylo.graph import load_graph
     from hylo.graph.store import EXAMPLES_DIR
 

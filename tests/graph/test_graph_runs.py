@@ -15,7 +15,7 @@ import pytest
 import hylo
 from hylo.agents.registry import make_agent
 from hylo.core import EventBus, Kernel, MemoryRecorder
-from hylo.envs.benchmark import get_benchmark
+from hylo.envs.registry import get_benchmark
 from hylo.eval.spec import EvalSpec
 from hylo.graph import GraphRunner, Runtime, check_graph, compile_graph, load_graph, parse_graph
 from hylo.graph.store import EXAMPLES_DIR

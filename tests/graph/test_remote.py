@@ -24,7 +24,7 @@ from hylo.core.errors import IncompatibleComponents
 from hylo.core.signals import Signal
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import Observation, StepResult, TaskInstance
-from hylo.envs.benchmark import get_benchmark
+from hylo.envs.registry import get_benchmark
 from hylo.graph import GraphRunner, GraphSetupError, NodesetOptions, Runtime, compile_graph, load_graph, parse_graph
 from hylo.graph.remote import ServerNodesets, encode_frame, read_frame, replica_index
 from hylo.graph.store import EXAMPLES_DIR

@@ -17,7 +17,8 @@ import pytest
 
 from hylo.core import EventBus, MemoryRecorder
 from hylo.core.types import TaskInstance
-from hylo.envs.benchmark import Benchmark, get_benchmark
+from hylo.envs.benchmark import Benchmark
+from hylo.envs.registry import get_benchmark
 from hylo.graph import GraphRunner, Runtime, agent_graph, compile_graph
 from hylo.graph.remote import ServerNodesets
 from hylo.panels import BenchmarkPanel, RemoteEnvPanelProxy, RemotePanelError

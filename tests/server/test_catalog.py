@@ -300,3 +300,23 @@ def test_the_openapi_document_describes_the_catalog(client: httpx.Client) -> Non
     assert {"get", "put", "delete"} <= set(paths["/api/graphs/{name}"])
     assert "422" in paths["/api/graphs/{name}"]["put"]["responses"]
     assert {"/api/graphs", "/api/nodes", "/api/benchmarks", "/api/agents"} <= set(paths)
+
+
+def test_hylo_list_describes_benchmarks_and_agents_with_the_catalogs_fields_and_words(
+    client: httpx.Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hylo.cli import main
+
+    assert main(["list", "agents", "--json"]) == 0
+    listed_agents = json.loads(capsys.readouterr().out)
+    served_agents = {a["name"]: a for a in client.get("/api/agents").json()["agents"]}
+    assert listed_agents == served_agents
+
+    assert main(["list", "benchmarks", "--json"]) == 0
+    listed = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
+    assert listed.pop("gym:<id>")["available"] is True
+    served = {b["name"]: b for b in client.get("/api/benchmarks").json()["benchmarks"]}
+    assert set(listed) == set(served)
+    for name, row in listed.items():
+        counts = {split["name"]: len(split["tasks"]) for split in served[name]["splits"]}
+        assert row == {**served[name], "splits": counts, "why": served[name]["reason"] or ""}

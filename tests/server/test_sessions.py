@@ -398,7 +398,7 @@ def test_with_a_token_every_route_and_the_stream_need_it(tmp_path: Path) -> None
 
 def test_a_panels_own_signal_action_and_a_field_that_does_not_move_the_episode() -> None:
     """A panel of its own: a `forget` button (a signal intent) and a `speed` slider that does not move the episode."""
-    from hylo.envs.benchmark import get_benchmark
+    from hylo.envs.registry import get_benchmark
     from hylo.graph import compile_graph
     from hylo.graph.store import GraphStore
     from hylo.panels import BenchmarkPanel, EnvPanelAction, EnvPanelField, intent

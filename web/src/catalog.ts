@@ -1,5 +1,5 @@
 // What the catalog serves (`/api/graphs`, `/api/agents`), shaped as the server's models
-// (`hylo.graph.store.GraphSummary`, `hylo.server.catalog.AgentInfo`), for every place that lists graphs or agents.
+// (`hylo.graph.store.GraphSummary`, `hylo.agents.registry.AgentInfo`), for every place that lists graphs or agents.
 
 /** One graph of `GET /api/graphs`: a saved graph or a built-in example. `error` says why a saved file cannot be read
  * (its other fields are then empty). */

@@ -1,49 +1,59 @@
-"""Agents by name: `random`, `hold`, `expert` (the benchmark's own), agents registered through the entry-point
-group `hylo.agents`, and any `module:Class` on the Python path, built as `Class(**args)`.
+"""Agents by name: `random`, `hold`, `expert` (the benchmark's own), agents registered through the entry-point group
+`hylo.agents`, and any `module:Class` on the Python path, built as `Class(**args)` — import paths only where imports
+are allowed (never over HTTP).
 
 `-A key=value` arguments are parsed as JSON literals when they are one (numbers, booleans, null, lists, objects),
-else kept as strings.
+else kept as strings. `describe_agent` is what `hylo list agents` and `GET /api/agents` both show.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from hylo.core.agent import AgentArgs
-from hylo.core.errors import HyloError, shown
-from hylo.envs.benchmark import UnknownChoice
+from hylo.core.errors import UnknownChoice, shown
+from hylo.core.registry import Registry, RegistryError
 
 if TYPE_CHECKING:
     from hylo.envs.benchmark import Benchmark
 
 ENTRY_POINT_GROUP = "hylo.agents"
+EXPERT_TARGET = "(the benchmark's scripted expert)"
+"""What `registered_agents()` gives for `expert`: each benchmark has its own, so there is no one target."""
 
 _BUILTIN: dict[str, str] = {
     "random": "hylo.agents.basic:RandomAgent",
     "hold": "hylo.agents.basic:HoldAgent",
-    "expert": "(the benchmark's scripted expert)",
+    "expert": EXPERT_TARGET,
     "openpi-remote": "hylo.bridges.openpi_remote:OpenPiRemoteAgent",
     "vlaeval-remote": "hylo.bridges.vlaeval_remote:VlaEvalRemoteAgent",
 }
 
 
-class AgentSpecError(HyloError, ValueError):
+class AgentSpecError(RegistryError):
     """An agent name, import path or argument that cannot make an agent."""
+
+
+def _factory(target: str, value: Any) -> Callable[..., Any]:
+    if not callable(value):
+        raise AgentSpecError(f"agent {target!r} is not a class or factory: {value!r}")
+    factory: Callable[..., Any] = value
+    return factory
+
+
+AGENT_REGISTRY: Registry[Callable[..., Any]] = Registry(
+    "agent", ENTRY_POINT_GROUP, _BUILTIN, _factory, error=AgentSpecError, import_paths=True, forms=["module:Class"]
+)
 
 
 def registered_agents() -> dict[str, str]:
     """Agent name → `module:attr` (built-ins and the `hylo.agents` entry points)."""
-    found = dict(_BUILTIN)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault(ep.name, ep.value)
-    return found
+    return AGENT_REGISTRY.entries()
 
 
 def parse_agent_args(pairs: Sequence[str]) -> dict[str, Any]:
@@ -59,25 +69,6 @@ def parse_agent_args(pairs: Sequence[str]) -> dict[str, Any]:
         except ValueError:
             args[key] = text
     return args
-
-
-def _import(target: str) -> Callable[..., Any]:
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
-        raise AgentSpecError(f"bad agent import path {target!r}: expected module:Class")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise AgentSpecError(f"cannot import agent module {module_name!r} (from {target!r}): {exc}") from None
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise AgentSpecError(f"module {module_name!r} has no {attr!r} (from agent {target!r})")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise AgentSpecError(f"agent {target!r} is not a class or factory: {obj!r}")
-    factory: Callable[..., Any] = obj
-    return factory
 
 
 def _build(name: str, factory: Callable[..., Any], args: dict[str, Any]) -> Any:
@@ -139,14 +130,7 @@ def agent_factory(name: str, benchmark: Benchmark | None = None, *, allow_import
         if expert is None:
             raise AgentSpecError(f"benchmark {benchmark.name!r} has no expert agent")
         return type(expert)
-    registered = registered_agents()
-    if name in registered:
-        return _import(registered[name])
-    if ":" in name:
-        if not allow_import:
-            raise UnknownChoice("agent (only registered agents are accepted here)", name, list(registered))
-        return _import(name)
-    raise UnknownChoice("agent", name, [*registered, "module:Class"])
+    return AGENT_REGISTRY.resolve(name, allow_import=allow_import)
 
 
 def make_agent(
@@ -184,3 +168,87 @@ def vet_agent(
         return []
     checked = check_args(name, factory, args)
     return [str(checked[field]) for field in model.remote_fields() if checked.get(field) is not None]
+
+
+# -- describe ------------------------------------------------------------------------------------------------------
+
+EXPERT_DESCRIPTION = (
+    "The benchmark's own scripted expert (each benchmark has its own; its arguments depend on the benchmark)."
+)
+
+
+class AgentArg(BaseModel):
+    """One keyword argument an agent's constructor accepts."""
+
+    name: str
+    required: bool
+    default: Any = Field(default=None, description="the default (its repr when it is not JSON); null when required")
+    annotation: str | None = None
+
+
+class AgentInfo(BaseModel):
+    """A registered agent: a `reason` node's `agent` and `args`, or a job's `agent` and `agent_args`. `extra_args`:
+    its constructor takes any keyword argument besides `args`. `available` is false, with the `reason`, when its
+    module cannot be loaded here."""
+
+    name: str
+    target: str | None = Field(description="the registered `module:attr` (null for `expert`, the benchmark's own)")
+    description: str
+    args: list[AgentArg] = Field(default_factory=list)
+    extra_args: bool = False
+    available: bool = True
+    reason: str | None = None
+
+
+def describe_agent(name: str) -> AgentInfo:
+    """The registered agent `name` as `hylo list agents` and `GET /api/agents` show it: its module is imported (it
+    is registered), nothing is built."""
+    if name == "expert":
+        return AgentInfo(name=name, target=None, description=EXPERT_DESCRIPTION)
+    target = AGENT_REGISTRY.target(name)
+    if target is None:
+        raise UnknownChoice("agent", name, AGENT_REGISTRY.names())
+    try:
+        factory = AGENT_REGISTRY.get(name)
+    except Exception as exc:
+        return AgentInfo(name=name, target=target, description="", available=False, reason=str(exc))
+    args, extra = _arguments(factory)
+    return AgentInfo(name=name, target=target, description=_summary(factory), args=args, extra_args=extra)
+
+
+def _summary(factory: Callable[..., Any]) -> str:
+    """The first paragraph of the factory's own docstring (not one it inherits)."""
+    doc = factory.__doc__
+    return " ".join(inspect.cleandoc(doc).split("\n\n")[0].split()) if doc else ""
+
+
+def _arguments(factory: Callable[..., Any]) -> tuple[list[AgentArg], bool]:
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return [], True
+    args: list[AgentArg] = []
+    extra = False
+    for p in parameters:
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            extra = True
+        if p.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
+            continue
+        required = p.default is inspect.Parameter.empty
+        annotation = None if p.annotation is inspect.Parameter.empty else _annotation(p.annotation)
+        args.append(AgentArg(name=p.name, required=required, default=None if required else _plain(p.default),
+                             annotation=annotation))  # fmt: skip
+    return args, extra
+
+
+def _annotation(annotation: object) -> str:
+    return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+
+
+def _plain(value: object) -> object:
+    """`value` when it is JSON, else its repr."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value

@@ -72,6 +72,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from hylo.cli.evaluate import run_evaluation, run_options
+    from hylo.core.types import NodesetMode
     from hylo.eval.resolve import EvalError
     from hylo.eval.spec import EvalSpec
     from hylo.graph.compile import GraphInvalid, compile_graph
@@ -80,9 +81,8 @@ def _run(args: argparse.Namespace) -> int:
 
     graph = find_graph(args.file)
     if args.server:
-        graph = graph.model_copy(
-            update={"nodesets": {**graph.nodesets, **{name: NodesetOptions(mode="server") for name in args.server}}}
-        )
+        server = {name: NodesetOptions(mode=NodesetMode.SERVER) for name in args.server}
+        graph = graph.model_copy(update={"nodesets": {**graph.nodesets, **server}})
     try:
         plan = compile_graph(graph)
     except GraphInvalid as exc:

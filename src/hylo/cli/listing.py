@@ -1,4 +1,5 @@
-"""`hylo list benchmarks|agents`: what can be evaluated here."""
+"""`hylo list benchmarks|agents`: what can be evaluated here, as the registries describe it (the same descriptions
+`GET /api/benchmarks` and `GET /api/agents` serve)."""
 
 from __future__ import annotations
 
@@ -12,37 +13,45 @@ from hylo.cli.output import console
 
 def run(args: argparse.Namespace) -> int:
     if args.what == "benchmarks":
-        from hylo.envs.benchmark import get_benchmark, registered_benchmarks
+        return _benchmarks(args)
+    return _agents(args)
 
-        rows: list[dict[str, Any]] = []
-        for name, target in registered_benchmarks().items():
-            try:
-                bench = get_benchmark(name)
-                available, why = bench.available()
-                splits = {split: len(bench.tasks(split)) for split in bench.splits()}
-                rows.append({"name": name, "target": target, "available": available, "why": why, "splits": splits})
-            except Exception as exc:
-                rows.append({"name": name, "target": target, "available": False, "why": str(exc), "splits": {}})
-        rows.append({"name": "gym:<id>", "target": "hylo.envs.gym_adapter:GymBenchmark", "available": True})
-        if args.json:
-            sys.stdout.write(json.dumps(rows) + "\n")
-            return 0
-        out = console()
-        for row in rows:
-            splits_text = ", ".join(f"{s} ({n} tasks)" for s, n in row.get("splits", {}).items())
-            state = "" if row["available"] else f"  unavailable: {row['why']}"
-            out.print(f"{row['name']:<12} {splits_text or 'any gymnasium id'}{state}", highlight=False)
-        return 0
-    from hylo.agents.registry import registered_agents
 
-    agents = registered_agents()
+def _benchmarks(args: argparse.Namespace) -> int:
+    from hylo.envs.registry import GYM_TARGET, describe_benchmark, registered_benchmarks
+
+    rows: list[dict[str, Any]] = []
+    for name in registered_benchmarks():
+        info = describe_benchmark(name).model_dump(mode="json")
+        info["splits"] = {split["name"]: len(split["tasks"]) for split in info["splits"]}  # the split's task count
+        info["why"] = info["reason"] or ""  # the older name of `reason`
+        rows.append(info)
+    rows.append({"name": "gym:<id>", "target": GYM_TARGET, "available": True})
     if args.json:
-        sys.stdout.write(json.dumps(agents) + "\n")
+        sys.stdout.write(json.dumps(rows) + "\n")
         return 0
     out = console()
-    width = max(len(name) for name in [*agents, "module:Class"])
-    for name, target in agents.items():
-        out.print(f"{name:<{width}} {target}", highlight=False)
+    for row in rows:
+        splits_text = ", ".join(f"{s} ({n} tasks)" for s, n in row.get("splits", {}).items())
+        state = "" if row["available"] else f"  unavailable: {row['reason']}"
+        if not splits_text and "splits" not in row:
+            splits_text = "any gymnasium id"
+        out.print(f"{row['name']:<12} {splits_text}{state}", highlight=False)
+    return 0
+
+
+def _agents(args: argparse.Namespace) -> int:
+    from hylo.agents.registry import EXPERT_TARGET, describe_agent, registered_agents
+
+    agents = [describe_agent(name) for name in registered_agents()]
+    if args.json:  # name → its description
+        sys.stdout.write(json.dumps({info.name: info.model_dump(mode="json") for info in agents}) + "\n")
+        return 0
+    out = console()
+    width = max(len(name) for name in [*(info.name for info in agents), "module:Class"])
+    for info in agents:
+        state = "" if info.available else f"  unavailable: {info.reason}"
+        out.print(f"{info.name:<{width}} {info.target or EXPERT_TARGET}{state}", highlight=False)
     out.print(
         f"{'module:Class':<{width}} any class on the Python path or in the current directory, built as Class(**args) "
         "from -A key=value"

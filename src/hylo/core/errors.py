@@ -6,6 +6,8 @@ raised by the environment is `infra_invalid`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class HyloError(Exception):
     """Base class of hylo's own exceptions."""
@@ -23,6 +25,17 @@ def shown(value: object, limit: int = 80) -> str:
         return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+class UnknownChoice(HyloError, ValueError):
+    """A name that is not one of the valid choices; the message names both."""
+
+    def __init__(self, what: str, value: object, choices: Sequence[str]) -> None:
+        listed = ", ".join(choices[:60]) + (f", … ({len(choices)} in all)" if len(choices) > 60 else "")
+        super().__init__(f"unknown {what} {value!r}; choose from: {listed}")
+        self.what = what
+        self.value = value
+        self.choices = list(choices)
 
 
 class IncompatibleComponents(HyloError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -15,6 +16,14 @@ Action = Any
 """One action as the environment takes it: an int for a Discrete space, an array for a Box, a dict for a Dict."""
 
 EMPTY_INFO: Mapping[str, Any] = MappingProxyType({})
+
+
+class NodesetMode(StrEnum):
+    """Where a graph's nodeset runs (and with an env nodeset, its env and env panel): in the worker's process, or in
+    a subprocess of its own."""
+
+    LOCAL = "local"
+    SERVER = "server"
 
 
 class Observation(dict[str, Any]):

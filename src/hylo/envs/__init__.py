@@ -1,5 +1,5 @@
 """Environments and benchmarks: the built-in dependency-free envs, and the BabyAI, Meta-World and Gymnasium
-benchmarks (imported on demand through `hylo.envs.benchmark.get_benchmark`)."""
+benchmarks (imported on demand through `hylo.envs.registry.get_benchmark`)."""
 
 from hylo.envs.headless import configure as _configure_headless
 

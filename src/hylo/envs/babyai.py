@@ -21,9 +21,9 @@ from hylo.core.agent import AgentArgs, AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
-from hylo.core.errors import InvalidAction
+from hylo.core.errors import InvalidAction, UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
-from hylo.envs.benchmark import Benchmark, UnknownChoice
+from hylo.envs.benchmark import Benchmark
 
 LEVELS: dict[str, int] = {
     "GoToRedBallGrey": 64,

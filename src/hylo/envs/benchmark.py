@@ -1,34 +1,21 @@
-"""Benchmarks: suites of tasks and splits that yield `TaskInstance`s, and the registry that finds them.
+"""Benchmarks: suites of tasks and splits that yield `TaskInstance`s.
 
-A benchmark is registered through the entry-point group `hylo.benchmarks` (a third-party package adds its own with
-`[project.entry-points."hylo.benchmarks"] mybench = "mypkg.bench:MyBenchmark"`). `gym:<id>` names any environment
-`gymnasium.make` accepts, through one generic adapter.
+This module holds only the interface a benchmark implements (a third-party package subclasses `Benchmark` here);
+`hylo.envs.registry` finds benchmarks by name, so that the adapters it knows (`gym:<id>`) and this interface do not
+import each other.
 """
 
 from __future__ import annotations
 
 import abc
-import functools
 from collections.abc import Callable, Sequence
-from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
 from hylo.core.environment import Environment
-from hylo.core.errors import HyloError
+from hylo.core.errors import UnknownChoice
 from hylo.core.types import TaskInstance
 
-ENTRY_POINT_GROUP = "hylo.benchmarks"
-
-
-class UnknownChoice(HyloError, ValueError):
-    """A name that is not one of the valid choices; the message names both."""
-
-    def __init__(self, what: str, value: object, choices: Sequence[str]) -> None:
-        shown = ", ".join(choices[:60]) + (f", … ({len(choices)} in all)" if len(choices) > 60 else "")
-        super().__init__(f"unknown {what} {value!r}; choose from: {shown}")
-        self.what = what
-        self.value = value
-        self.choices = list(choices)
+__all__ = ["Benchmark", "BenchmarkFactory", "UnknownChoice"]  # UnknownChoice: where benchmarks have imported it from
 
 
 class Benchmark(abc.ABC):
@@ -105,52 +92,3 @@ class Benchmark(abc.ABC):
 
 
 BenchmarkFactory = Callable[[], Benchmark]
-
-_BUILTIN: dict[str, str] = {
-    "babyai": "hylo.envs.babyai:BabyAIBenchmark",
-    "metaworld": "hylo.envs.metaworld:MetaWorldBenchmark",
-}
-
-
-def _load(target: str) -> BenchmarkFactory:
-    import importlib
-
-    module, _, attr = target.partition(":")
-    factory: BenchmarkFactory = getattr(importlib.import_module(module), attr)
-    return factory
-
-
-def registered_benchmarks() -> dict[str, str]:
-    """Benchmark name → `module:attr`, from the `hylo.benchmarks` entry points (built-ins included)."""
-    return dict(_registered())
-
-
-@functools.cache
-def _registered() -> dict[str, str]:  # installed entry points do not change while a process runs
-    found = dict(_BUILTIN)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault(ep.name, ep.value)
-    return dict(sorted(found.items()))
-
-
-def get_benchmark(name: str, *, allow_import: bool = True) -> Benchmark:
-    """The benchmark called `name`: a registered name, or `gym:<id>` for any Gymnasium environment. Without
-    `allow_import` (an HTTP request), a Gymnasium id that names a module to import (`gym:module:Env-v0`) is refused."""
-    if name.startswith("gym:"):
-        from hylo.envs.gym_adapter import GymBenchmark
-
-        env_id = name.removeprefix("gym:")
-        if not allow_import and ":" in env_id:
-            raise UnknownChoice(
-                "benchmark (only registered benchmarks and gym:<registered id> are accepted here)",
-                name,
-                [*registered_benchmarks(), "gym:<id>"],
-            )
-        return GymBenchmark(env_id)
-    registered = registered_benchmarks()
-    if name not in registered:
-        raise UnknownChoice("benchmark", name, [*registered, "gym:<id>"])
-    benchmark = _load(registered[name])()
-    if not isinstance(benchmark, Benchmark):
-        raise HyloError(f"benchmark {name!r} ({registered[name]}) is not a hylo Benchmark: {benchmark!r}")
-    return benchmark

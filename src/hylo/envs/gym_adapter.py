@@ -19,9 +19,9 @@ from gymnasium.envs.registration import EnvSpec as GymSpec
 from gymnasium.envs.registration import load_env_creator
 
 from hylo.core.environment import Environment
-from hylo.core.errors import HyloError, InvalidAction
+from hylo.core.errors import HyloError, InvalidAction, UnknownChoice
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
-from hylo.envs.benchmark import Benchmark, UnknownChoice
+from hylo.envs.benchmark import Benchmark
 from hylo.envs.mujoco_watch import DivergenceWatch, find_mjdata
 
 DEFAULT_STEP_BUDGET = 1000

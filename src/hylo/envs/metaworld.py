@@ -25,9 +25,9 @@ from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
-from hylo.core.errors import InvalidAction
+from hylo.core.errors import InvalidAction, UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
-from hylo.envs.benchmark import Benchmark, UnknownChoice
+from hylo.envs.benchmark import Benchmark
 from hylo.envs.mujoco_watch import DivergenceWatch, route_mujoco_warnings
 
 MAX_EPISODE_STEPS = 500

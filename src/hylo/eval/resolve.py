@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from hylo.agents.registry import vet_agent
 from hylo.core.errors import HyloError
 from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
+from hylo.core.types import NodesetMode
 from hylo.cpus import usable_cpus
-from hylo.envs.benchmark import Benchmark, get_benchmark
+from hylo.envs.benchmark import Benchmark
+from hylo.envs.registry import get_benchmark
 from hylo.eval.logdir import ReservedRunId, check_run_id
 from hylo.eval.placement import PanelDriver
 from hylo.eval.spec import EvalSpec
@@ -89,7 +91,7 @@ def compile_spec_graph(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bo
     except GraphInvalid as exc:
         raise EvalError(str(exc), field="graph") from None
     served = graph.nodesets.get(benchmark.name)
-    if spec.video and served is not None and served.mode == "server":
+    if spec.video and served is not None and served.mode == NodesetMode.SERVER:
         raise EvalError(
             f"--video records the env of the worker; graph {graph.name!r} runs the {benchmark.name} env nodeset in "
             "server mode (its own subprocess), so there is nothing to record: drop --video or the server mode",

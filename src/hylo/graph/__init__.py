@@ -14,8 +14,8 @@ from hylo.graph.model import (
     load_graph,
     parse_graph,
 )
-from hylo.graph.node import Node, NodeFailure, Owner, Port, Role, RunContext, Runtime
-from hylo.graph.nodesets import ENTRY_POINT_GROUP, Nodeset, get_nodeset, node_type, registered_nodesets
+from hylo.graph.node import Node, NodeFailure, Nodeset, Owner, Port, Role, RunContext, Runtime
+from hylo.graph.nodesets import ENTRY_POINT_GROUP, get_nodeset, node_type, registered_nodesets
 from hylo.graph.wires import Wire, fits
 
 __all__ = [

@@ -21,8 +21,7 @@ from hylo.core.status import EpisodeOutcome
 from hylo.core.types import Observation, StepResult
 from hylo.envs.benchmark import Benchmark
 from hylo.graph.compile import Plan
-from hylo.graph.node import Node, NodeFailure, Owner, Port, Role, RunContext, Runtime
-from hylo.graph.nodesets import Nodeset
+from hylo.graph.node import Node, NodeFailure, Nodeset, Owner, Port, Role, RunContext, Runtime
 from hylo.graph.wires import Wire
 
 

@@ -10,6 +10,7 @@ from hylo.core.bus import EventBus
 from hylo.core.environment import Environment
 from hylo.core.errors import HyloError
 from hylo.core.shield import SafetyShield
+from hylo.core.types import NodesetMode
 from hylo.envs.benchmark import Benchmark
 from hylo.graph.agent_nodes import close_agents, graph_needs_images
 from hylo.graph.compile import Plan
@@ -21,7 +22,7 @@ def env_in_server_mode(plan: Plan, benchmark: Benchmark) -> bool:
     """Whether the graph runs `benchmark`'s env nodeset in a subprocess (the worker's own env then only gives the
     spec)."""
     options = plan.graph.nodesets.get(benchmark.name)
-    return options is not None and options.mode == "server"
+    return options is not None and options.mode == NodesetMode.SERVER
 
 
 def assemble_runner(
@@ -65,7 +66,7 @@ def assemble_runner(
         env_calls=env_calls,
     )
     remote = None
-    if any(options.mode == "server" for options in plan.graph.nodesets.values()):
+    if any(options.mode == NodesetMode.SERVER for options in plan.graph.nodesets.values()):
         from hylo.graph.remote import ServerNodesets
 
         remote = ServerNodesets(runtime, render_images=render_images or graph_needs_images(plan, agents))

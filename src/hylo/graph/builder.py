@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from hylo.core.types import NodesetMode
 from hylo.graph.model import ContainerDecl, EdgeSpec, Graph, NodesetOptions, NodeSpec, Placement
 
 
@@ -90,7 +91,7 @@ class GraphBuilder:
         ))  # fmt: skip
         return self
 
-    def nodeset(self, name: str, mode: str = "local") -> GraphBuilder:
+    def nodeset(self, name: str, mode: NodesetMode | str = NodesetMode.LOCAL) -> GraphBuilder:
         self._nodesets[name] = NodesetOptions.model_validate({"mode": mode})
         return self
 
@@ -144,5 +145,5 @@ def agent_graph(
     for x, node in enumerate((reset, loop_in, observe, reason, step, loop_out, evaluate)):
         builder.position(node, 200 * x, 200)
     for nodeset in server:
-        builder.nodeset(nodeset, "server")
+        builder.nodeset(nodeset, NodesetMode.SERVER)
     return builder.build()

@@ -19,10 +19,11 @@ from pydantic import BaseModel
 
 from hylo.core.errors import HyloError
 from hylo.core.signals import ContainerSpec
+from hylo.core.types import NodesetMode
 from hylo.graph.core_nodes import IterIn, IterOut, IterOutConfig
 from hylo.graph.model import Graph
-from hylo.graph.node import Node, Owner, Port, Role
-from hylo.graph.nodesets import Nodeset, node_type, split_type
+from hylo.graph.node import Node, Nodeset, Owner, Port, Role
+from hylo.graph.nodesets import node_type, split_type
 from hylo.graph.wires import fits
 
 
@@ -346,7 +347,7 @@ def _nodesets(graph: Graph, specs: dict[str, Any], planned: dict[str, PlannedNod
         if name not in used:
             fail(None, "unknown_nodeset", f"options for nodeset {name!r}, which no node of the graph uses; used: "
                  f"{sorted(used)}")  # fmt: skip
-        elif name == "core" and options.mode == "server":
+        elif name == "core" and options.mode == NodesetMode.SERVER:
             fail(None, "bad_nodeset_mode", "the core nodeset (loop pivots, containers) runs inside the executor")
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hylo.graph.node import Node, Owner, Port, Role, RunContext
+from hylo.graph.node import Node, Nodeset, Owner, Port, Role, RunContext
 from hylo.graph.wires import Wire
 
 
@@ -142,8 +142,6 @@ class Remember(_ContainerNode):
 
 
 CONTAINER_NODES = (Recall, Remember)
-
-from hylo.graph.nodesets import Nodeset  # noqa: E402  (nodesets imports this module lazily)
 
 CORE = Nodeset(
     "core",

@@ -22,8 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hylo.core.environment import Environment
 from hylo.core.types import Observation, StepResult, TaskInstance
-from hylo.graph.node import Node, Owner, Port, Role, RunContext, Runtime
-from hylo.graph.nodesets import Nodeset
+from hylo.graph.node import Node, Nodeset, Owner, Port, Role, RunContext, Runtime
 from hylo.graph.wires import Wire
 
 

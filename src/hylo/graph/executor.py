@@ -30,7 +30,7 @@ from hylo.core.scaffold import EpisodeScaffold
 from hylo.core.shield import SafetyShield
 from hylo.core.signals import ContainerSet, Signal
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
-from hylo.core.types import EMPTY_INFO, StepResult, TaskInstance
+from hylo.core.types import EMPTY_INFO, NodesetMode, StepResult, TaskInstance
 from hylo.graph.compile import Plan, PlannedNode
 from hylo.graph.faults import ExecutionStopped, GraphSetupError, NodesetCrashed
 from hylo.graph.firing import LiveNode, NodeFiring
@@ -109,7 +109,7 @@ class GraphRunner(NodeFiring):
         try:
             for planned in plan.nodes.values():
                 server = modes.get(planned.nodeset.name)
-                if server is not None and server.mode == "server":
+                if server is not None and server.mode == NodesetMode.SERVER:
                     if remote is None:
                         raise GraphSetupError(
                             f"node {planned.id!r}: nodeset {planned.nodeset.name!r} is set to run in server mode, "

@@ -33,10 +33,11 @@ from typing import Any
 from hylo.core.bus import EventBus
 from hylo.core.child import die_with_parent
 from hylo.core.environment import Environment
+from hylo.core.errors import UnknownChoice
 from hylo.core.signals import ContainerSet
-from hylo.envs.benchmark import UnknownChoice, get_benchmark
-from hylo.graph.node import Node, Owner, RunContext, Runtime
-from hylo.graph.nodesets import Nodeset, NodesetError, get_nodeset, load_nodeset
+from hylo.envs.registry import get_benchmark
+from hylo.graph.node import Node, Nodeset, NodesetError, Owner, RunContext, Runtime
+from hylo.graph.nodesets import get_nodeset, load_nodeset
 from hylo.graph.remote.wire import encode_frame, error_payload, read_frame
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.remote import ACTION_OP, FIELD_OP, INFO_OP, OPTIONS_OP, STATE_OP, TASK_OP

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hylo.core.errors import HyloError
 from hylo.core.signals import ContainerSpec, Lifetime, Reducer
+from hylo.core.types import NodesetMode
 
 MAX_GRAPH_BYTES = 2 * 1024 * 1024
 """A graph file larger than this is refused before it is parsed."""
@@ -63,7 +64,7 @@ class Placement(_Strict):
 class NodesetOptions(_Strict):
     """How a nodeset runs: in the worker's process (`local`) or in a subprocess of its own (`server`)."""
 
-    mode: Literal["local", "server"] = "local"
+    mode: NodesetMode = NodesetMode.LOCAL
 
 
 class Graph(_Strict):

@@ -7,10 +7,14 @@ inputs are ready run concurrently.
 
 Lifecycle hooks (all optional): `setup(runtime)` once per worker, `start(run)` at each execution's run_start,
 `after_step(result)` after each env step, `on_signal(signal)`, `finish(outcome)` at run_end, `close()` at shutdown.
+
+A `Nodeset` (a named package of node types) is defined here too, so that the modules defining nodes and the registry
+that finds nodesets by name (`hylo.graph.nodesets`) each import this module and not each other.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from hylo.core.bus import EventBus
 from hylo.core.environment import Environment
-from hylo.core.errors import HyloFailure
+from hylo.core.errors import HyloError, HyloFailure
 from hylo.core.signals import ContainerSet, Signal
 from hylo.core.status import EpisodeOutcome
 from hylo.core.types import EnvCapabilities, EnvSpec, StepResult, TaskInstance
@@ -230,3 +234,30 @@ class Node:
 def overrides(node: Node, hook: str) -> bool:
     """Whether `node`'s class implements `hook` (the executor skips hooks nobody implements)."""
     return getattr(type(node), hook) is not getattr(Node, hook)
+
+
+class NodesetError(HyloError):
+    """A nodeset that cannot be loaded or is malformed (its message names it and why)."""
+
+
+@dataclass(frozen=True)
+class Nodeset:
+    """A named package of node types. `owner` says whose fault a crash of the nodeset is when it runs in a
+    subprocess of its own: an env nodeset's → `infra_invalid`, an agent's → `error`."""
+
+    name: str
+    nodes: tuple[type[Node], ...]
+    description: str = ""
+    owner: Owner = Owner.GRAPH
+    source: str | None = None
+    """`module:attr` of this nodeset when it is defined in code rather than registered: how a server-mode subprocess
+    finds it."""
+
+    def __post_init__(self) -> None:
+        for cls in self.nodes:
+            if not cls.type_name:
+                raise NodesetError(f"nodeset {self.name!r}: node class {cls.__name__} has no type_name")
+
+    @functools.cached_property
+    def types(self) -> dict[str, type[Node]]:
+        return {cls.type_name: cls for cls in self.nodes}

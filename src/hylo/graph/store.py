@@ -107,7 +107,7 @@ def check_servable(graph: Graph) -> list[GraphError]:
 
 
 def _agent_errors(graph: Graph) -> Iterator[GraphError]:
-    from hylo.agents.registry import AgentSpecError, _import, registered_agents
+    from hylo.agents.registry import AgentSpecError, agent_factory, registered_agents
     from hylo.graph.agent_nodes import Reason, ReasonConfig
     from hylo.graph.nodesets import node_type
 
@@ -126,7 +126,7 @@ def _agent_errors(graph: Graph) -> Iterator[GraphError]:
                              f"registered agent: {', '.join(registered)}")  # fmt: skip
             continue
         try:
-            parameters = inspect.signature(_import(registered[config.agent])).parameters
+            parameters = inspect.signature(agent_factory(config.agent, allow_import=False)).parameters
         except (AgentSpecError, TypeError, ValueError):
             continue  # an agent that cannot be loaded or inspected here: checked when it is built
         problem = _bad_args(parameters, config.args)
@@ -149,7 +149,8 @@ def _bad_args(parameters: Mapping[str, inspect.Parameter], args: Mapping[str, An
 
 
 def _placement_errors(placement: Placement | None) -> Iterator[GraphError]:
-    from hylo.envs.benchmark import UnknownChoice, get_benchmark, registered_benchmarks
+    from hylo.core.errors import UnknownChoice
+    from hylo.envs.registry import get_benchmark, registered_benchmarks
 
     if placement is None or placement.benchmark.startswith("gym:"):
         if placement is not None and ":" in placement.benchmark.removeprefix("gym:"):

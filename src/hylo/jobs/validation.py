@@ -9,8 +9,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from hylo.agents.registry import AgentSpecError
-from hylo.core.errors import HyloError
-from hylo.envs.benchmark import UnknownChoice
+from hylo.core.errors import HyloError, UnknownChoice
 from hylo.eval.resolve import EvalError, plan_run
 from hylo.eval.spec import EvalSpec
 from hylo.jobs.errors import JobRefused

@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, get_args
 
+from hylo.core.types import NodesetMode
+
 
 class SideEffect(StrEnum):
     """What a hook's answer asks the framework to do (`carry_out` does it): start, pause, stop or step the execution,
@@ -109,7 +111,7 @@ def intent(
 class PanelContext:
     """Stamped on a panel by its registry: where it runs, so it can word its status (001 §4)."""
 
-    mode: Literal["local", "server"] = "local"
+    mode: NodesetMode = NodesetMode.LOCAL
     server_url: str | None = None
     nodeset_name: str | None = None
 

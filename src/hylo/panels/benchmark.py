@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hylo.core.errors import shown
+from hylo.core.errors import UnknownChoice, shown
 from hylo.core.signals import Signal
 from hylo.core.types import MAX_SEED, TaskInstance
-from hylo.envs.benchmark import Benchmark, UnknownChoice
+from hylo.envs.benchmark import Benchmark
 from hylo.panels.base import PLAYBACK_ACTIONS, BaseEnvPanel, EnvPanelField, Placement, intent
 
 PLACEMENT_FIELDS = ("split", "task", "episode_index", "seed")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
 from hylo.core.errors import HyloError
-from hylo.core.types import TaskInstance
+from hylo.core.types import NodesetMode, TaskInstance
 from hylo.panels.base import BaseEnvPanel, EnvPanelAction, EnvPanelField, PanelContext
 
 PanelRequest = Callable[..., Any]
@@ -74,7 +74,7 @@ class RemoteEnvPanelProxy(BaseEnvPanel):
         self.display_name = str(info.get("display_name") or real)
         self.fields = fields
         self.actions = actions
-        self._context = PanelContext(mode="server", nodeset_name=tag)
+        self._context = PanelContext(mode=NodesetMode.SERVER, nodeset_name=tag)
 
     # -- the hooks --------------------------------------------------------------------------------------------------
 

@@ -14,17 +14,18 @@ Only registered things are listed or accepted: nothing a client sends is importe
 
 from __future__ import annotations
 
-import inspect
 import json
-from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
+from hylo.agents.registry import AgentInfo, describe_agent, registered_agents
+from hylo.envs.registry import BenchmarkInfo, describe_benchmark, registered_benchmarks
 from hylo.graph.compile import GraphError, GraphInvalid
 from hylo.graph.model import MAX_GRAPH_BYTES, Graph
+from hylo.graph.nodesets import NodesetInfo
 from hylo.graph.store import (
     GraphStore,
     GraphSummary,
@@ -59,17 +60,6 @@ class Detail(BaseModel):
     detail: str
 
 
-class NodesetSchemas(BaseModel):
-    """One nodeset's node types, each as `hylo nodes --json` describes it: `type`, `nodeset`, `description`, `role`,
-    `owner`, `inputs` and `outputs` (`{name, wire, required, description}`), `dynamic_ports`, `config` (a JSON
-    schema, or null) and `async`."""
-
-    nodeset: str
-    owner: str
-    description: str
-    nodes: list[dict[str, Any]]
-
-
 class UnavailableNodeset(BaseModel):
     nodeset: str
     reason: str
@@ -78,7 +68,7 @@ class UnavailableNodeset(BaseModel):
 class Nodes(BaseModel):
     """Every node type, grouped by nodeset; a nodeset that cannot be loaded here is listed with the reason."""
 
-    nodesets: list[NodesetSchemas]
+    nodesets: list[NodesetInfo]
     unavailable: list[UnavailableNodeset] = Field(default_factory=list)
     widens: dict[str, list[str]] = Field(
         default_factory=dict,
@@ -87,56 +77,8 @@ class Nodes(BaseModel):
     )
 
 
-class TaskInfo(BaseModel):
-    name: str
-    step_budget: int | None = Field(description="the default step budget of an episode of the task")
-    instruction: str | None = Field(default=None, description="the task's instruction when it is fixed per task")
-
-
-class SplitInfo(BaseModel):
-    name: str
-    tasks: list[TaskInfo]
-
-
-class BenchmarkInfo(BaseModel):
-    """A registered benchmark. `available` is false, with the `reason`, when it cannot run here (a missing package);
-    its splits are still listed when they can be."""
-
-    name: str
-    display_name: str
-    target: str = Field(description="the registered `module:attr`")
-    available: bool
-    reason: str | None = None
-    default_split: str | None = None
-    splits: list[SplitInfo] = Field(default_factory=list)
-    observation_keys: dict[str, str] = Field(default_factory=dict)
-
-
 class Benchmarks(BaseModel):
     benchmarks: list[BenchmarkInfo]
-
-
-class AgentArg(BaseModel):
-    """One keyword argument an agent's constructor accepts."""
-
-    name: str
-    required: bool
-    default: Any = Field(default=None, description="the default (its repr when it is not JSON); null when required")
-    annotation: str | None = None
-
-
-class AgentInfo(BaseModel):
-    """A registered agent: a `reason` node's `agent` and `args`, or a job's `agent` and `agent_args`. `extra_args`:
-    its constructor takes any keyword argument besides `args`. `available` is false, with the `reason`, when its
-    module cannot be loaded here."""
-
-    name: str
-    target: str | None = Field(description="the registered `module:attr` (null for `expert`, the benchmark's own)")
-    description: str
-    args: list[AgentArg] = Field(default_factory=list)
-    extra_args: bool = False
-    available: bool = True
-    reason: str | None = None
 
 
 class Agents(BaseModel):
@@ -221,24 +163,18 @@ def catalog_routes(store: GraphStore) -> APIRouter:
 
         groups = all_schemas(on_error=skipped)
         return Nodes(
-            nodesets=[NodesetSchemas.model_validate(group) for group in groups],
+            nodesets=[NodesetInfo.model_validate(group) for group in groups],
             unavailable=unavailable,
             widens=widening(),
         )
 
     @router.get("/benchmarks", response_model=Benchmarks, summary="Registered benchmarks: splits and tasks")
     def benchmarks() -> Benchmarks:
-        from hylo.envs.benchmark import registered_benchmarks
-
-        return Benchmarks(
-            benchmarks=[describe_benchmark(name, target) for name, target in registered_benchmarks().items()]
-        )
+        return Benchmarks(benchmarks=[describe_benchmark(name) for name in registered_benchmarks()])
 
     @router.get("/agents", response_model=Agents, summary="Registered agents: description and arguments")
     def agents() -> Agents:
-        from hylo.agents.registry import registered_agents
-
-        return Agents(agents=[describe_agent(name, target) for name, target in registered_agents().items()])
+        return Agents(agents=[describe_agent(name) for name in registered_agents()])
 
     return router
 
@@ -257,104 +193,3 @@ def _json_body(name: str, body: bytes) -> object:
         raise refuse(f"the body is not JSON: {exc}") from None
     except (RecursionError, ValueError) as exc:  # nested too deep, or a number too long to read
         raise refuse(f"the body cannot be read as a graph: {type(exc).__name__}") from None
-
-
-# -- descriptions --------------------------------------------------------------------------------------------------
-
-
-def describe_benchmark(name: str, target: str) -> BenchmarkInfo:
-    """A registered benchmark as `GET /benchmarks` lists it: nothing is built, no env made."""
-    from hylo.envs.benchmark import get_benchmark
-
-    try:
-        bench = get_benchmark(name, allow_import=False)
-    except Exception as exc:  # a registered benchmark whose module cannot load here
-        return BenchmarkInfo(name=name, display_name=name, target=target, available=False, reason=str(exc))
-    available, why = bench.available()
-    info = BenchmarkInfo(
-        name=name,
-        display_name=bench.display_name or name,
-        target=target,
-        available=available,
-        reason=None if available else why or "unavailable",
-        observation_keys=dict(bench.observation_keys),
-    )
-    try:
-        splits = bench.splits()
-        info.default_split = bench.default_split or (splits[0] if splits else None)
-        info.splits = [
-            SplitInfo(name=split, tasks=[_task(bench, task) for task in bench.tasks(split)]) for split in splits
-        ]
-    except Exception as exc:
-        info.available = False
-        info.reason = info.reason or f"its splits cannot be listed: {exc}"
-    return info
-
-
-def _task(bench: Any, task: str) -> TaskInfo:
-    try:
-        budget: int | None = int(bench.default_step_budget(task))
-    except Exception:
-        budget = None
-    try:
-        instruction = bench.instruction(task)
-    except Exception:
-        instruction = None
-    return TaskInfo(name=task, step_budget=budget, instruction=instruction)
-
-
-EXPERT_DESCRIPTION = (
-    "The benchmark's own scripted expert (each benchmark has its own; its arguments depend on the benchmark)."
-)
-
-
-def describe_agent(name: str, target: str) -> AgentInfo:
-    """A registered agent as `GET /agents` lists it: its module is imported (it is registered), nothing is built."""
-    from hylo.agents.registry import _import
-
-    if name == "expert":
-        return AgentInfo(name=name, target=None, description=EXPERT_DESCRIPTION)
-    try:
-        factory = _import(target)
-    except Exception as exc:
-        return AgentInfo(name=name, target=target, description="", available=False, reason=str(exc))
-    args, extra = _arguments(factory)
-    return AgentInfo(name=name, target=target, description=_summary(factory), args=args, extra_args=extra)
-
-
-def _summary(factory: Callable[..., Any]) -> str:
-    """The first paragraph of the factory's own docstring (not one it inherits)."""
-    doc = factory.__doc__
-    return " ".join(inspect.cleandoc(doc).split("\n\n")[0].split()) if doc else ""
-
-
-def _arguments(factory: Callable[..., Any]) -> tuple[list[AgentArg], bool]:
-    try:
-        parameters = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return [], True
-    args: list[AgentArg] = []
-    extra = False
-    for p in parameters:
-        if p.kind is inspect.Parameter.VAR_KEYWORD:
-            extra = True
-        if p.kind not in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
-            continue
-        required = p.default is inspect.Parameter.empty
-        annotation = None if p.annotation is inspect.Parameter.empty else _annotation(p.annotation)
-        args.append(AgentArg(name=p.name, required=required, default=None if required else _plain(p.default),
-                             annotation=annotation))  # fmt: skip
-    return args, extra
-
-
-def _annotation(annotation: object) -> str:
-    return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
-
-
-def _plain(value: object) -> object:
-    """`value` when it is JSON, else its repr."""
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return repr(value)
-    return value

@@ -12,13 +12,14 @@ import itertools
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hylo.core.errors import HyloError, HyloFailure
-from hylo.core.types import MAX_SEED
-from hylo.envs.benchmark import Benchmark, UnknownChoice, get_benchmark, registered_benchmarks
+from hylo.core.errors import HyloError, HyloFailure, UnknownChoice
+from hylo.core.types import MAX_SEED, NodesetMode
+from hylo.envs.benchmark import Benchmark
+from hylo.envs.registry import get_benchmark, registered_benchmarks
 from hylo.eval.resolve import ForeignEnvNodes, compile_for
 from hylo.eval.spec import MAX_EPISODES, MAX_NAME, MAX_SECONDS, MAX_STEPS, check_json_value
 from hylo.graph.compile import GraphInvalid, Plan
@@ -72,7 +73,7 @@ class SessionRequest(BaseModel):
     graph: str | None = Field(default=None, max_length=64)
     placement: PlacementRequest = Field(default_factory=PlacementRequest)
     step_budget: int | None = Field(default=None, ge=1, le=MAX_STEPS)
-    env_mode: Literal["local", "server"] = "local"
+    env_mode: NodesetMode = NodesetMode.LOCAL
     shield: bool = True
     render: bool = True
     act_timeout_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
@@ -89,7 +90,7 @@ class SessionRequest(BaseModel):
             raise ValueError("give exactly one of 'agent' (a registered agent) and 'graph' (a saved graph's name)")
         if self.graph is not None and self.agent_args:
             raise ValueError("'agent_args' is for an agent session; a graph's reason nodes carry their own args")
-        if self.graph is not None and self.env_mode != "local":
+        if self.graph is not None and self.env_mode != NodesetMode.LOCAL:
             raise ValueError("'env_mode' is for an agent session; a graph sets its nodesets' modes itself")
         return self
 
@@ -252,7 +253,7 @@ class SessionManager:
         if graph is None:
             assert request.agent is not None
             self._check_agent(request.agent)
-            server = (benchmark.name,) if request.env_mode == "server" else ()
+            server = (benchmark.name,) if request.env_mode == NodesetMode.SERVER else ()
             graph = agent_graph(benchmark.name, request.agent, request.agent_args, server=server)
         try:
             plan = compile_for(graph, benchmark, allow_import=False)
@@ -267,7 +268,7 @@ class SessionManager:
             ) from None
         self._vet_agents(plan, benchmark, "agent_args" if request.agent is not None else "graph")
         options = graph.nodesets.get(benchmark.name)
-        remote = options is not None and options.mode == "server"
+        remote = options is not None and options.mode == NodesetMode.SERVER
         setup = SessionSetup(
             plan=plan,
             benchmark=benchmark,

@@ -22,7 +22,7 @@ from typing import Any, NoReturn, Protocol
 from hylo.core.child import kill, popen, reap, signal_name
 from hylo.core.types import EnvCapabilities, EnvSpec
 from hylo.graph.executor import GraphSetupError, NodesetCrashed
-from hylo.graph.nodesets import Nodeset
+from hylo.graph.node import Nodeset
 from hylo.graph.remote.wire import encode_frame, read_frame, rebuild_error
 
 log = logging.getLogger("hylo.graph.remote")
