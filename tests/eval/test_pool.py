@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -170,7 +171,7 @@ def test_killing_hylo_eval_kills_its_workers_and_the_rerun_resumes_without_dupli
         found = list((tmp_path / "hylo-runs").glob("*/evallog.sqlite"))
         if found:
             db = found[0]
-            with sqlite3.connect(db) as conn:
+            with contextlib.suppress(sqlite3.OperationalError), sqlite3.connect(db) as conn:  # until its schema exists
                 if conn.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] >= 4:
                     break
         time.sleep(0.1)
