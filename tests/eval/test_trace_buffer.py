@@ -123,3 +123,7 @@ def test_a_payload_that_looks_like_events_and_values_json_cannot_hold_still_make
     assert first["content"]["history"] == echoed and first["seq"] == 0
     assert second["action"] == [0.5, None, None]
     assert third["event"] == "agent.decision" and third["seq"] == 2
+
+    bus.emit_trusted(AgentDecisionEvent, content={"text": "\udfff alone"})
+    (only,) = serialize(buffer.take())
+    assert json.loads(only)["seq"] == 3

@@ -73,7 +73,7 @@ def serialize(events: Sequence[TraceEntry]) -> list[bytes]:
             blob = to_json(fields, inf_nan_mode="null", fallback=jsonable)
         except Exception:
             blob = b""
-        if blob.count(_SEPARATOR) == len(fields) - 1:
+        if blob and blob.count(_SEPARATOR) == len(fields) - 1:
             lines = blob[1:-1].replace(_SEPARATOR, _LINE_BREAK).split(b"\n")
             if len(lines) == len(fields):
                 return lines
