@@ -2,25 +2,41 @@
 
 Events are built only when someone listens: with no subscriber, `emit` is a flag test. A subscriber that raises is
 detached and the episode goes on: a broken viewer must never change an evaluation's result.
+
+The loop's own events are the trace's hot path (seven a step). When every subscriber takes records (the EvalLog's
+trace buffer), `emit_trusted` and `emit_group` hand each one over as a tuple of what it was emitted with: no dict, no
+pydantic object, no JSON on the loop's thread. The records become JSON lines later, elsewhere (`record_fields`).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
+from time import time as now
 from typing import IO, Any, Protocol, runtime_checkable
 
 from pydantic_core import to_json
 
-from hylo.core.events import BaseEvent, defaults
+from hylo.core.events import BaseEvent, Record, record_fields
 from hylo.core.jsonable import jsonable
 
 log = logging.getLogger(__name__)
 
 Subscriber = Callable[[BaseEvent], None]
+
+
+@runtime_checkable
+class RecordSubscriber(Protocol):
+    """A subscriber that takes each event as a `Record` (a tuple of its class, envelope and payload) and turns it into
+    JSON later, off the episode loop (the EvalLog's trace buffer): the cheapest hand-over there is. The record is the
+    subscriber's to keep; its payload's values are JSON-ready (jsonable) or immutable. `record_fields` gives the
+    event's plain field dict."""
+
+    def __call__(self, event: BaseEvent) -> None: ...
+
+    def write_record(self, record: Record) -> None: ...
 
 
 @runtime_checkable
@@ -34,10 +50,12 @@ class FieldSubscriber(Protocol):
     def write_fields(self, fields: dict[str, Any], kind: str) -> None: ...
 
 
-_EVENT, _JSON, _FIELDS = 0, 1, 2
+_EVENT, _JSON, _FIELDS, _RECORD = 0, 1, 2, 3
 
 
 def _mode(subscriber: Subscriber) -> int:
+    if isinstance(subscriber, RecordSubscriber):
+        return _RECORD
     if isinstance(subscriber, FieldSubscriber):
         return _FIELDS
     if isinstance(subscriber, JsonSubscriber):
@@ -70,6 +88,7 @@ class EventBus:
         "_placed",
         "_raw_only",
         "_routes",
+        "_sink",
         "_wants_json",
         "active",
         "critical_failures",
@@ -91,6 +110,7 @@ class EventBus:
         self.active = False
         self._raw_only = False
         self._wants_json = False
+        self._sink: Callable[[Record], None] | None = None  # the sole subscriber's write_record, when it takes records
         self.run_id = run_id
         self.episode_id = ""
         self.seq = 0
@@ -117,6 +137,8 @@ class EventBus:
         self.active = bool(self._routes)
         self._raw_only = self.active and all(mode != _EVENT for _, mode in self._routes)
         self._wants_json = any(mode == _JSON for _, mode in self._routes)
+        only = self._routes[0] if len(self._routes) == 1 else None
+        self._sink = only[0].write_record if only is not None and only[1] == _RECORD else None  # type: ignore[attr-defined]
 
     @property
     def subscribers(self) -> tuple[Subscriber, ...]:
@@ -151,7 +173,7 @@ class EventBus:
                     episode_id=self.episode_id,
                     seq=self.seq,
                     sim_time=self.sim_time,
-                    wall_time=time.time(),
+                    wall_time=now(),
                     **payload,
                 )
                 line = event.__pydantic_serializer__.to_json(event) if self._wants_json else None
@@ -159,47 +181,81 @@ class EventBus:
                 self._drop(cls, exc)
                 return None
             self.seq += 1
-            self._deliver(event, line)
+            self._deliver(event, line, event.event)
             return event
 
     def emit_trusted(self, cls: type[BaseEvent], /, **payload: Any) -> None:
-        """The Kernel's own events, whose payloads it builds to the schema: when every subscriber takes JSON lines,
-        they are serialised straight from the fields, without building the pydantic object (the trace's hot path)."""
-        if not self._raw_only:
-            self.emit(cls, **payload)
-            return
+        """The loop's own events, whose payloads it builds to the schema (JSON-ready values): when every subscriber
+        takes records, fields or JSON lines, no pydantic object is built (the trace's hot path)."""
         with self._lock:
-            fields = {
-                **defaults(cls),
-                "run_id": self.run_id,
-                "episode_id": self.episode_id,
-                "seq": self.seq,
-                "sim_time": self.sim_time,
-                "wall_time": time.time(),
-                **payload,
-            }
-            line = None
-            if self._wants_json:
+            sink = self._sink
+            if sink is not None:  # the EvalLog's case: one tuple, handed over
+                seq = self.seq
+                self.seq = seq + 1
                 try:
-                    line = to_json(fields, inf_nan_mode="null", fallback=jsonable)  # NaN as the models write it
+                    sink((cls, self.run_id, self.episode_id, seq, self.sim_time, now(), payload))
                 except Exception as exc:
-                    self._drop(cls, exc)
-                    return
-            self.seq += 1
-            self._deliver(None, line, fields["event"], fields)
+                    self._detach(self._routes[0][0], exc)
+                return
+            if not self._raw_only:
+                self.emit(cls, **payload)
+                return
+            self._deliver_trusted((cls, self.run_id, self.episode_id, self.seq, self.sim_time, now(), payload))
+
+    def emit_group(self, *events: tuple[type[BaseEvent], dict[str, Any]]) -> None:
+        """Several of the loop's own events that happen at one moment (a review and its action; a step's result and
+        its observation), in order, as `emit_trusted` would deliver them one by one, but under one lock and one
+        clock reading: they share their `wall_time`. Each payload dict is the bus's to keep."""
+        with self._lock:
+            sink = self._sink
+            if sink is None:
+                for cls, payload in events:
+                    self.emit_trusted(cls, **payload)
+                return
+            seq, run_id, episode_id, sim_time, wall_time = self.seq, self.run_id, self.episode_id, self.sim_time, now()
+            self.seq = seq + len(events)
+            try:
+                for cls, payload in events:
+                    sink((cls, run_id, episode_id, seq, sim_time, wall_time, payload))
+                    seq += 1
+            except Exception as exc:
+                self._detach(self._routes[0][0], exc)
+
+    def _deliver_trusted(self, record: Record) -> None:
+        """A trusted event to subscribers none of which wants a typed event (under the lock)."""
+        fields = record_fields(record)
+        line = None
+        if self._wants_json:
+            try:
+                line = to_json(fields, inf_nan_mode="null", fallback=jsonable)  # NaN as the models write it
+            except Exception as exc:
+                self._drop(record[0], exc)
+                return
+        self.seq += 1
+        self._deliver(None, line, fields["event"], fields, record)
 
     def _deliver(
-        self, event: BaseEvent | None, line: bytes | None, kind: str = "", fields: dict[str, Any] | None = None
+        self,
+        event: BaseEvent | None,
+        line: bytes | None,
+        kind: str,
+        fields: dict[str, Any] | None = None,
+        record: Record | None = None,
     ) -> None:
-        kind = kind or (event.event if event is not None else "")
         for subscriber, mode in self._routes:  # (un)subscribe replaces the list, never mutates it
             try:
                 if mode == _JSON and line is not None:
                     subscriber.write_json(line, kind)  # type: ignore[attr-defined]
-                elif mode == _FIELDS:
+                elif mode in (_FIELDS, _RECORD):
                     if fields is None and event is not None:
                         fields = event.model_dump(mode="json")
-                    subscriber.write_fields(fields, kind)  # type: ignore[attr-defined]
+                    if mode == _FIELDS:
+                        subscriber.write_fields(fields, kind)  # type: ignore[attr-defined]
+                    else:
+                        if record is None and event is not None and fields is not None:
+                            record = (type(event), event.run_id, event.episode_id, event.seq, event.sim_time,
+                                      event.wall_time, fields)  # fmt: skip
+                        subscriber.write_record(record)  # type: ignore[attr-defined]
                 elif event is not None:
                     subscriber(event)
             except Exception as exc:

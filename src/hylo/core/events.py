@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from hylo.core.status import EpisodeStatus
+
 
 class BaseEvent(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -92,7 +94,7 @@ class PrivilegedStateEvent(BaseEvent):
 
 class EpisodeEndEvent(BaseEvent):
     event: Literal["episode.end"] = "episode.end"
-    status: str
+    status: EpisodeStatus  # written as its value: "success", "failure", ...
     success: bool
     steps: int
     reason: str
@@ -152,15 +154,36 @@ def parse_event(line: str | bytes) -> BaseEvent:
     return event_adapter.validate_json(line)
 
 
-_TEMPLATES: dict[type[BaseEvent], dict[str, Any]] = {}
+TEMPLATES: dict[type[BaseEvent], dict[str, Any]] = {}
+"""Each kind's fields with their defaults, in order, once `defaults` made them (read it on hot paths, else call
+`defaults`). Shared: do not mutate."""
+
+Record = tuple[type[BaseEvent], str, str, int, float, float, Mapping[str, Any]]
+"""An event as the bus hands it to a `RecordSubscriber`: (class, run_id, episode_id, seq, sim_time, wall_time,
+payload). The payload holds the kind's own fields (or all of them); `record_fields` makes the event's field dict."""
 
 
 def defaults(cls: type[BaseEvent]) -> Mapping[str, Any]:
     """`cls`'s fields in declaration order (the JSON's order), holding the defaults. Shared: do not mutate."""
-    tpl = _TEMPLATES.get(cls)
+    tpl = TEMPLATES.get(cls)
     if tpl is None:
-        tpl = _TEMPLATES[cls] = {
+        tpl = TEMPLATES[cls] = {
             name: (info.get_default(call_default_factory=True) if not info.is_required() else None)
             for name, info in cls.model_fields.items()
         }
     return tpl
+
+
+def record_fields(record: Record) -> dict[str, Any]:
+    """The plain field dict of a record, in the JSON's order: what `model_dump(mode="json")` gives for a payload of
+    JSON-ready values."""
+    cls, run_id, episode_id, seq, sim_time, wall_time, payload = record
+    return {
+        **defaults(cls),
+        "run_id": run_id,
+        "episode_id": episode_id,
+        "seq": seq,
+        "sim_time": sim_time,
+        "wall_time": wall_time,
+        **payload,
+    }

@@ -35,7 +35,7 @@ from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepR
 from hylo.envs.benchmark import Benchmark
 from hylo.eval.limits import OBSERVE, RESET, STEP, EpisodeLimits, Meter, Verdict, task_limits
 from hylo.eval.placement import PanelDriver, PlacingPanel
-from hylo.eval.recording import FrameTap, TraceBuffer, serialize
+from hylo.eval.recording import FrameTap, TraceBuffer, TraceEntry, serialize
 from hylo.eval.resolve import make_timing, resolve
 from hylo.eval.rows import EpisodeRow
 from hylo.eval.spec import EvalSpec
@@ -85,11 +85,11 @@ class EpisodeResult:
     they were serialized already) as JSON lines."""
 
     row: EpisodeRow
-    trace: list[dict[str, Any]] | list[bytes]
+    trace: list[TraceEntry] | list[bytes]
 
     def serialized(self) -> EpisodeResult:
         """The same result with its trace as JSON lines (cheaper to send to another process)."""
-        if self.trace and isinstance(self.trace[0], dict):
+        if self.trace and not isinstance(self.trace[0], bytes):
             return EpisodeResult(self.row, serialize(self.trace))
         return self
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
-from typing import Any
+from collections.abc import Sequence
 
 from hylo.core.errors import HyloError
-from hylo.eval.recording import serialize
+from hylo.eval.recording import TraceEntry, serialize
 from hylo.eval.store import EpisodeRow, EvalLog
 
 
@@ -23,7 +22,7 @@ work (re-run on resume), and short episodes do not pay a commit each."""
 
 class EvalLogWriter:
     """Commits finished episodes to the EvalLog on a thread of its own, so that the episode loop never waits for
-    SQLite. Episodes that finish within `window` seconds of each other share a transaction. A crash loses at most the
+    SQLite. The episodes that finish within one `window` share a transaction. A crash loses at most the
     episodes not yet committed, which are not in the log and so are re-run on resume; a failed write stops the run
     (`check()` raises)."""
 
@@ -31,23 +30,29 @@ class EvalLogWriter:
         self.log = log
         self.window = COMMIT_WINDOW_S if window is None else window
         self.error: BaseException | None = None
-        self._queue: queue.SimpleQueue[tuple[EpisodeRow, list[dict[str, Any]] | list[bytes]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._queue: queue.SimpleQueue[tuple[EpisodeRow, Trace] | None] = queue.SimpleQueue()
+        self._closing = threading.Event()
         self._thread = threading.Thread(target=self._work, name="hylo-evallog", daemon=True)
         self._thread.start()
 
     def _work(self) -> None:
-        stop = False
-        while not stop:
-            batch = [self._queue.get()]  # wait for one, then gather what finishes within the window
-            deadline = time.monotonic() + self.window
-            while batch[-1] is not None and (remaining := deadline - time.monotonic()) > 0:
+        """Every `window` seconds (at once when closing), commit what was queued meanwhile. Woken by its own timer,
+        not by `put`: queueing an episode costs the loop's thread an append, not a thread switch. (Without a window,
+        each episode is committed as it comes.)"""
+        closing = False
+        while not closing:
+            batch: list[tuple[EpisodeRow, Trace] | None] = []
+            if self.window > 0:
+                self._closing.wait(self.window)
+            else:
+                batch.append(self._queue.get())
+            closing = self._closing.is_set()  # before draining: whatever was queued before close() is drained
+            while True:
                 try:
-                    batch.append(self._queue.get(timeout=remaining))
+                    batch.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            stop = batch[-1] is None
+            closing = closing or None in batch
             items = [(row, _lines(trace)) for row, trace in (item for item in batch if item is not None)]
             if items and self.error is None:
                 try:
@@ -60,8 +65,8 @@ class EvalLogWriter:
                             self.error = exc
                             break
 
-    def put(self, row: EpisodeRow, trace: list[dict[str, Any]] | list[bytes]) -> None:
-        """Queue a finished attempt with its trace (event field dicts, or JSON lines serialized already)."""
+    def put(self, row: EpisodeRow, trace: Trace) -> None:
+        """Queue a finished attempt with its trace (as the trace buffer took it, or JSON lines serialized already)."""
         self.check()
         self._queue.put((row, trace))
 
@@ -71,12 +76,17 @@ class EvalLogWriter:
 
     def close(self) -> None:
         """Wait until every queued episode is committed."""
+        self._closing.set()
         self._queue.put(None)
         self._thread.join()
         self.check()
 
 
-def _lines(trace: list[dict[str, Any]] | list[bytes]) -> list[bytes]:
-    if trace and isinstance(trace[0], dict):
-        return serialize(trace)
+Trace = Sequence[TraceEntry] | Sequence[bytes]
+"""An episode's trace as the writer takes it: as the trace buffer took it, or JSON lines serialized already."""
+
+
+def _lines(trace: Trace) -> Sequence[bytes]:
+    if trace and not isinstance(trace[0], bytes):
+        return serialize(trace)  # type: ignore[arg-type]
     return trace  # type: ignore[return-value]
