@@ -3,26 +3,25 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from hylo.core.types import Action
 
-_set = object.__setattr__
-
 
 def _frozen(action: Action) -> Action:
     """`action` with its arrays read-only: a read-only view of an array (the caller's array stays writable), a dict
     (its own copy) whose arrays are read-only views; any other action as it is."""
-    if isinstance(action, np.ndarray):
-        if not action.flags.writeable:
-            return action
+    kind = type(action)
+    if kind is int or kind is float:
+        return action
+    if kind is np.ndarray or isinstance(action, np.ndarray):
         view = action.view()
-        view.flags.writeable = False
+        view.setflags(write=False)
         return view
-    if type(action) is dict:
+    if kind is dict:
         return {key: _frozen(value) for key, value in action.items()}
     return action
 
@@ -54,15 +53,15 @@ class ActionChunk:
         steps = len(seq) if execution_steps is None else execution_steps
         if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 1 <= steps <= len(seq):
             raise ValueError(f"execution_steps must be an int in [1, {len(seq)}], got {execution_steps!r}")
-        _set(self, "actions", seq)
-        _set(self, "execution_steps", int(steps))
+        _set_actions(self, seq)
+        _set_steps(self, int(steps))
 
     @classmethod
     def single(cls, action: Action) -> ActionChunk:
         """A chunk of one action."""
-        chunk = cls.__new__(cls)  # nothing to validate: one action, executed once (the common case, every step)
-        _set(chunk, "actions", (_frozen(action),))
-        _set(chunk, "execution_steps", 1)
+        chunk = _new(cls)  # nothing to validate: one action, executed once (the common case, every step)
+        _set_actions(chunk, (_frozen(action),))
+        _set_steps(chunk, 1)
         return chunk
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -79,6 +78,12 @@ class ActionChunk:
 
     def __repr__(self) -> str:
         return f"ActionChunk(<{len(self.actions)} actions>, execution_steps={self.execution_steps})"
+
+
+_new = object.__new__
+_set_actions: Callable[[ActionChunk, tuple[Action, ...]], None] = vars(ActionChunk)["actions"].__set__
+_set_steps: Callable[[ActionChunk, int], None] = vars(ActionChunk)["execution_steps"].__set__
+"""The slots' own setters: how a chunk is built past its refusing `__setattr__` (faster than object.__setattr__)."""
 
 
 def as_chunk(value: object) -> ActionChunk:

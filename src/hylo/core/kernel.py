@@ -12,6 +12,7 @@ import math
 import time
 import weakref
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from hylo.core.agent import agent_name, check_compatible
@@ -38,6 +39,9 @@ from hylo.core.types import Action, Observation, TaskInstance
 from hylo.core.worker import AgentWorker, Call
 
 log = logging.getLogger(__name__)
+
+_PLAIN_INFO = (dict, MappingProxyType)
+"""The mappings a step's info usually is, told apart without the (slower) abstract-class check."""
 
 
 class Kernel:
@@ -334,7 +338,7 @@ class Kernel:
             obs, info = result.obs, result.info
             reward = float(result.reward)
             terminated, truncated, success = bool(result.terminated), bool(result.truncated), bool(result.success)
-            if not isinstance(info, Mapping):
+            if type(info) not in _PLAIN_INFO and not isinstance(info, Mapping):
                 raise TypeError(f"StepResult.info must be a mapping, got {type(info).__name__}")
         except OverLimit as over:
             raise EndEpisode(sc.over_limit(over)) from None
