@@ -1,4 +1,4 @@
-"""What the full trace costs per step of `hylo eval`, measured so that a loaded machine does not hide it.
+"""What the full trace costs per step of `hylo eval`, counted in CPU time rather than wall time.
 
 One worker's env, expert and Kernel (as `hylo eval` builds them, inline) run the same few episodes again and again,
 alternately without a trace subscriber (`bare`) and with the EvalLog's trace buffer (`trace`), whose events are then
