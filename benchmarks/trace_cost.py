@@ -1,11 +1,11 @@
-"""What the full trace costs per step of `hylo eval`, measured so that a loaded machine does not hide it.
+"""What the full trace costs per step of `hylo eval`, counted in CPU time rather than wall time.
 
 One worker's env, expert and Kernel (as `hylo eval` builds them, inline) run the same few episodes again and again,
 alternately without a trace subscriber (`bare`) and with the EvalLog's trace buffer (`trace`), whose events are then
 encoded and compressed as the EvalLog writer does (`serialize`, zlib) inside the timed region: that is all the work
 the trace adds, counted as if none of it overlapped with the loop. Each figure is the least, over many short repeats,
-of the process's CPU time (wall time counts the moments other processes held the CPU), so the two can be compared on a
-busy machine, where the wall-clock ratios of `eval_overhead.py` drift by more than the trace costs.
+of the process's CPU time per step (wall time also counts the moments other processes held the CPU). It still moves
+with the machine's load (shared cores, frequency): compare figures taken together, several times.
 
     python benchmarks/trace_cost.py [--json] [--repeats N]
 """
