@@ -13,6 +13,10 @@ Placement is sticky: Play again without touching the panel replays the same epis
 episode the last execution finished). A field change that moves the episode is refused while an execution runs
 (`SessionConflict`, HTTP 409); while paused, the paused execution ends first; then the panel's `episode_reset` reaches
 the runner (episode-lifetime containers cleared, run-lifetime ones kept).
+
+This module is a little over the usual size on purpose: what is left here is the session thread's loop and the
+commands it takes, kept in one place so the one-thread rule can be read and checked at once (its state, inbox,
+playback and parts live beside it).
 """
 
 from __future__ import annotations
