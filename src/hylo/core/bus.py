@@ -19,7 +19,7 @@ from typing import IO, Any, Protocol, runtime_checkable
 
 from pydantic_core import to_json
 
-from hylo.core.events import BaseEvent, Record, record_fields
+from hylo.core.events import BaseEvent, Record, defaults, record_fields
 from hylo.core.jsonable import jsonable
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ class EventBus:
         "_routes",
         "_sink",
         "_wants_json",
+        "_wants_records",
         "active",
         "critical_failures",
         "detached",
@@ -110,6 +111,7 @@ class EventBus:
         self.active = False
         self._raw_only = False
         self._wants_json = False
+        self._wants_records = False
         self._sink: Callable[[Record], None] | None = None  # the sole subscriber's write_record, when it takes records
         self.run_id = run_id
         self.episode_id = ""
@@ -137,6 +139,7 @@ class EventBus:
         self.active = bool(self._routes)
         self._raw_only = self.active and all(mode != _EVENT for _, mode in self._routes)
         self._wants_json = any(mode == _JSON for _, mode in self._routes)
+        self._wants_records = any(mode == _RECORD for _, mode in self._routes)
         only = self._routes[0] if len(self._routes) == 1 else None
         self._sink = only[0].write_record if only is not None and only[1] == _RECORD else None  # type: ignore[attr-defined]
 
@@ -200,7 +203,28 @@ class EventBus:
             if not self._raw_only:
                 self.emit(cls, **payload)
                 return
-            self._deliver_trusted((cls, self.run_id, self.episode_id, self.seq, self.sim_time, now(), payload))
+            if self._wants_records:
+                self._deliver_trusted((cls, self.run_id, self.episode_id, self.seq, self.sim_time, now(), payload))
+                return
+            # JSON lines or field dicts only (a JSONL recorder, a live feed): the fields at once, no record between
+            fields = {
+                **defaults(cls),
+                "run_id": self.run_id,
+                "episode_id": self.episode_id,
+                "seq": self.seq,
+                "sim_time": self.sim_time,
+                "wall_time": now(),
+                **payload,
+            }
+            line = None
+            if self._wants_json:
+                try:
+                    line = to_json(fields, inf_nan_mode="null", fallback=jsonable)  # NaN as the models write it
+                except Exception as exc:
+                    self._drop(cls, exc)
+                    return
+            self.seq += 1
+            self._deliver(None, line, fields["event"], fields)
 
     def emit_group(self, *events: tuple[type[BaseEvent], dict[str, Any]]) -> None:
         """Several of the loop's own events that happen at one moment (a review and its action; a step's result and
