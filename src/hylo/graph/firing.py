@@ -8,6 +8,7 @@ the step node (`_actuate`) and the episode's scaffold.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import inspect
 import logging
@@ -48,7 +49,7 @@ class LiveNode:
         self.label = f"node {planned.id!r} ({planned.cls.type_name})"
 
 
-class NodeFiring:
+class NodeFiring(abc.ABC):
     """Fires the nodes of a graph's bands into `_outs` (node id → its outputs of this iteration)."""
 
     _sc: EpisodeScaffold
@@ -58,9 +59,9 @@ class NodeFiring:
     _loop: asyncio.AbstractEventLoop | None
     observer: Callable[[Any], None] | None
 
+    @abc.abstractmethod
     def _actuate(self, live: LiveNode, args: dict[str, Any]) -> None:
         """Fire the step node (the runner's own: it serves the action through the chunk executor and the shield)."""
-        raise NotImplementedError
 
     def _fire_level(self, level: tuple[LiveNode, ...]) -> None:
         if len(level) > 1 and any(lv.is_async or lv.overlapped for lv in level):
