@@ -19,7 +19,7 @@ from typing import IO, Any, Protocol, runtime_checkable
 
 from pydantic_core import to_json
 
-from hylo.core.events import BaseEvent, Record, defaults, record_fields
+from hylo.core.events import BaseEvent, Record, defaults
 from hylo.core.jsonable import jsonable
 
 log = logging.getLogger(__name__)
@@ -203,28 +203,23 @@ class EventBus:
             if not self._raw_only:
                 self.emit(cls, **payload)
                 return
-            if self._wants_records:
-                self._deliver_trusted((cls, self.run_id, self.episode_id, self.seq, self.sim_time, now(), payload))
-                return
-            # JSON lines or field dicts only (a JSONL recorder, a live feed): the fields at once, no record between
+            # JSON lines, field dicts, records (a JSONL recorder, a live feed, the trace buffer beside another)
+            wall_time = now()
             fields = {
                 **defaults(cls),
                 "run_id": self.run_id,
                 "episode_id": self.episode_id,
                 "seq": self.seq,
                 "sim_time": self.sim_time,
-                "wall_time": now(),
+                "wall_time": wall_time,
                 **payload,
             }
-            line = None
-            if self._wants_json:
-                try:
-                    line = to_json(fields, inf_nan_mode="null", fallback=jsonable)  # NaN as the models write it
-                except Exception as exc:
-                    self._drop(cls, exc)
-                    return
-            self.seq += 1
-            self._deliver(None, line, fields["event"], fields)
+            record = (
+                (cls, self.run_id, self.episode_id, self.seq, self.sim_time, wall_time, payload)
+                if self._wants_records
+                else None
+            )
+            self._deliver_trusted(cls, fields, record)
 
     def emit_group(self, *events: tuple[type[BaseEvent], dict[str, Any]]) -> None:
         """Several of the loop's own events that happen at one moment (a review and its action; a step's result and
@@ -245,15 +240,15 @@ class EventBus:
             except Exception as exc:
                 self._detach(self._routes[0][0], exc)
 
-    def _deliver_trusted(self, record: Record) -> None:
-        """A trusted event to subscribers none of which wants a typed event (under the lock)."""
-        fields = record_fields(record)
+    def _deliver_trusted(self, cls: type[BaseEvent], fields: dict[str, Any], record: Record | None) -> None:
+        """A trusted event to subscribers none of which wants a typed event (under the lock); `record` when one of
+        them takes records."""
         line = None
         if self._wants_json:
             try:
                 line = to_json(fields, inf_nan_mode="null", fallback=jsonable)  # NaN as the models write it
             except Exception as exc:
-                self._drop(record[0], exc)
+                self._drop(cls, exc)
                 return
         self.seq += 1
         self._deliver(None, line, fields["event"], fields, record)
