@@ -427,3 +427,28 @@ def test_driver_without_a_kernel_still_places(two: BenchmarkPanel) -> None:
         assert driver.place("test", "lift", 2, 0).episode_id == "twosplits/test/lift/0002@s0"
     finally:
         driver.close()
+
+
+class AwaitingPanel(BenchmarkPanel):
+    """A benchmark panel whose field hook really suspends (it awaits the event loop) before answering."""
+
+    async def on_field_change(self, name: str, value: Any) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return await super().on_field_change(name, value)
+
+
+def test_a_panel_whose_hook_suspends_is_placed_on_the_event_loop() -> None:
+    agent = RememberingAgent()
+    bench = TwoSplits()
+    kernel = Kernel(bench.make_env(), agent, max_steps=2, auto_episode_reset=False)
+    driver = PanelDriver(AwaitingPanel(bench), kernel)
+    try:
+        placed = driver.place("test", "lift", 3, 1)
+        assert placed.episode_id == "twosplits/test/lift/0003@s1"
+        assert placement(driver.panel) == ("test", "lift", 3, 1)
+        assert agent.signals == ["episode_reset"]
+        assert driver.set_field("episode_index", 4)["side_effect"] == "signal"
+        assert placement(driver.panel) == ("test", "lift", 4, 1)
+    finally:
+        driver.close()
+        kernel.close()
