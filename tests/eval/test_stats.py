@@ -109,6 +109,9 @@ def test_summarize_keeps_abstentions_visible() -> None:
         "success_ci": list(wilson_interval(2, 4)),
         "conservative_success_rate": pytest.approx(1 / 3),
         "mean_steps": pytest.approx(40 / 6),
+        "mean_return": None,
+        "return_std": None,
+        "success_signal": True,
     }
 
 
@@ -245,3 +248,32 @@ def test_compare_runs_rejects_ambiguous_pairing() -> None:
         compare_runs([rec("e", S.SUCCESS), rec("e", S.FAILURE)], [rec("e", S.SUCCESS)])
     with pytest.raises(ValueError, match="task"):
         compare_runs([rec("e", S.SUCCESS, task="x")], [rec("e", S.SUCCESS, task="y")])
+
+
+# --- returns and the success signal ---------------------------------------------------------------------------------
+
+
+def test_mean_return_and_spread_are_over_scored_episodes() -> None:
+    def ret(episode_id: str, status: EpisodeStatus, value: float | None) -> EpisodeRecord:
+        return EpisodeRecord(episode_id, "t", 0, 0, status, status.value, 5, status is S.SUCCESS, episode_return=value)
+
+    summary = summarize(
+        [ret("a", S.SUCCESS, 3.0), ret("b", S.FAILURE, 1.0), ret("c", S.SAFETY_ABORT, 2.0), ret("d", S.ERROR, 99.0)]
+    )
+    assert summary.mean_return == pytest.approx(2.0)  # the error's 99 says nothing of the agent
+    assert summary.return_std == pytest.approx(1.0)  # sample standard deviation of 3, 1, 2
+    assert summary.to_json()["mean_return"] == pytest.approx(2.0)
+    single = summarize([ret("a", S.FAILURE, 4.5), ret("b", S.FAILURE, float("nan"))])
+    assert (single.mean_return, single.return_std) == (4.5, None)  # a NaN return is left out, one is no spread
+
+
+def test_an_env_without_success_signal_is_reported_as_such() -> None:
+    def reward_only(episode_id: str) -> EpisodeRecord:
+        return EpisodeRecord(episode_id, "t", 0, 0, S.FAILURE, "truncated", 500, False, 500.0, success_signal=False)
+
+    summary = summarize([reward_only("a"), reward_only("b")])
+    assert summary.success_signal is False
+    assert summary.success_rate == 0.0  # still computed, but the report shows the return instead
+    assert (summary.mean_return, summary.return_std) == (500.0, 0.0)
+    assert summary.to_json()["success_signal"] is False
+    assert summarize([rec("a", S.FAILURE)]).success_signal is True

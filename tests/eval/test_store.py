@@ -476,3 +476,15 @@ def test_a_log_dir_that_is_or_lies_under_a_file_is_refused_by_name(tmp_path: Pat
     assert check_log_dir(tmp_path) == tmp_path
     assert check_log_dir(tmp_path / "new" / "runs", writable=True) == tmp_path / "new" / "runs"
     assert not (tmp_path / "new").exists()  # checked, not made
+
+
+def test_returns_and_the_success_signal_counted_in_sql_agree_with_the_rows(log: EvalLog) -> None:
+    returns = [1.5, -2.0, float("nan"), 4.0, 7.25, float("inf")]
+    for index, value in enumerate(returns):
+        status = EpisodeStatus.ERROR if index == 4 else EpisodeStatus.FAILURE
+        metrics = {"return": value, "success_signal": False}
+        log.record(row("CartPole", index, status=status, success=False, reason=status.value, metrics=metrics))
+    tallied = summary_json(tallies=log.tallies())
+    assert tallied == summary_json(records(log.final_episodes()))
+    assert tallied["mean_return"] == pytest.approx((1.5 - 2.0 + 4.0) / 3)  # NaN, inf and the error's left out
+    assert tallied["success_signal"] is False

@@ -45,6 +45,17 @@ def p_value(value: float) -> str:
     return f"{mantissa}e{int(exponent):+d}"
 
 
+def mean_return(mean: float | None, std: float | None) -> str:
+    """As the dashboard writes it: two decimals (halves rounded up, as JavaScript's toFixed does), ± the spread."""
+    if mean is None:
+        return "—"
+
+    def fixed(value: float) -> str:
+        return str(Decimal(value).quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
+
+    return fixed(mean) if std is None else f"{fixed(mean)} ± {fixed(std)}"
+
+
 def get(server: HyloServe, path: str, **params: Any) -> Any:
     response = server.api.get(path, params=params)
     assert response.status_code == 200, response.text
@@ -63,6 +74,7 @@ def expect_summary(page: Page, summary: dict[str, Any]) -> None:
         expect(row.get_by_test_id(f"cell-success-rate-{key}")).to_have_text(pct(s["success_rate"]))
         expect(row.get_by_test_id(f"cell-ci-{key}")).to_have_text(interval(s["success_ci"]))
         expect(row.get_by_test_id(f"cell-conservative-{key}")).to_have_text(pct(s["conservative_success_rate"]))
+        expect(row.get_by_test_id(f"cell-return-{key}")).to_have_text(mean_return(s["mean_return"], s["return_std"]))
     chart_rows = page.get_by_test_id("success-chart").locator("g.chart-row")
     expect(chart_rows).to_have_count(len(summary["per_task"]) + 1)
 

@@ -133,11 +133,14 @@ class EnvCapabilities:
     - `hold_action`: `hold_action()` returns a safe action to execute when the realtime queue is empty
     - `self_paced`: the environment paces itself in wall-clock time (a real robot); the Kernel never sleeps for it
     - `privileged_state`: `privileged_state(name)` exposes simulator state to a benchmark's own expert
+    - `success_signal`: the environment says when a task is solved (`StepResult.success`); an env that only rewards
+      (CartPole) has none, and its reports show the return instead of a success rate that could only be 0
     """
 
     hold_action: bool = False
     self_paced: bool = False
     privileged_state: bool = False
+    success_signal: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,10 +154,11 @@ class PanelDriver:
 def _never_suspends(panel: PlacingPanel) -> bool:
     """Whether every hook the driver calls is `BenchmarkPanel`'s own: plain code behind `async def`, which never
     awaits anything that suspends (a subclass that overrides one, or a remote proxy, runs on the event loop)."""
+    if not isinstance(panel, BenchmarkPanel):
+        return False
     kind = type(panel)
     return (
-        isinstance(panel, BenchmarkPanel)
-        and kind.on_load is BenchmarkPanel.on_load
+        kind.on_load is BenchmarkPanel.on_load
         and kind.on_field_change is BenchmarkPanel.on_field_change
         and kind.on_action is BaseEnvPanel.on_action
     )

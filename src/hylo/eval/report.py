@@ -20,37 +20,56 @@ def _ci(ci: tuple[float, float] | None) -> str:
     return "—" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
+def _return(s: Summary) -> str:
+    if s.mean_return is None:
+        return "—"
+    return f"{s.mean_return:.3g}" if s.return_std is None else f"{s.mean_return:.3g} ± {s.return_std:.3g}"
+
+
 def summary_table(title: str, per_task: Mapping[str, Summary], overall: Summary) -> Table:
     """Per task and overall: n, the count of every status, the success rate over scored episodes with its 95%
-    Wilson interval, the conservative rate (abstentions count as failures) and mean steps."""
+    Wilson interval, the conservative rate (abstentions count as failures), the mean return (± its standard
+    deviation) and mean steps. An env without a success signal shows "no signal" where its rates would be."""
     table = Table(title=title)
     table.add_column("task", no_wrap=True)
-    for column in ("n", *[s.value for s in EpisodeStatus], "success rate", "95% CI", "conservative", "mean steps"):
+    columns = ("n", *[s.value for s in EpisodeStatus], "success rate", "95% CI", "conservative", "return", "mean steps")
+    for column in columns:
         table.add_column(column, justify="right", no_wrap=True)
     rows = list(per_task.items())
     if len(rows) != 1:
         rows.append(("overall", overall))
     for i, (task, s) in enumerate(rows):
+        rates = (
+            (_rate(s.success_rate), _ci(s.success_ci), _rate(s.conservative_success_rate))
+            if s.success_signal
+            else (NO_SIGNAL, "—", "—")
+        )
         table.add_row(
             task,
             str(s.n),
             *[str(s.status_counts.get(status.value, 0)) for status in EpisodeStatus],
-            _rate(s.success_rate),
-            _ci(s.success_ci),
-            _rate(s.conservative_success_rate),
+            *rates,
+            _return(s),
             "—" if s.mean_steps is None else f"{s.mean_steps:.1f}",
             end_section=i == len(rows) - 2 and len(per_task) != 1,
         )
     return table
 
 
+NO_SIGNAL = "no signal"
+
+
 def print_summary(console: Console, title: str, per_task: Mapping[str, Summary], overall: Summary) -> None:
     console.print(summary_table(title, per_task, overall))
     console.print(
         "success rate = successes / scored episodes (error and infra_invalid abstain, and are counted above); "
-        "conservative = successes / all episodes.",
+        "conservative = successes / all episodes; return = mean ± standard deviation over scored episodes.",
         style="dim",
     )
+    if not overall.success_signal:
+        console.print(
+            "this environment has no success signal (it only rewards): judge the agent by its return.", style="bold"
+        )
 
 
 def print_comparison(

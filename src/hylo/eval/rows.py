@@ -77,8 +77,19 @@ class EpisodeRow:
         )
 
     def record(self) -> EpisodeRecord:
+        value = self.metrics.get("return")
+        episode_return = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
         return EpisodeRecord(
-            self.episode_id, self.task, self.index, self.seed, self.status, self.reason, self.steps, self.success
+            self.episode_id,
+            self.task,
+            self.index,
+            self.seed,
+            self.status,
+            self.reason,
+            self.steps,
+            self.success,
+            episode_return=episode_return,
+            success_signal=self.metrics.get("success_signal") is not False,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -58,6 +58,8 @@ class EpisodeRecord:
     reason: str
     steps: int
     success: bool
+    episode_return: float | None = None
+    success_signal: bool = True
 
     def __post_init__(self) -> None:
         status = EpisodeStatus(self.status)
@@ -66,8 +68,50 @@ class EpisodeRecord:
             raise ValueError(f"{self.episode_id}: success={self.success} contradicts status {status.value!r}")
 
 
-Tally = tuple[Mapping[EpisodeStatus, int], int]
-"""Episodes tallied: a count per status and their total steps."""
+@dataclass(frozen=True)
+class Returns:
+    """The returns of scored episodes, as moments: how many have one, their sum and their sum of squares."""
+
+    n: int = 0
+    total: float = 0.0
+    squares: float = 0.0
+
+    def __add__(self, other: Returns) -> Returns:
+        return Returns(self.n + other.n, self.total + other.total, self.squares + other.squares)
+
+    @classmethod
+    def of(cls, values: Iterable[float]) -> Returns:
+        finite = [v for v in values if math.isfinite(v)]
+        return cls(len(finite), math.fsum(finite), math.fsum(v * v for v in finite))
+
+    def mean(self) -> float | None:
+        return self.total / self.n if self.n else None
+
+    def std(self) -> float | None:
+        """The sample standard deviation (n − 1); None below two returns."""
+        if self.n < 2:
+            return None
+        mean = self.total / self.n
+        return math.sqrt(max(0.0, (self.squares - self.n * mean * mean) / (self.n - 1)))
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Episodes tallied: a count per status, their total steps, the returns of the scored ones, and how many ran on
+    an env that has no success signal."""
+
+    counts: Mapping[EpisodeStatus, int]
+    steps: int
+    returns: Returns = field(default_factory=Returns)
+    unsignalled: int = 0
+
+    def __add__(self, other: Tally) -> Tally:
+        counts = dict(self.counts)
+        for status, count in other.counts.items():
+            counts[status] = counts.get(status, 0) + count
+        return Tally(
+            counts, self.steps + other.steps, self.returns + other.returns, self.unsignalled + other.unsignalled
+        )
 
 
 @dataclass(frozen=True)
@@ -87,6 +131,9 @@ class Summary:
     success_ci: tuple[float, float] | None
     conservative_success_rate: float | None
     mean_steps: float | None
+    mean_return: float | None = None
+    return_std: float | None = None
+    success_signal: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -98,24 +145,34 @@ class Summary:
             "success_ci": list(self.success_ci) if self.success_ci is not None else None,
             "conservative_success_rate": self.conservative_success_rate,
             "mean_steps": self.mean_steps,
+            "mean_return": self.mean_return,
+            "return_std": self.return_std,
+            "success_signal": self.success_signal,
         }
 
 
 def summarize(records: Iterable[EpisodeRecord]) -> Summary:
     """Summarise episodes. Every status appears in `status_counts` (zeros included, in `EpisodeStatus` order) so a
     reader sees that abstentions were looked for, not just that none were reported. `mean_steps` is over all
-    episodes."""
+    episodes; `mean_return` and `return_std` over the scored ones (an abstention's return says nothing of the
+    agent)."""
     counts = dict.fromkeys(EpisodeStatus, 0)
-    steps = 0
+    steps = unsignalled = 0
+    returns: list[float] = []
     for record in records:
         counts[record.status] += 1
         steps += record.steps
-    return summary_of(counts, steps)
+        unsignalled += not record.success_signal
+        if record.status.scored and record.episode_return is not None:
+            returns.append(record.episode_return)
+    return summary_of(Tally(counts, steps, Returns.of(returns), unsignalled))
 
 
-def summary_of(counts: Mapping[EpisodeStatus, int], steps: int) -> Summary:
-    """The `Summary` of episodes tallied as a count per status and their total steps (what `summarize` tallies, or
-    an EvalLog counts in SQL)."""
+def summary_of(tally: Tally) -> Summary:
+    """The `Summary` of tallied episodes (what `summarize` tallies, or an EvalLog counts in SQL). `success_signal`
+    is false when the episodes ran on an env without one (an env has one or not: one episode tells): its success rate
+    then measures nothing."""
+    counts, steps = tally.counts, tally.steps
     status_counts = {status.value: counts.get(status, 0) for status in EpisodeStatus}
     n = sum(status_counts.values())
     scored = sum(counts.get(status, 0) for status in EpisodeStatus if status.scored)
@@ -129,6 +186,9 @@ def summary_of(counts: Mapping[EpisodeStatus, int], steps: int) -> Summary:
         success_ci=wilson_interval(successes, scored) if scored else None,
         conservative_success_rate=successes / n if n else None,
         mean_steps=steps / n if n else None,
+        mean_return=tally.returns.mean(),
+        return_std=tally.returns.std(),
+        success_signal=tally.unsignalled == 0,
     )
 
 
@@ -145,17 +205,13 @@ def summary_json(
 ) -> dict[str, Any]:
     """The whole run's `Summary` as JSON, with `per_task` (one summary per task, in first-seen order): what
     `hylo runs show --json` prints and what the API answers for a run. From `records`, or from `tallies` (task →
-    count per status and total steps, as `EvalLog.tallies` counts them without reading every row)."""
+    count per status, total steps and returns, as `EvalLog.tallies` counts them without reading every row)."""
     if tallies is None:
         per_task = summarize_by_task(records or ())
         overall = summarize(records or ())
     else:
-        per_task = {task: summary_of(*tally) for task, tally in tallies.items()}
-        total: dict[EpisodeStatus, int] = {}
-        for counts, _ in tallies.values():
-            for status, count in counts.items():
-                total[status] = total.get(status, 0) + count
-        overall = summary_of(total, sum(steps for _, steps in tallies.values()))
+        per_task = {task: summary_of(tally) for task, tally in tallies.items()}
+        overall = summary_of(sum(tallies.values(), Tally({}, 0)))
     return {**overall.to_json(), "per_task": {task: s.to_json() for task, s in per_task.items()}}
 
 

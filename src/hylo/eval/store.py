@@ -23,7 +23,7 @@ from hylo.core.status import EpisodeStatus
 from hylo.eval.logdir import FILENAME, RunNotFound, check_run_id, run_dirs
 from hylo.eval.rows import EpisodeRow, RunInfo, records
 from hylo.eval.run_status import RunStatus
-from hylo.eval.stats import Tally
+from hylo.eval.stats import Returns, Tally
 
 __all__ = ["SCHEMA_VERSION", "TRACE_ENCODING", "EpisodeRow", "EvalLog", "RunBusy", "RunInfo", "list_runs", "records"]
 
@@ -284,15 +284,21 @@ class EvalLog:
         return total, [_row(r) for r in self._conn.execute(query, (*args, limit, offset))]
 
     def tallies(self) -> dict[str, Tally]:
-        """Task → (count of final episodes per status, their total steps), tasks in `final_episodes` order: what a
-        summary needs (`hylo.eval.stats.summary_json(tallies=...)`), counted in SQL."""
-        out: dict[str, tuple[dict[EpisodeStatus, int], int]] = {}
-        query = f"SELECT task, status, COUNT(*), SUM(steps) FROM episodes e WHERE {_FINAL} GROUP BY task, status"
-        for task, status, count, steps in self._conn.execute(f"{query} ORDER BY task"):
-            counts, total = out.setdefault(task, ({}, 0))
-            counts[EpisodeStatus(status)] = count
-            out[task] = (counts, total + steps)
-        return dict(out)
+        """Task → the tally of its final episodes (count per status, total steps, the returns of the scored ones,
+        how many ran without a success signal), tasks in `final_episodes` order: what a summary needs
+        (`hylo.eval.stats.summary_json(tallies=...)`), counted in SQL."""
+        scored = ", ".join(f"'{status.value}'" for status in EpisodeStatus if status.scored)
+        ret = f"(CASE WHEN status IN ({scored}) AND json_valid(metrics) THEN json_extract(metrics, '$.return') END)"
+        query = (
+            f"SELECT task, status, COUNT(*), SUM(steps), COUNT({ret}), TOTAL({ret}), TOTAL({ret} * {ret}), "
+            "SUM(CASE WHEN json_valid(metrics) THEN json_extract(metrics, '$.success_signal') = 0 END) "
+            f"FROM episodes e WHERE {_FINAL} GROUP BY task, status ORDER BY task"
+        )
+        out: dict[str, Tally] = {}
+        for task, status, count, steps, n_ret, total, squares, unsignalled in self._conn.execute(query):
+            tally = Tally({EpisodeStatus(status): count}, steps, Returns(n_ret, total, squares), unsignalled or 0)
+            out[task] = out[task] + tally if task in out else tally
+        return out
 
     def done(self) -> dict[str, EpisodeRow]:
         """Episode id → its final attempt."""

@@ -371,6 +371,8 @@ class EpisodeWorker:
         outcome = _judged(outcome, self.meter.end(), spec.act_timeout)
         ended = time.time()
         metrics: dict[str, Any] = {**outcome.metrics, "wall_s": round(ended - started, 6)}
+        if not env.capabilities.success_signal:  # its success rate measures nothing: the report says so
+            metrics["success_signal"] = False
         if self._remote_panel:
             metrics["env_panel"] = driver.panel.name
         video = self._finish_video(task, outcome, video_dir, metrics) if tap is not None else None

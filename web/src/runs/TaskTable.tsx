@@ -1,7 +1,11 @@
 // The per-task table of a run: episodes, the count of every status, success rate over scored episodes with its 95%
-// Wilson interval, and the conservative rate over all episodes; the whole run in the last row.
-import { interval, pct } from "./format";
+// Wilson interval, the conservative rate over all episodes, and the mean return (± its standard deviation) over
+// scored episodes; the whole run in the last row. An env without a success signal shows "no signal" for its rates.
+import { interval, pct, returns } from "./format";
 import { STATUSES, type RunSummary, type Summary } from "./types";
+
+/** What a rate cell says when the env has no success signal (it only rewards). */
+export const NO_SIGNAL = "no signal";
 
 /** The key of the whole-run row in cell test ids. */
 export const OVERALL = "overall";
@@ -24,6 +28,9 @@ export function TaskTable({ summary }: { summary: RunSummary }) {
           <th className="num" title="successes over every episode, abstentions counted as failures">
             Conservative
           </th>
+          <th className="num" title="mean return ± standard deviation over scored episodes">
+            Return
+          </th>
         </tr>
       </thead>
       <tbody>
@@ -40,6 +47,7 @@ export function TaskTable({ summary }: { summary: RunSummary }) {
 
 function SummaryRow(props: { name: string; cellKey: string; summary: Summary; statuses: string[]; testId: string }) {
   const { cellKey: key, summary: s } = props;
+  const signalled = s.success_signal !== false;
   return (
     <tr data-testid={props.testId}>
       <th scope="row">{props.name}</th>
@@ -59,11 +67,14 @@ function SummaryRow(props: { name: string; cellKey: string; summary: Summary; st
         );
       })}
       <td className="num" data-testid={`cell-success-rate-${key}`}>
-        {pct(s.success_rate)}
+        {signalled ? pct(s.success_rate) : NO_SIGNAL}
       </td>
-      <td data-testid={`cell-ci-${key}`}>{interval(s.success_ci)}</td>
+      <td data-testid={`cell-ci-${key}`}>{signalled ? interval(s.success_ci) : "—"}</td>
       <td className="num" data-testid={`cell-conservative-${key}`}>
-        {pct(s.conservative_success_rate)}
+        {signalled ? pct(s.conservative_success_rate) : "—"}
+      </td>
+      <td className="num" data-testid={`cell-return-${key}`}>
+        {returns(s.mean_return, s.return_std)}
       </td>
     </tr>
   );

@@ -12,6 +12,13 @@ export function interval(ci: readonly [number, number] | null | undefined): stri
   return `[${pct(ci[0])}, ${pct(ci[1])}]`;
 }
 
+/** A mean return with its spread, two decimals: `12.50 ± 3.04`; `—` when no episode has one. */
+export function returns(mean: number | null | undefined, std: number | null | undefined): string {
+  if (mean === null || mean === undefined) return "—";
+  const text = mean.toFixed(2);
+  return std === null || std === undefined ? text : `${text} ± ${std.toFixed(2)}`;
+}
+
 /** A signed difference of two rates in percentage points: `+5.0 pp`. */
 export function points(value: number | null | undefined): string {
   if (value === null || value === undefined) return "—";

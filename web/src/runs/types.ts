@@ -50,6 +50,9 @@ export interface Summary {
   success_ci: [number, number] | null;
   conservative_success_rate: number | null;
   mean_steps: number | null;
+  mean_return: number | null;
+  return_std: number | null;
+  success_signal: boolean;
 }
 
 export interface RunSummary extends Summary {
