@@ -170,22 +170,26 @@ class EventBus:
         if not self.active:
             return None
         with self._lock:
-            try:
-                event = cls(
-                    run_id=self.run_id,
-                    episode_id=self.episode_id,
-                    seq=self.seq,
-                    sim_time=self.sim_time,
-                    wall_time=now(),
-                    **payload,
-                )
-                line = event.__pydantic_serializer__.to_json(event) if self._wants_json else None
-            except Exception as exc:
-                self._drop(cls, exc)
-                return None
-            self.seq += 1
-            self._deliver(event, line, event.event)
-            return event
+            return self._emit(cls, payload, now())
+
+    def _emit(self, cls: type[BaseEvent], payload: dict[str, Any], wall_time: float) -> BaseEvent | None:
+        """`emit` under the lock, at `wall_time`."""
+        try:
+            event = cls(
+                run_id=self.run_id,
+                episode_id=self.episode_id,
+                seq=self.seq,
+                sim_time=self.sim_time,
+                wall_time=wall_time,
+                **payload,
+            )
+            line = event.__pydantic_serializer__.to_json(event) if self._wants_json else None
+        except Exception as exc:
+            self._drop(cls, exc)
+            return None
+        self.seq += 1
+        self._deliver(event, line, event.event)
+        return event
 
     def emit_trusted(self, cls: type[BaseEvent], /, **payload: Any) -> None:
         """The loop's own events, whose payloads it builds to the schema (JSON-ready values): when every subscriber
@@ -200,26 +204,31 @@ class EventBus:
                 except Exception as exc:
                     self._detach(self._routes[0][0], exc)
                 return
-            if not self._raw_only:
-                self.emit(cls, **payload)
-                return
-            # JSON lines, field dicts, records (a JSONL recorder, a live feed, the trace buffer beside another)
-            wall_time = now()
-            fields = {
-                **defaults(cls),
-                "run_id": self.run_id,
-                "episode_id": self.episode_id,
-                "seq": self.seq,
-                "sim_time": self.sim_time,
-                "wall_time": wall_time,
-                **payload,
-            }
-            record = (
-                (cls, self.run_id, self.episode_id, self.seq, self.sim_time, wall_time, payload)
-                if self._wants_records
-                else None
-            )
-            self._deliver_trusted(cls, fields, record)
+            self._emit_trusted(cls, payload, now())
+
+    def _emit_trusted(self, cls: type[BaseEvent], payload: dict[str, Any], wall_time: float) -> None:
+        """A trusted event to subscribers other than one record sink, under the lock, at `wall_time`."""
+        if not self.active:
+            return
+        if not self._raw_only:
+            self._emit(cls, payload, wall_time)
+            return
+        # JSON lines, field dicts, records (a JSONL recorder, a live feed, the trace buffer beside another)
+        fields = {
+            **defaults(cls),
+            "run_id": self.run_id,
+            "episode_id": self.episode_id,
+            "seq": self.seq,
+            "sim_time": self.sim_time,
+            "wall_time": wall_time,
+            **payload,
+        }
+        record = (
+            (cls, self.run_id, self.episode_id, self.seq, self.sim_time, wall_time, payload)
+            if self._wants_records
+            else None
+        )
+        self._deliver_trusted(cls, fields, record)
 
     def emit_group(self, *events: tuple[type[BaseEvent], dict[str, Any]]) -> None:
         """Several of the loop's own events that happen at one moment (a review and its action; a step's result and
@@ -228,8 +237,9 @@ class EventBus:
         with self._lock:
             sink = self._sink
             if sink is None:
+                wall_time = now()
                 for cls, payload in events:
-                    self.emit_trusted(cls, **payload)
+                    self._emit_trusted(cls, payload, wall_time)
                 return
             seq, run_id, episode_id, sim_time, wall_time = self.seq, self.run_id, self.episode_id, self.sim_time, now()
             self.seq = seq + len(events)

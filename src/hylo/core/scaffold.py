@@ -34,6 +34,9 @@ from hylo.core.signals import Signal
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import Action, TaskInstance
 
+_SIGNAL_VALUES = {signal: signal.value for signal in Signal}
+"""Each signal's name as the trace writes it (an enum's `value` is a property: looked up once, not per step)."""
+
 
 def obs_summary(obs: Any) -> dict[str, Any]:
     """An observation as the trace shows it (a dict; any other value under `value`)."""
@@ -206,8 +209,10 @@ class EpisodeScaffold:
             self.interventions += 1
             self.executor.clear()  # the plan was off: the agent replans at the next step
         if bus.active:
-            bus.emit_trusted(SafetyReviewEvent, approved=True, modified=review.modified, reasons=list(review.reasons))
-            bus.emit_trusted(ActionEvent, step=self.steps, action=jsonable(review.action), hold=hold)
+            bus.emit_group(
+                (SafetyReviewEvent, {"approved": True, "modified": review.modified, "reasons": list(review.reasons)}),
+                (ActionEvent, {"step": self.steps, "action": jsonable(review.action), "hold": hold}),
+            )
         return sent
 
     def _review_failed(self, exc: BaseException, hold: bool) -> EpisodeOutcome:
@@ -240,17 +245,23 @@ class EpisodeScaffold:
         bus = self.bus
         if bus.active:
             bus.sim_time = self.steps * self.dt
-            bus.emit_trusted(
+            result = (
                 StepResultEvent,
-                step=self.steps - 1,
-                reward=reward,
-                terminated=terminated,
-                truncated=truncated,
-                success=success,
-                info=jsonable(info) if info else {},
+                {
+                    "step": self.steps - 1,
+                    "reward": reward,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                    "success": success,
+                    "info": jsonable(info) if info else {},
+                },
             )
-            if obs is not None:
-                bus.emit_trusted(ObservationEvent, obs=obs_summary(obs), terminal=terminated or truncated)
+            if obs is None:
+                bus.emit_group(result)
+            else:
+                bus.emit_group(
+                    result, (ObservationEvent, {"obs": obs_summary(obs), "terminal": terminated or truncated})
+                )
 
     def observed(self, obs: Any, terminal: bool = False) -> None:
         """Trace an observation."""
@@ -273,7 +284,7 @@ class EpisodeScaffold:
             self.deliver(signal)
         bus = self.bus
         if bus.active:
-            bus.emit_trusted(SignalEvent, signal=signal.value, scope_id=scope or bus.episode_id)
+            bus.emit_trusted(SignalEvent, signal=_SIGNAL_VALUES[signal], scope_id=scope or bus.episode_id)
 
     def closing_signal(self, signal: Signal, outcome: EpisodeOutcome) -> EpisodeOutcome:
         """A signal after the verdict: a listener that fails here cannot change the verdict, only add to it."""
