@@ -11,7 +11,8 @@ failure, sends the traceback as a text frame and closes. Its codec is written he
 The actions depend on the observation: row i of every column is `0.5 * state[0] + 0.1 * i`. Calls are counted over
 all connections, from 1: `--fail-at N` fails call N, `--drop-at N` closes the connection instead of answering call
 N, `--exit-at N` ends the process on call N. `--record FILE` appends one JSON line per call: the connection, the
-call, the observation's keys, its state, its image's shape and dtype, and the actions sent (or what happened instead).
+call, the observation's keys, its state, its images' shapes and dtypes, its prompt, and the actions sent (or what
+happened instead).
 """
 
 from __future__ import annotations
@@ -78,12 +79,15 @@ class Policy:
             obs = msgpack.unpackb(frame, object_hook=unpack_array)
             state = obs.get("observation/state")
             image = obs.get("observation/image")
+            wrist = obs.get("observation/wrist_image")
             entry: dict[str, Any] = {
                 "conn": conn,
                 "call": call,
                 "keys": sorted(obs),
                 "state": None if state is None else np.asarray(state).tolist(),
                 "image": None if image is None else [list(np.shape(image)), str(np.asarray(image).dtype)],
+                "wrist_image": None if wrist is None else [list(np.shape(wrist)), str(np.asarray(wrist).dtype)],
+                "prompt": obs.get("prompt"),
             }
             if call == self.args.exit_at:
                 self.record({**entry, "outcome": "exit"})

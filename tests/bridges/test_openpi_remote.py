@@ -18,13 +18,17 @@ import pytest
 
 from hylo.bridges.openpi_remote import (
     DEFAULT_OBS_MAP,
+    LIBERO_OBS_MAP,
+    LIBERO_REPLAN_STEPS,
     OpenPiRemoteAgent,
     RemotePolicyUnreachable,
     packb,
     unpackb,
 )
 from hylo.core.agent import AgentRequirements
-from hylo.core.types import Observation
+from hylo.core.context import EpisodeContext
+from hylo.core.types import Observation, TaskInstance
+from hylo.envs.images import resize_with_pad
 
 SERVER = Path(__file__).with_name("openpi_server.py")
 AGENT = "openpi-remote"
@@ -268,3 +272,64 @@ def test_unreachable_server_stops_the_run_before_any_episode(tmp_path):
 
     with pytest.raises(RemotePolicyUnreachable, match=url):
         OpenPiRemoteAgent(url)
+
+
+# -- openpi's LIBERO protocol ------------------------------------------------------------------------------------------
+
+
+def libero_observation(height: int = 256, width: int = 256) -> Observation:
+    agentview = np.full((height, width, 3), 200, np.uint8)
+    wrist = np.full((height, width, 3), 50, np.uint8)
+    return Observation(
+        images={"agentview": agentview, "wrist": wrist},
+        state=np.arange(8, dtype=np.float64) / 10,
+        instruction="put the bowl on the plate",
+    )
+
+
+def test_resize_with_pad_keeps_the_aspect_ratio_on_black():
+    frame = np.full((100, 200, 3), 255, np.uint8)
+    out = resize_with_pad(frame, 224, 224)
+    assert out.shape == (224, 224, 3) and out.dtype == np.uint8
+    assert (out[:56] == 0).all() and (out[-56:] == 0).all()  # 200 wide → 112 high, centred: 56 rows of black above
+    assert (out[60:164] == 255).all()
+    assert resize_with_pad(out, 224, 224) is out  # already the size: untouched
+    assert resize_with_pad(np.ones((4, 4, 3), np.float32), 8, 8).max() == 255  # floats in [0, 1], as openpi converts
+
+
+def test_a_libero_episode_gets_openpis_libero_keys_images_and_replan_steps(tmp_path):
+    libero = EpisodeContext(seed=1, env_spec=None, task=TaskInstance("libero", "task", split="libero_object"))  # type: ignore[arg-type]
+    other = EpisodeContext(seed=1, env_spec=None, task=TaskInstance("gym:Pendulum-v1", "Pendulum-v1"))  # type: ignore[arg-type]
+    with policy_server(tmp_path, "--horizon", "10", "--dim", "7") as server:
+        with OpenPiRemoteAgent(server.url) as agent:
+            agent.reset(libero)
+            chunk = agent.act(libero_observation())
+            assert chunk.execution_steps == LIBERO_REPLAN_STEPS and len(chunk.actions) == 10
+            agent.reset(other)  # another benchmark: the generic mapping again, the whole chunk executed
+            assert agent.act(libero_observation()).execution_steps == 10
+        with OpenPiRemoteAgent(server.url, image_size=128, execution_steps=8) as small:
+            small.reset(libero)
+            assert small.act(libero_observation(256, 320)).execution_steps == 8
+        with OpenPiRemoteAgent(server.url, obs_map={"observation/state": "state"}) as mapped:
+            mapped.reset(libero)  # the user's mapping says otherwise
+            sent = mapped.request(libero_observation())
+            assert list(sent) == ["observation/state"] and sent["observation/state"].shape == (8,)
+        calls = server.calls()
+    assert calls[0]["keys"] == sorted(LIBERO_OBS_MAP)
+    assert calls[0]["image"] == [[224, 224, 3], "uint8"] and calls[0]["wrist_image"] == [[224, 224, 3], "uint8"]
+    assert calls[0]["prompt"] == "put the bowl on the plate"
+    assert calls[0]["state"] == pytest.approx([i / 10 for i in range(8)])
+    assert calls[1]["keys"] == ["observation/image", "observation/state", "prompt"]  # the generic default
+    assert calls[1]["image"] == [[256, 256, 3], "uint8"]
+    assert calls[2]["image"] == [[128, 128, 3], "uint8"]
+
+
+def test_the_libero_protocol_refuses_a_mapping_and_names_a_missing_camera(tmp_path):
+    with policy_server(tmp_path) as server:
+        with pytest.raises(ValueError, match="give it no obs_map"):
+            OpenPiRemoteAgent(server.url, protocol="libero", obs_map={"observation/state": "state"})
+        with OpenPiRemoteAgent(server.url, protocol="libero") as agent:
+            blind = libero_observation()
+            del blind["images"]["wrist"]
+            with pytest.raises(ValueError, match="'observation/wrist_image' from 'images/wrist'"):
+                agent.request(blind)

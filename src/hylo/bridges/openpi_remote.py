@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Mapping
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, Literal
 
 import msgpack
 import numpy as np
@@ -26,8 +26,10 @@ from websockets.sync.client import ClientConnection, connect
 from hylo.bridges.limits import MAX_ACTION_DIM, MAX_BACKOFF_S, MAX_CALL_S, MAX_KEYS, MAX_RETRIES
 from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase, AgentRequirements, RemoteUrl
 from hylo.core.chunk import ActionChunk
+from hylo.core.context import EpisodeContext
 from hylo.core.errors import AgentTimeout, HyloError
 from hylo.core.types import Observation
+from hylo.envs.images import resize_with_pad
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,19 @@ DEFAULT_OBS_MAP: Mapping[str, str] = {
     "prompt": "instruction",
 }
 """openpi key → hylo observation path. With the default mapping an entry is sent only when the observation has it."""
+
+LIBERO_OBS_MAP: Mapping[str, str] = {
+    "observation/image": "images/agentview",
+    "observation/wrist_image": "images/wrist",
+    "observation/state": "state",
+    "prompt": "instruction",
+}
+"""What openpi's LIBERO client (`examples/libero/main.py`) sends: both cameras (resized with padding to
+`image_size`), the 8-d state (eef position, eef axis-angle, gripper qpos) and the task's language as the prompt."""
+LIBERO_IMAGE_SIZE = 224
+LIBERO_REPLAN_STEPS = 5
+"""openpi's LIBERO client executes 5 actions of each chunk before it asks again."""
+PROTOCOLS = ("auto", "generic", "libero")
 
 CLOSE_TIMEOUT_S = 1.0
 """How long closing a connection waits for the server's side of the closing handshake (a server busy inferring
@@ -173,6 +188,8 @@ class OpenPiRemoteAgent(AgentBase):
         retries: int = Field(default=3, ge=0, le=MAX_RETRIES)
         backoff: float = Field(default=0.5, ge=0, le=MAX_BACKOFF_S)
         images: bool = True
+        protocol: Literal["auto", "generic", "libero"] = "auto"
+        image_size: int = Field(default=LIBERO_IMAGE_SIZE, ge=8, le=1024)
 
     def __init__(
         self,
@@ -186,8 +203,19 @@ class OpenPiRemoteAgent(AgentBase):
         retries: int = 3,
         backoff: float = 0.5,
         images: bool = True,
+        protocol: str = "auto",
+        image_size: int = LIBERO_IMAGE_SIZE,
     ) -> None:
         self.url = _normal_url(url)
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {list(PROTOCOLS)}, got {protocol!r}")
+        if protocol == "libero" and (obs_map is not None or passthrough):
+            raise ValueError("protocol 'libero' sends openpi's LIBERO keys: give it no obs_map and no passthrough")
+        if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 8:
+            raise ValueError(f"image_size must be an int >= 8, got {image_size!r}")
+        self.protocol = protocol
+        self.image_size = image_size
+        self.libero = protocol == "libero"
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (0 < timeout < math.inf):
             raise ValueError(f"timeout must be a finite number of seconds > 0, got {timeout!r}")
         self.timeout = float(timeout)
@@ -262,12 +290,22 @@ class OpenPiRemoteAgent(AgentBase):
 
     # -- the agent interface ---------------------------------------------------------------------------------
 
+    def reset(self, ctx: EpisodeContext) -> None:
+        """`protocol="auto"` speaks openpi's LIBERO protocol on a `libero` episode unless the arguments map the
+        observation themselves (`obs_map`, `passthrough`)."""
+        super().reset(ctx)
+        if self.protocol == "auto":
+            self.libero = ctx.task.benchmark == "libero" and not self._strict and not self.passthrough
+
     def act(self, obs: Observation) -> ActionChunk:
         reply = self._infer(packb(self.request(obs)), time.monotonic() + self.timeout)
         return self._chunk(reply)
 
     def request(self, obs: Mapping[str, Any]) -> dict[str, Any]:
-        """The openpi observation sent for `obs`: the passthrough keys, then `obs_map`, then `extra`."""
+        """The openpi observation sent for `obs`: the passthrough keys, then `obs_map`, then `extra` (with the
+        LIBERO protocol: openpi's LIBERO keys, images resized with padding to `image_size`, then `extra`)."""
+        if self.libero:
+            return self._libero_request(obs)
         request: dict[str, Any] = dict(obs) if self.passthrough else {}
         for key, path in self.obs_map.items():
             found, value = _lookup(obs, path)
@@ -277,6 +315,20 @@ class OpenPiRemoteAgent(AgentBase):
                 raise ValueError(
                     f"obs_map sends {key!r} from {path!r}, which the observation lacks (it has {sorted(obs)})"
                 )
+        request.update(self.extra)
+        return request
+
+    def _libero_request(self, obs: Mapping[str, Any]) -> dict[str, Any]:
+        request: dict[str, Any] = {}
+        for key, path in LIBERO_OBS_MAP.items():
+            found, value = _lookup(obs, path)
+            if not found:
+                raise ValueError(f"openpi's LIBERO protocol sends {key!r} from {path!r}, which the observation lacks")
+            if path.startswith("images/"):
+                value = resize_with_pad(np.asarray(value), self.image_size, self.image_size)
+            elif key == "observation/state":
+                value = np.asarray(value, dtype=np.float32)
+            request[key] = value
         request.update(self.extra)
         return request
 
@@ -379,7 +431,9 @@ class OpenPiRemoteAgent(AgentBase):
                 )
             actions = actions[:, : self.action_dim]
         horizon = actions.shape[0]
-        steps = horizon if self.execution_steps is None else self.execution_steps
+        steps = self.execution_steps
+        if steps is None:
+            steps = min(LIBERO_REPLAN_STEPS, horizon) if self.libero else horizon
         if steps > horizon:
             raise RemotePolicyError(
                 f"the server at {self.url} sent a chunk of {horizon} actions; execution_steps is {steps}"
