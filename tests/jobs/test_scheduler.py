@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from job_specs import quick, slow
 
+from hylo.envs.babyai import BabyAIBenchmark
 from hylo.eval.store import EvalLog
 from hylo.jobs import (
     Gpu,
@@ -169,3 +170,18 @@ def test_a_job_never_gets_the_api_token_in_its_environment(tmp_path: Path, monke
         environ = Path(f"/proc/{running.pid}/environ").read_bytes().split(b"\0")
     assert b"HYLO_TEST_MARK=kept" in environ  # the job's own environment, read while it ran
     assert not [entry for entry in environ if entry.startswith(b"HYLO_TOKEN=") or b"s3cret-token" in entry]
+
+
+def test_a_benchmarks_env_memory_is_what_its_jobs_declare_and_are_admitted_by(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(BabyAIBenchmark, "env_ram_gb", 1.9)
+    box = Machine(cpus=2, ram_total_gb=8.0, ram_available_gb=8.0)
+    with JobScheduler(tmp_path / "runs", machine=box) as scheduler:
+        job = scheduler.submit(quick(workers=2, run_id="two"))
+        assert job.resources.ram_gb == pytest.approx(3.8)  # 2 workers × 1.9 GB
+        assert scheduler.submit(quick(run_id="given"), ram_gb=0.5).resources.ram_gb == 0.5  # what the user says
+        monkeypatch.setattr(BabyAIBenchmark, "env_ram_gb", 6.0)
+        with pytest.raises(JobRefused, match=r"ram_gb 12 can never fit: this machine has 8\.0 GB") as refused:
+            scheduler.submit(quick(workers=2, run_id="big"))
+        assert refused.value.field == "ram_gb"

@@ -34,6 +34,8 @@ class Benchmark(abc.ABC):
     - `typical_reset_sec` / `typical_step_sec` are how long the env's reset and step usually take (None: unknown);
       an env call's limit is a multiple of its measured mean, and of these figures until a worker has measured one
     - `observation_keys` documents what an observation carries
+    - `env_ram_gb` is the RAM one env of the benchmark holds (None: small enough not to count); `--workers` beyond
+      what the machine's RAM holds is refused with the figure, and the job scheduler admits jobs by it
     """
 
     name: ClassVar[str] = ""
@@ -43,6 +45,7 @@ class Benchmark(abc.ABC):
     typical_reset_sec: ClassVar[float | None] = None
     typical_step_sec: ClassVar[float | None] = None
     observation_keys: ClassVar[dict[str, str]] = {}
+    env_ram_gb: ClassVar[float | None] = None
 
     @abc.abstractmethod
     def splits(self) -> list[str]: ...

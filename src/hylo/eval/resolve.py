@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import psutil
+
 from hylo.agents.registry import vet_agent
 from hylo.core.errors import HyloError
 from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
@@ -169,6 +171,31 @@ def choose_backend(spec: EvalSpec) -> str:
             field="workers",
         )
     return backend
+
+
+GB = 1024**3
+
+
+def available_ram_gb() -> float:
+    """The RAM this machine has available now (what processes may still take without swapping), in GB."""
+    return float(psutil.virtual_memory().available) / GB
+
+
+def check_memory(spec: EvalSpec, benchmark: Benchmark, available_gb: float | None = None) -> None:
+    """Refuse more workers on this machine than its available RAM holds envs of `benchmark` for (a benchmark that
+    declares `env_ram_gb`); Ray's workers live on the cluster's machines, which it places by their own memory."""
+    per_env = benchmark.env_ram_gb
+    if per_env is None or choose_backend(spec) == "ray":
+        return
+    available = available_ram_gb() if available_gb is None else available_gb
+    fits = int(available // per_env)
+    if spec.workers > fits:
+        raise EvalError(
+            f"--workers {spec.workers} needs about {spec.workers * per_env:.1f} GB for {spec.workers} "
+            f"{benchmark.name} envs ({per_env:g} GB each), and this machine has {available:.1f} GB available; use "
+            + (f"--workers {fits} or fewer" if fits >= 1 else "a machine with more memory (or --backend ray)"),
+            field="workers",
+        )
 
 
 def plan_run(spec: EvalSpec, *, allow_import: bool = True, check_url: Callable[[str], None] | None = None) -> EvalSpec:

@@ -22,7 +22,7 @@ from hylo.eval.limits import EpisodeLimits, task_limits
 from hylo.eval.logdir import FILENAME, check_log_dir
 from hylo.eval.pool import InlinePool, Pool, ProcessPool
 from hylo.eval.provenance import Background, git_commit, package_versions
-from hylo.eval.resolve import EvalError, choose_backend, make_timing, resolve, run_id_for
+from hylo.eval.resolve import EvalError, check_memory, choose_backend, make_timing, resolve, run_id_for
 from hylo.eval.rows import EpisodeRow, RunInfo, records
 from hylo.eval.run_status import RunStatus
 from hylo.eval.spec import EvalSpec
@@ -117,6 +117,7 @@ class Evaluation:
         self.spec = self.resolved.spec
         self.progress = progress
         make_timing(self.spec)  # refuse bad timing options before anything starts
+        check_memory(self.spec, self.resolved.benchmark)
         self.agent: object = None
         if self.backend() == "inline" and self.resolved.plan is None:  # pooled workers and graphs build their own
             self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)

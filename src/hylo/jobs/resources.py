@@ -96,11 +96,14 @@ def declared(
     ram_gb: float | None = None,
     gpu_mem_gb: float = 0.0,
     exclusive_gpu: bool = False,
+    env_ram_gb: float | None = None,
 ) -> Resources:
-    """A job's declared resources, defaults filled in: `cpus` = workers, `ram_gb` = 1.0 per worker."""
+    """A job's declared resources, defaults filled in: `cpus` = workers, `ram_gb` = per worker the RAM of one of
+    its benchmark's envs (`env_ram_gb`, when the benchmark declares it) or else 1.0."""
+    per_worker = RAM_GB_PER_WORKER if env_ram_gb is None else max(RAM_GB_PER_WORKER, env_ram_gb)
     return Resources(
         cpus=spec_workers if cpus is None else cpus,
-        ram_gb=RAM_GB_PER_WORKER * spec_workers if ram_gb is None else ram_gb,
+        ram_gb=per_worker * spec_workers if ram_gb is None else ram_gb,
         gpu_mem_gb=gpu_mem_gb,
         exclusive_gpu=exclusive_gpu,
     )

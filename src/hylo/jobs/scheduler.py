@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from hylo.envs.registry import get_benchmark
 from hylo.eval.logdir import JOBS_DIR, JOBS_LOCK
 from hylo.eval.run_status import RunStatus
 from hylo.eval.spec import EvalSpec
@@ -184,11 +185,19 @@ class JobScheduler:
             raise JobRefused("ram_gb", f"ram_gb must be > 0, got {ram_gb}")
         if not gpu_mem_gb >= 0:
             raise JobRefused("gpu_mem_gb", f"gpu_mem_gb must be >= 0, got {gpu_mem_gb}")
-        resources = declared(spec.workers, cpus=cpus, ram_gb=ram_gb, gpu_mem_gb=gpu_mem_gb, exclusive_gpu=exclusive_gpu)
+        planned = check_spec(spec, self.log_dir, check_url)
+        per_env = get_benchmark(planned.benchmark, allow_import=False).env_ram_gb
+        resources = declared(
+            spec.workers,
+            cpus=cpus,
+            ram_gb=ram_gb,
+            gpu_mem_gb=gpu_mem_gb,
+            exclusive_gpu=exclusive_gpu,
+            env_ram_gb=per_env,
+        )
         never = never_fits(resources, self.machine())
         if never is not None:
             raise JobRefused(*never)
-        planned = check_spec(spec, self.log_dir, check_url)
         assert planned.run_id is not None  # plan_run fixes it
         job = Job(
             job_id=secrets.token_hex(6),
