@@ -34,6 +34,8 @@ class Benchmark(abc.ABC):
     - `typical_reset_sec` / `typical_step_sec` are how long the env's reset and step usually take (None: unknown);
       an env call's limit is a multiple of its measured mean, and of these figures until a worker has measured one
     - `observation_keys` documents what an observation carries
+    - `result_packages` names the packages whose versions change the benchmark's results (a simulator's): their
+      versions are part of a run's digest, so a run resumed on other versions is another run
     - `env_ram_gb` is the RAM one env of the benchmark holds (None: small enough not to count); `--workers` beyond
       what the machine's RAM holds is refused with the figure, and the job scheduler admits jobs by it
     """
@@ -46,6 +48,7 @@ class Benchmark(abc.ABC):
     typical_step_sec: ClassVar[float | None] = None
     observation_keys: ClassVar[dict[str, str]] = {}
     env_ram_gb: ClassVar[float | None] = None
+    result_packages: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def splits(self) -> list[str]: ...

@@ -24,6 +24,19 @@ def package_versions() -> dict[str, str | None]:
     return found
 
 
+def package_versions_of(packages: tuple[str, ...]) -> dict[str, str | None]:
+    """The installed version of each package (None when it is not installed)."""
+    return {name: _version_of(name) for name in packages}
+
+
+@functools.cache
+def _version_of(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
 def git_commit(cwd: Path | None = None) -> str | None:
     """The commit of the working directory's git repository, when there is one (asked every time: it changes)."""
     try:

@@ -10,8 +10,8 @@ without reaching back into the runner that dispatches to it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import psutil
 
@@ -24,6 +24,7 @@ from hylo.envs.benchmark import Benchmark
 from hylo.envs.registry import get_benchmark
 from hylo.eval.logdir import ReservedRunId, check_run_id
 from hylo.eval.placement import PanelDriver
+from hylo.eval.provenance import package_versions_of
 from hylo.eval.spec import EvalSpec
 from hylo.graph.agent_nodes import vet_agents
 from hylo.graph.compile import GraphInvalid, Plan, compile_graph
@@ -60,6 +61,7 @@ class Resolved:
     budgets: dict[str, int]
     spec: EvalSpec  # split and tasks filled in
     plan: Plan | None = None  # the compiled graph of a graph run
+    versions: dict[str, str | None] = field(default_factory=dict)  # of the packages the results depend on
 
 
 def foreign_benchmarks(plan: Plan, benchmark: Benchmark) -> list[str]:
@@ -128,13 +130,14 @@ def resolve(spec: EvalSpec, *, allow_import: bool = True) -> Resolved:
                 raise EvalError(str(exc), field="max_steps") from None
     finally:
         driver.close()
-    return Resolved(benchmark, split, tasks, budgets, spec.model_copy(update={"split": split, "tasks": tasks}), plan)
+    spec = spec.model_copy(update={"split": split, "tasks": tasks})
+    return Resolved(benchmark, split, tasks, budgets, spec, plan, package_versions_of(benchmark.result_packages))
 
 
-def run_id_for(spec: EvalSpec, budgets: dict[str, int]) -> str:
+def run_id_for(spec: EvalSpec, budgets: dict[str, int], versions: Mapping[str, str | None] | None = None) -> str:
     """The run a spec names: its `run_id`, else benchmark-agent-digest; with `fresh`, a new id that no run in the log
     dir has yet (refused when a named run exists)."""
-    run_id = spec.run_id or spec.default_run_id(budgets)
+    run_id = spec.run_id or spec.default_run_id(budgets, versions)
     try:
         check_run_id(run_id)
     except ReservedRunId as exc:
@@ -214,7 +217,9 @@ def plan_run(spec: EvalSpec, *, allow_import: bool = True, check_url: Callable[[
             except ValueError as exc:
                 raise EvalError(str(exc), field="agent_args" if resolved.plan is None else "graph") from None
     make_timing(resolved.spec)
-    return resolved.spec.model_copy(update={"run_id": run_id_for(resolved.spec, resolved.budgets), "fresh": False})
+    return resolved.spec.model_copy(
+        update={"run_id": run_id_for(resolved.spec, resolved.budgets, resolved.versions), "fresh": False}
+    )
 
 
 def vet_run_agents(resolved: Resolved, *, allow_import: bool = True) -> list[str]:

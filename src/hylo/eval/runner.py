@@ -122,9 +122,9 @@ class Evaluation:
         if self.backend() == "inline" and self.resolved.plan is None:  # pooled workers and graphs build their own
             self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)
         self._git = Background(git_commit)  # a subprocess: asked while the run binds, read when the log is made
-        self.digest = self.spec.digest(self.resolved.budgets)
+        self.digest = self.spec.digest(self.resolved.budgets, self.resolved.versions)
         self.started = False  # whether this invocation opened the run's log (after that, a failure aborts the run)
-        self.run_id = run_id_for(self.spec, self.resolved.budgets)
+        self.run_id = run_id_for(self.spec, self.resolved.budgets, self.resolved.versions)
         self.run_dir = self.spec.log_path.resolve() / self.run_id
 
     def spec_json(self) -> dict[str, Any]:

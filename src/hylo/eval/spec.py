@@ -178,18 +178,25 @@ class EvalSpec(BaseModel):
             raise ValueError(f"run id may hold letters, digits, '-', '_' and '.', got {value!r}")
         return value
 
-    def digest(self, step_budget: Mapping[str, int] | None = None) -> str:
-        """A hash of the fields that define the results (resolve split and tasks first for a stable digest), and of
-        the resolved per-task step budget when given (a benchmark may change its default between versions)."""
+    def digest(
+        self, step_budget: Mapping[str, int] | None = None, versions: Mapping[str, str | None] | None = None
+    ) -> str:
+        """A hash of the fields that define the results (resolve split and tasks first for a stable digest), of the
+        resolved per-task step budget when given (a benchmark may change its default between versions), and of the
+        versions of the packages a benchmark's results depend on, when it names any (`Benchmark.result_packages`)."""
         data = self.model_dump(mode="json", include=set(DIGEST_FIELDS))
         if self.graph is not None:  # its layout and description do not change results
             data["graph"] = {k: v for k, v in self.graph.items() if k not in ("layout", "description")}
         if step_budget is not None:
             data["step_budget"] = dict(step_budget)
+        if versions:
+            data["versions"] = dict(versions)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
-    def default_run_id(self, step_budget: Mapping[str, int] | None = None) -> str:
+    def default_run_id(
+        self, step_budget: Mapping[str, int] | None = None, versions: Mapping[str, str | None] | None = None
+    ) -> str:
         """The run a command resumes when it names none: benchmark, agent and digest."""
         bench = "".join(c if c.isalnum() else "-" for c in self.benchmark).strip("-")
         name = (
@@ -198,7 +205,7 @@ class EvalSpec(BaseModel):
             else self.agent.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
         )
         agent = "".join(c if c.isalnum() else "-" for c in name)
-        return f"{bench}-{agent.strip('-').lower()}-{self.digest(step_budget)}"
+        return f"{bench}-{agent.strip('-').lower()}-{self.digest(step_budget, versions)}"
 
     @property
     def log_path(self) -> Path:

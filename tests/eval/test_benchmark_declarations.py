@@ -1,5 +1,6 @@
-"""A benchmark whose envs are heavy (LIBERO's hold ~1.9 GB each) declares `env_ram_gb`: more workers than the
-machine's available RAM holds envs for are refused before anything runs, with the figures and what would fit."""
+"""What a benchmark declares about its envs: the RAM one holds (LIBERO: ~1.9 GB), so more workers than the
+machine's available RAM holds are refused before anything runs; the packages its results depend on, whose versions
+are part of the run's digest."""
 
 from __future__ import annotations
 
@@ -36,3 +37,18 @@ def test_a_run_that_cannot_fit_stops_before_its_log_is_made(tmp_path, monkeypatc
     assert not any(tmp_path.iterdir())
     monkeypatch.setattr(BabyAIBenchmark, "env_ram_gb", None)  # a benchmark that declares nothing is not counted
     assert Evaluation(spec(1, tmp_path)).run().summary.n == 2
+
+
+def test_the_versions_a_benchmarks_results_depend_on_are_part_of_the_runs_digest(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = Evaluation(spec(1, tmp_path))
+    assert plain.resolved.versions == {}  # a benchmark that names no package: run ids as they always were
+    assert plain.digest == plain.spec.digest(plain.resolved.budgets)
+    monkeypatch.setattr(BabyAIBenchmark, "result_packages", ("minigrid", "not-a-package"))
+    pinned = Evaluation(spec(1, tmp_path))
+    assert pinned.resolved.versions["not-a-package"] is None and pinned.resolved.versions["minigrid"]
+    assert pinned.digest != plain.digest and pinned.run_id != plain.run_id
+    monkeypatch.setattr("hylo.eval.resolve.package_versions_of", lambda names: dict.fromkeys(names, "0.0.1"))
+    upgraded = Evaluation(spec(1, tmp_path))
+    assert upgraded.run_id not in (plain.run_id, pinned.run_id)  # resumed on other versions: another run
