@@ -12,10 +12,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from hylo.core.environment import Environment
-from hylo.core.errors import UnknownChoice
+from hylo.core.errors import HyloError, UnknownChoice
 from hylo.core.types import TaskInstance
 
-__all__ = ["Benchmark", "BenchmarkFactory", "UnknownChoice"]  # UnknownChoice: where benchmarks have imported it from
+# UnknownChoice: where benchmarks have imported it from
+__all__ = ["Benchmark", "BenchmarkFactory", "BenchmarkOptionError", "UnknownChoice"]
+
+
+class BenchmarkOptionError(HyloError):
+    """A benchmark option (a run's `env_args`) the benchmark does not take, or cannot be built with."""
 
 
 class Benchmark(abc.ABC):
@@ -34,6 +39,8 @@ class Benchmark(abc.ABC):
     - `typical_reset_sec` / `typical_step_sec` are how long the env's reset and step usually take (None: unknown);
       an env call's limit is a multiple of its measured mean, and of these figures until a worker has measured one
     - `observation_keys` documents what an observation carries
+    - `episode_prefix(split, task)` is a shorter form of `<name>/<split>/<task>` in episode ids (empty: none);
+      `long_episode_ids` set on an instance keeps the long form (a run logged before the benchmark had a short one)
     """
 
     name: ClassVar[str] = ""
@@ -43,6 +50,7 @@ class Benchmark(abc.ABC):
     typical_reset_sec: ClassVar[float | None] = None
     typical_step_sec: ClassVar[float | None] = None
     observation_keys: ClassVar[dict[str, str]] = {}
+    long_episode_ids: bool = False
 
     @abc.abstractmethod
     def splits(self) -> list[str]: ...
@@ -85,9 +93,20 @@ class Benchmark(abc.ABC):
                 raise UnknownChoice(f"task of {self.name!r} split {split!r}:", task, choices)
         return list(dict.fromkeys(tasks))
 
+    def episode_prefix(self, split: str, task: str) -> str:
+        """A shorter form of `<name>/<split>/<task>` for the task's episode ids; empty: the long form."""
+        return ""
+
     def task_instance(self, split: str, task: str, index: int, base_seed: int = 0) -> TaskInstance:
+        prefix = "" if self.long_episode_ids else self.episode_prefix(split, task)
         return TaskInstance(
-            self.name, task, index, split=split, base_seed=base_seed, instruction=self.instruction(task)
+            self.name,
+            task,
+            index,
+            split=split,
+            base_seed=base_seed,
+            instruction=self.instruction(task),
+            id_prefix=prefix,
         )
 
 
