@@ -14,7 +14,7 @@ GOAL_POSE = [256.0, 256.0, 0.7853981633974483]
 """gym-pusht's goal pose of the T: xy and angle (pi / 4)."""
 
 
-class PushTAtGoal(PushTEnv):  # type: ignore[misc]
+class PushTAtGoal(PushTEnv):
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         super().reset(seed=seed, options={"reset_to_state": [*PUSHER_XY, *GOAL_POSE]})
         self.block.angle = self.goal_pose[2]  # the angle first: it turns the T about its centre of mass

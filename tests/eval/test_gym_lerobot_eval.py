@@ -49,7 +49,7 @@ def test_pusht_by_its_namespace_with_pixels_and_agent_pos(tmp_path: Path) -> Non
     args = (PUSHT, "-E", "obs_type=pixels_agent_pos", "--agent", "random", "--episodes", "2", "--max-steps", "4")
     out = eval_json(*args, "--run-id", "pixels", cwd=tmp_path)
     assert out["spec"]["env_args"] == {"obs_type": "pixels_agent_pos"}
-    assert [e["episode_id"] for e in out["episodes"]] == ["gym/default/pusht-v0/0000@s0", "gym/default/pusht-v0/0001@s0"]
+    assert [e["episode_id"] for e in out["episodes"]] == [f"gym/default/pusht-v0/{i:04d}@s0" for i in range(2)]
     assert {(e["task"], e["status"], e["reason"], e["steps"]) for e in out["episodes"]} == {
         ("gym_pusht/PushT-v0", "failure", "max_steps", 4)
     }
@@ -67,7 +67,8 @@ def test_pusht_by_its_namespace_with_pixels_and_agent_pos(tmp_path: Path) -> Non
 
 def test_success_comes_from_is_success(tmp_path: Path) -> None:
     # the T starts on its goal; holding (the pusher moves to the corner, away from it) covers it on the first step
-    out = eval_json("gym:pusht_at_goal/PushT-v0", "--agent", "hold", "--episodes", "2", "--run-id", "goal", cwd=tmp_path)
+    args = ("gym:pusht_at_goal/PushT-v0", "--agent", "hold", "--episodes", "2", "--run-id", "goal")
+    out = eval_json(*args, cwd=tmp_path)
     assert [(e["status"], e["steps"], e["success"]) for e in out["episodes"]] == [("success", 1, True)] * 2
     assert out["summary"]["success_rate"] == 1.0
     results = [

@@ -19,10 +19,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _benchmarks(args: argparse.Namespace) -> int:
     from hylo.envs.gym_adapter import GymBenchmark
-    from hylo.envs.registry import GYM_EXTRAS, GYM_TARGET, describe_benchmark, registered_benchmarks
+    from hylo.envs.registry import GYM_TARGET, describe_benchmark, listed_benchmarks
 
     rows: list[dict[str, Any]] = []
-    for name in [*registered_benchmarks(), *GYM_EXTRAS]:
+    for name in listed_benchmarks():
         info = describe_benchmark(name).model_dump(mode="json")
         info["splits"] = {split["name"]: len(split["tasks"]) for split in info["splits"]}  # the split's task count
         info["why"] = info["reason"] or ""  # the older name of `reason`

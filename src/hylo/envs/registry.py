@@ -63,6 +63,12 @@ def registered_benchmarks() -> dict[str, str]:
     return BENCHMARK_REGISTRY.entries()
 
 
+def listed_benchmarks() -> list[str]:
+    """What `hylo list benchmarks` and `GET /api/benchmarks` describe: the registered benchmarks, then the
+    Gymnasium envs of hylo's extras (`GYM_EXTRAS`)."""
+    return [*registered_benchmarks(), *GYM_EXTRAS]
+
+
 def get_benchmark(name: str, *, allow_import: bool = True, options: Mapping[str, Any] | None = None) -> Benchmark:
     """A new instance of the benchmark called `name`: a registered name, or `gym:<id>` for any Gymnasium
     environment, built with `options` (`BenchmarkOptionError` for one it does not take). Without `allow_import` (an
