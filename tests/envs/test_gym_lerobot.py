@@ -11,13 +11,15 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import gymnasium
+import gymnasium.spaces as spaces
+import numpy as np
 import pytest
 
 from hylo.cli import main
 from hylo.core import registry as core_registry
 from hylo.core.errors import HyloError
 from hylo.envs.benchmark import BenchmarkOptionError
-from hylo.envs.gym_adapter import NamespaceRefused, short_env_name
+from hylo.envs.gym_adapter import NamespaceRefused, ObservationKeys, short_env_name
 from hylo.envs.registry import BENCHMARK_REGISTRY, ENTRY_POINT_GROUP, describe_benchmark, get_benchmark
 
 pytest.importorskip("gym_pusht")
@@ -66,6 +68,30 @@ def test_lerobot_observation_keys_become_hylos() -> None:
     assert keys("pixels") == {"images": ["pixels"]}  # an image observation is an image, not `state`
     assert keys("environment_state_agent_pos") == {"environment_state": (16,), "state": (2,)}
     assert keys("state") == {"state": (5,)}
+
+
+@pytest.mark.parametrize(
+    ("obs_type", "expected"),
+    [
+        ("pixels", {"images": {"top": (480, 640, 3)}}),
+        ("pixels_agent_pos", {"images": {"top": (480, 640, 3)}, "state": (14,)}),
+    ],
+)
+def test_gym_alohas_observations_become_hylos(obs_type: str, expected: dict[str, object]) -> None:
+    # gym-aloha 0.1.5's observation spaces and observations, as its AlohaEnv builds them (it is not installed here)
+    top = spaces.Box(0, 255, (480, 640, 3), np.uint8)
+    qpos = spaces.Box(-np.inf, np.inf, (14,), np.float64)
+    if obs_type == "pixels":
+        space, raw = spaces.Dict({"top": top}), {"top": top.sample()}
+    else:
+        space = spaces.Dict({"pixels": spaces.Dict({"top": top}), "agent_pos": qpos})
+        raw = {"pixels": {"top": top.sample()}, "agent_pos": qpos.sample()}
+    keys = ObservationKeys(space)
+    obs = keys.observation(raw)
+    shapes = {k: {n: i.shape for n, i in v.items()} if k == "images" else v.shape for k, v in obs.items()}
+    assert shapes == expected
+    assert set(keys.spaces()) == set(expected)
+    assert np.array_equal(obs["images"]["top"], raw["pixels"]["top"] if "pixels" in raw else raw["top"])
 
 
 def test_rendering_adds_its_frame_beside_the_envs_images() -> None:

@@ -170,9 +170,10 @@ class ObservationKeys:
     """How a gymnasium observation becomes a hylo one, decided once from the observation space:
 
     - a non-Dict observation is `state`, or `images/pixels` when it is an RGB image (H×W×3 uint8);
-    - a Dict observation keeps its keys, but LeRobot's (gym-pusht, gym-aloha) become hylo's: an image `pixels` is
-      `images/pixels`, a `pixels` dict of images is `images/<camera>`, `agent_pos` is `state` (unless the env has a
-      `state` too); `environment_state` stays as it is. A `mission` string is also the `instruction`.
+    - a Dict observation of images only (cameras: gym-aloha's `{"top": ...}`) is `images/<camera>`;
+    - any other Dict observation keeps its keys, but LeRobot's (gym-pusht, gym-aloha) become hylo's: an image
+      `pixels` is `images/pixels`, a `pixels` dict of images is `images/<camera>`, `agent_pos` is `state` (unless the
+      env has a `state` too); `environment_state` stays as it is. A `mission` string is also the `instruction`.
     """
 
     def __init__(self, space: spaces.Space[Any]) -> None:
@@ -187,16 +188,24 @@ class ObservationKeys:
             else:
                 self.renamed[""] = "state"
         else:
+            consumed: set[str] = set()  # raw keys that became images
             pixels = raw.get("pixels")
-            if "images" not in raw and _is_image(pixels):
+            if "images" in raw:
+                pass  # the env's own `images`: kept as they are
+            elif _all_images(raw):  # a dict of cameras (gym-aloha's obs_type "pixels": {"top": ...})
+                for camera, sub in raw.items():
+                    self._image(str(camera), (camera,), sub)
+                consumed = set(raw)
+            elif _is_image(pixels):
                 self._image("pixels", ("pixels",), raw["pixels"])
-            elif "images" not in raw and isinstance(pixels, spaces.Dict) and _all_images(pixels):
+                consumed = {"pixels"}
+            elif isinstance(pixels, spaces.Dict) and _all_images(pixels.spaces):
                 for camera, sub in pixels.spaces.items():
                     self._image(str(camera), ("pixels", camera), sub)
+                consumed = {"pixels"}
             for key in raw:
-                if key == "pixels" and self.images:
-                    continue
-                self.renamed[key] = "state" if key == "agent_pos" and "state" not in raw else key
+                if key not in consumed:
+                    self.renamed[key] = "state" if key == "agent_pos" and "state" not in raw else key
         mission = raw.get("mission")
         self.mission = (
             self.dict_obs and mission is not None and "instruction" not in raw and not isinstance(mission, _NOT_TEXT)
@@ -241,8 +250,8 @@ def _is_image(space: spaces.Space[Any] | None) -> bool:
     return isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3 and space.shape[-1] == 3
 
 
-def _all_images(space: spaces.Dict) -> bool:
-    return bool(space.spaces) and all(_is_image(sub) for sub in space.spaces.values())
+def _all_images(named: Mapping[str, spaces.Space[Any]]) -> bool:
+    return bool(named) and all(_is_image(sub) for sub in named.values())
 
 
 class GymEnvironment(Environment):
@@ -407,7 +416,8 @@ class GymBenchmark(Benchmark):
         "state": "a non-Dict observation that is not an image, or LeRobot's `agent_pos` (a Dict observation keeps "
         "its other keys)",
         "images/pixels": "an RGB image observation (HxWx3 uint8): the whole observation, or LeRobot's `pixels`",
-        "images/<camera>": "each image of a LeRobot `pixels` dict (gym-aloha: `images/top`)",
+        "images/<camera>": "each image of a LeRobot `pixels` dict, or of a Dict observation of images only "
+        "(gym-aloha: `images/top`)",
         "environment_state": "LeRobot's environment state, as the env gives it (gym-pusht: the T's 16 keypoint "
         "coordinates)",
         "instruction": "a Dict observation's `mission` string",

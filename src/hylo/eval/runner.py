@@ -95,8 +95,8 @@ def evaluate(
     """Run (or resume) an evaluation and return its result.
 
     `hylo.evaluate("babyai", agent="expert", tasks=["GoToLocal"], episodes=20)` takes the arguments of `hylo eval`
-    (`tasks`, `agent_args`, `max_steps`, `act_timeout`, `shield`, `timing`, `log_dir`, `run_id`, `fresh`,
-    `video`, ...) or a ready `EvalSpec`.
+    (`tasks`, `env_args`, `agent_args`, `max_steps`, `act_timeout`, `shield`, `timing`, `log_dir`, `run_id`,
+    `fresh`, `video`, ...) or a ready `EvalSpec`.
     """
     if isinstance(spec, EvalSpec):
         if kwargs:  # validated like any spec: an override cannot smuggle in a bad value
