@@ -99,14 +99,9 @@ def _import_namespace(env_id: str, name: str, allow_import: bool) -> None:
         )
     try:
         importlib.import_module(namespace)
-    except ModuleNotFoundError as exc:
-        if exc.name == namespace and namespace not in EXTRAS:
-            return  # a namespace that is not a module (`ALE`): the unknown-id error lists the ids
-        raise HyloError(
-            f"gymnasium environment {env_id!r}: cannot import its namespace module {namespace!r}: "
-            f"{exc}{install_hint(namespace)}"
-        ) from exc
     except ImportError as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name == namespace and namespace not in EXTRAS:
+            return  # a namespace that is not a module (`ALE`): the unknown-id error lists the ids
         raise HyloError(
             f"gymnasium environment {env_id!r}: cannot import its namespace module {namespace!r}: "
             f"{exc}{install_hint(namespace)}"
@@ -124,7 +119,7 @@ def short_env_name(env_id: str) -> str:
     stem = namespace.lower().removeprefix("gym_").removeprefix("gym-")
     if not namespace or (stem and rest.startswith(stem)):
         return rest
-    return f"{namespace.lower().replace('/', '.')}.{rest}"
+    return f"{namespace.lower()}.{rest}"
 
 
 def check_make_kwargs(env_id: str, registered: GymSpec, kwargs: Mapping[str, Any]) -> None:
@@ -408,7 +403,8 @@ class GymBenchmark(Benchmark):
     `-E key=value` options: `gymnasium.make` keyword arguments, checked against the env's constructor).
 
     Its episode ids are `gym/<split>/<short name>/<index>@s<seed>` (`short_env_name`: `gym/default/pusht-v0/0000@s0`);
-    the seeds are those of the long form `gym:<id>/<split>/<id>/...`, which a run logged before keeps."""
+    their seeds derive from the benchmark name and the full id, as they did when the ids were the long form
+    `gym:<id>/<split>/<id>/<index>@s<seed>` (a run logged then keeps that form when it is resumed)."""
 
     default_split = "default"
     default_per_step_budget_sec = 0.5

@@ -12,6 +12,7 @@ returning one). `describe_benchmark` is what `hylo list benchmarks` and `GET /ap
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 from collections.abc import Mapping
 from typing import Any
@@ -21,7 +22,7 @@ from pydantic import BaseModel, Field
 from hylo.core.errors import HyloError, UnknownChoice
 from hylo.core.registry import Registry, RegistryError
 from hylo.envs.benchmark import Benchmark, BenchmarkFactory, BenchmarkOptionError
-from hylo.envs.gym_adapter import EXTRAS, GymBenchmark
+from hylo.envs.gym_adapter import GymBenchmark
 
 ENTRY_POINT_GROUP = "hylo.benchmarks"
 GYM_TARGET = "hylo.envs.gym_adapter:GymBenchmark"
@@ -36,14 +37,9 @@ _BUILTIN: dict[str, str] = {
 _BUILTIN_EXTRAS: dict[str, tuple[str, str]] = {"metaworld": ("metaworld", "metaworld")}
 """Built-in benchmark → (the package it needs, the hylo extra that installs it)."""
 
-GYM_EXTRAS: dict[str, str] = {
-    "gym:gym_pusht/PushT-v0": "pusht",
-    "gym:gym_aloha/AlohaInsertion-v0": "aloha",
-    "gym:gym_aloha/AlohaTransferCube-v0": "aloha",
-}
-"""The Gymnasium envs of hylo's extras, listed by `hylo list benchmarks` (available or not) with the extra that
-installs them."""
-assert {name.removeprefix("gym:").partition("/")[0] for name in GYM_EXTRAS} <= set(EXTRAS)
+GYM_EXTRAS = ("gym:gym_pusht/PushT-v0", "gym:gym_aloha/AlohaInsertion-v0", "gym:gym_aloha/AlohaTransferCube-v0")
+"""The Gymnasium envs of hylo's extras (their namespaces are `gym_adapter.EXTRAS`), listed by `hylo list benchmarks`
+and `GET /api/benchmarks` whether they are installed or not (then with the command that installs them)."""
 
 
 def _factory(target: str, value: Any) -> BenchmarkFactory:
@@ -106,8 +102,6 @@ def get_benchmark(name: str, *, allow_import: bool = True, options: Mapping[str,
 
 
 def _missing(package: str) -> bool:
-    import importlib.util
-
     try:
         return importlib.util.find_spec(package) is None
     except (ImportError, ValueError):
