@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from hylo.cli import main
 from hylo.envs.gym_adapter import GymBenchmark
 from hylo.eval.runner import Evaluation
 from hylo.eval.spec import EvalSpec
+from hylo.eval.store import EvalLog
 
 pytest.importorskip("gym_pusht")
 
@@ -45,7 +47,7 @@ def observations(run_id: str, cwd: Path) -> list[dict]:
     return [event["obs"] for attempt in attempts for event in attempt["trace"] if event["event"] == "observation"]
 
 
-def test_pusht_by_its_namespace_with_pixels_and_agent_pos(tmp_path: Path) -> None:
+def test_pusht_by_its_namespace_with_pixels_and_agent_pos(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = (PUSHT, "-E", "obs_type=pixels_agent_pos", "--agent", "random", "--episodes", "2", "--max-steps", "4")
     out = eval_json(*args, "--run-id", "pixels", cwd=tmp_path)
     assert out["spec"]["env_args"] == {"obs_type": "pixels_agent_pos"}
@@ -59,10 +61,10 @@ def test_pusht_by_its_namespace_with_pixels_and_agent_pos(tmp_path: Path) -> Non
         assert set(obs) == {"images", "state"} and len(obs["state"]) == 2  # agent_pos → state
         assert obs["images"]["pixels"]["shape"] == [96, 96, 3]  # pixels → images/pixels
 
-    # the options are part of the run's configuration: the same run with others is refused, naming the digests
-    other = hylo("eval", *args[:2], "obs_type=environment_state_agent_pos", *args[3:], "--run-id", "pixels",
-                 cwd=tmp_path)  # fmt: skip
-    assert other.returncode == 2 and "was made with a different configuration" in other.stderr
+    # the options are part of the run's configuration: the same run with others is refused
+    other = [*args[:2], "obs_type=environment_state_agent_pos", *args[3:], "--run-id", "pixels"]
+    assert main(["eval", *other, "--log-dir", str(tmp_path / "hylo-runs")]) == 2
+    assert "run 'pixels' was made with a different configuration" in capsys.readouterr().err
 
 
 def test_success_comes_from_is_success(tmp_path: Path) -> None:
@@ -103,6 +105,10 @@ def test_a_run_logged_with_the_long_episode_ids_resumes_under_them(
     assert more.executed_now == 2
     assert sorted(e.episode_id for e in more.episodes) == long_ids
     assert {e.seed for e in more.episodes[:2]} == {e.seed for e in first.episodes}
+    with EvalLog.open(tmp_path / "runs" / "old") as log:  # the worker processes made the env with the options
+        for episode_id in long_ids[2:]:
+            obs = next(event["obs"] for event in log.trace(episode_id) if event["event"] == "observation")
+            assert set(obs) == {"images", "state"} and obs["images"]["pixels"]["shape"] == [96, 96, 3]
 
     fresh = Evaluation(spec.model_copy(update={"run_id": "new", "episodes": 1})).run()
     assert [e.episode_id for e in fresh.episodes] == ["gym/default/pusht-v0/0000@s0"]
