@@ -83,7 +83,7 @@ def test_success_comes_from_is_success(tmp_path: Path) -> None:
 
 
 def test_a_run_logged_with_the_long_episode_ids_resumes_under_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     spec = EvalSpec(
         benchmark=PUSHT,
@@ -113,3 +113,8 @@ def test_a_run_logged_with_the_long_episode_ids_resumes_under_them(
     fresh = Evaluation(spec.model_copy(update={"run_id": "new", "episodes": 1})).run()
     assert [e.episode_id for e in fresh.episodes] == ["gym/default/pusht-v0/0000@s0"]
     assert fresh.episodes[0].seed == first.episodes[0].seed  # the short id changes no seed
+
+    # `hylo compare` pairs the episode logged under the long id with the same episode under the short one
+    assert main(["compare", "old", "new", "--json", "--log-dir", str(tmp_path / "runs")]) == 0
+    compared = json.loads(capsys.readouterr().out)
+    assert (compared["n_pairs"], compared["n_a"], compared["n_b"]) == (1, 4, 1)

@@ -27,6 +27,7 @@ from hylo.core.environment import Environment
 from hylo.core.errors import HyloError, InvalidAction, UnknownChoice
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.envs.benchmark import Benchmark, BenchmarkOptionError
+from hylo.envs.gym_ids import short_env_name
 from hylo.envs.mujoco_watch import DivergenceWatch, find_mjdata
 
 DEFAULT_STEP_BUDGET = 1000
@@ -106,20 +107,6 @@ def _import_namespace(env_id: str, name: str, allow_import: bool) -> None:
             f"gymnasium environment {env_id!r}: cannot import its namespace module {namespace!r}: "
             f"{exc}{install_hint(namespace)}"
         ) from exc
-
-
-def short_env_name(env_id: str) -> str:
-    """A short readable form of a Gymnasium id for episode ids: the `module:` part dropped, lower case, and the
-    namespace dropped when the name repeats it (its `gym_` prefix aside), else kept before a dot:
-    `gym_pusht/PushT-v0` → `pusht-v0`, `gym_aloha/AlohaInsertion-v0` → `alohainsertion-v0`, `CartPole-v1` →
-    `cartpole-v1`, `ALE/Pong-v5` → `ale.pong-v5`."""
-    name = env_id.rpartition(":")[2]
-    namespace, _, rest = name.rpartition("/")
-    rest = rest.lower()
-    stem = namespace.lower().removeprefix("gym_").removeprefix("gym-")
-    if not namespace or (stem and rest.startswith(stem)):
-        return rest
-    return f"{namespace.lower()}.{rest}"
 
 
 def check_make_kwargs(env_id: str, registered: GymSpec, kwargs: Mapping[str, Any]) -> None:
