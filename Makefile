@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
+# The extras `make demo` runs (the demo's Meta-World runs) and those the tests run on.
+RUN_EXTRAS := metaworld
+TEST_EXTRAS := test,metaworld,pusht
 
 .PHONY: demo test lint typecheck pytest bench clean sysdeps web web-check
 
@@ -34,11 +37,11 @@ $(BROWSER_STAMP): | $(BIN)/python
 sysdeps: $(SYSDEPS_STAMP) $(BROWSER_STAMP)
 
 $(STAMP_RUN): pyproject.toml | $(BIN)/python $(SYSDEPS_STAMP)
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[$(RUN_EXTRAS)]'
 	touch $@
 
 $(STAMP_TEST): pyproject.toml | $(BIN)/python $(SYSDEPS_STAMP) $(BROWSER_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[$(TEST_EXTRAS)]'
 	touch $@ $(STAMP_RUN)
 
 demo: $(STAMP_RUN)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def int_in(minimum: int, maximum: int | None, expected: str) -> Callable[[str], int]:
@@ -24,3 +26,19 @@ def int_in(minimum: int, maximum: int | None, expected: str) -> Callable[[str], 
 positive_int = int_in(1, None, "a positive integer")
 non_negative_int = int_in(0, None, "an integer >= 0")
 port = int_in(0, 65535, "a port number (0-65535)")
+
+
+def parse_json_pairs(pairs: Sequence[str], flag: str) -> dict[str, Any]:
+    """`["k=v", ...]` (the values of a repeatable `flag` such as `-A` or `-E`) → `{k: v}`, each value a JSON literal
+    when it parses as one, else the string. Raises `ValueError` naming the flag and the bad pair."""
+    parsed: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ValueError(f"bad {flag} value {pair!r}: expected key=value with a Python identifier as key")
+        try:
+            parsed[key] = json.loads(text)
+        except ValueError:
+            parsed[key] = text
+    return parsed

@@ -3,6 +3,8 @@ fields enter (so a run can be resumed or extended with more episodes or workers 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from typing import Any
@@ -61,6 +63,7 @@ def test_all_knobs_together_leave_the_digest_alone() -> None:
         ("tasks", ["GoToLocal"]),
         ("agent", "hold"),
         ("agent_args", {"chunk": 2}),
+        ("env_args", {"obs_type": "pixels"}),
         ("seed", 1),
         ("max_steps", 64),
         ("act_timeout", 0.5),
@@ -74,6 +77,14 @@ def test_result_defining_fields_change_the_digest(field: str, value: Any) -> Non
     changed = spec(**{field: value})
     assert changed.digest() != spec().digest()
     assert changed.default_run_id() != spec().default_run_id()
+
+
+def test_a_spec_without_env_args_keeps_the_digest_it_had_before_they_existed() -> None:
+    # the digest of this spec as hylo computed it before EvalSpec had `env_args` (its fields, and only those)
+    before = spec().model_dump(mode="json", include=set(DIGEST_FIELDS) - {"env_args"})
+    text = json.dumps(before, sort_keys=True, separators=(",", ":"))
+    assert spec().digest() == hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    assert spec(env_args={}).default_run_id() == spec().default_run_id()
 
 
 def test_digest_distinguishes_values_of_one_field() -> None:

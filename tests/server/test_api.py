@@ -165,6 +165,10 @@ def test_import_paths_are_refused_over_http_and_nothing_runs(make_server, tmp_pa
         ({"agent": "nobody"}, "agent", "nobody"),
         ({"benchmark": "nowhere"}, "benchmark", "nowhere"),
         ({"agent": "random", "agent_args": {"wings": 2}}, "agent_args", "wings"),
+        ({"env_args": {"image_size": 2}}, "env_args", "image_size"),
+        ({"env_args": {"not a name": 2}}, "env_args", "identifier"),
+        ({"benchmark": "gym:gym_pusht/PushT-v0", "tasks": [], "env_args": {"obs_typ": 1}}, "env_args", "obs_typ"),
+        ({"benchmark": "gym:antigravity/Fly-v0", "tasks": []}, "benchmark", "'antigravity' is imported only"),
         ({"timing_options": {"latency_s": 0.1}}, "timing_options", "realtime"),
         ({"log_dir": "/somewhere/else"}, "log_dir", "/somewhere/else"),
         ({"priority": "high"}, "priority", "integer"),
@@ -178,6 +182,16 @@ def test_a_bad_field_is_named_and_nothing_is_queued(make_server, overrides: dict
     assert refused_fields(response) == [field]
     assert named in response.json()["detail"][0]["msg"]
     assert client.get(f"{API}/queue").json()["jobs"] == []
+
+
+def test_a_gym_pusht_job_is_queued_with_its_options(make_server):
+    pytest.importorskip("gym_pusht")
+    client = make_server(start=False).client
+    body = {"benchmark": "gym:gym_pusht/PushT-v0", "agent": "random", "env_args": {"obs_type": "pixels_agent_pos"}}
+    queued = start(client, {**body, "episodes": 1, "max_steps": 3})
+    assert queued["state"] == "queued"
+    job = next(job for job in client.get(f"{API}/queue").json()["jobs"] if job["job_id"] == queued["job_id"])
+    assert job["spec"]["env_args"] == {"obs_type": "pixels_agent_pos"}
 
 
 def test_the_same_run_cannot_be_queued_twice(make_server):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from hylo.argtypes import parse_json_pairs
 from hylo.core.agent import AgentArgs
 from hylo.core.errors import UnknownChoice, shown
 from hylo.core.registry import Registry, RegistryError
@@ -58,17 +59,10 @@ def registered_agents() -> dict[str, str]:
 
 def parse_agent_args(pairs: Sequence[str]) -> dict[str, Any]:
     """`["k=v", ...]` → `{k: v}`, each value a JSON literal when it parses as one, else the string."""
-    args: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        key = key.strip()
-        if not sep or not key.isidentifier():
-            raise AgentSpecError(f"bad -A value {pair!r}: expected key=value with a Python identifier as key")
-        try:
-            args[key] = json.loads(text)
-        except ValueError:
-            args[key] = text
-    return args
+    try:
+        return parse_json_pairs(pairs, "-A")
+    except ValueError as exc:
+        raise AgentSpecError(str(exc)) from None
 
 
 def _build(name: str, factory: Callable[..., Any], args: dict[str, Any]) -> Any:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 def _spec_from_flags(args: argparse.Namespace) -> EvalSpec:
     from hylo.agents.registry import parse_agent_args
+    from hylo.argtypes import parse_json_pairs
     from hylo.eval.spec import EvalSpec
 
     timing_options = {
@@ -34,6 +35,7 @@ def _spec_from_flags(args: argparse.Namespace) -> EvalSpec:
     }
     return EvalSpec(
         benchmark=args.benchmark,
+        env_args=parse_json_pairs(args.env_args, "-E"),
         split=args.split,
         tasks=args.tasks,
         agent=args.agent,
@@ -73,6 +75,7 @@ def _spec_file(args: argparse.Namespace) -> EvalSpec:
     from hylo.eval.spec import EvalSpec
 
     given = [flag for flag, value in (("benchmark", args.benchmark), ("--agent", args.agent)) if value is not None]
+    given += ["-E"] if args.env_args else []
     if given:
         raise EvalError(f"--spec FILE holds the whole spec; drop {', '.join(given)}")
     try:

@@ -18,25 +18,37 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _benchmarks(args: argparse.Namespace) -> int:
-    from hylo.envs.registry import GYM_TARGET, describe_benchmark, registered_benchmarks
+    from hylo.envs.gym_adapter import GymBenchmark
+    from hylo.envs.registry import GYM_TARGET, describe_benchmark, listed_benchmarks
 
     rows: list[dict[str, Any]] = []
-    for name in registered_benchmarks():
+    for name in listed_benchmarks():
         info = describe_benchmark(name).model_dump(mode="json")
         info["splits"] = {split["name"]: len(split["tasks"]) for split in info["splits"]}  # the split's task count
         info["why"] = info["reason"] or ""  # the older name of `reason`
         rows.append(info)
-    rows.append({"name": "gym:<id>", "target": GYM_TARGET, "available": True})
+    rows.append(
+        {
+            "name": "gym:<id>",
+            "target": GYM_TARGET,
+            "available": True,
+            "observation_keys": dict(GymBenchmark.observation_keys),
+        }
+    )
     if args.json:
         sys.stdout.write(json.dumps(rows) + "\n")
         return 0
     out = console()
+    width = max(12, *(len(row["name"]) for row in rows))
     for row in rows:
         splits_text = ", ".join(f"{s} ({n} tasks)" for s, n in row.get("splits", {}).items())
         state = "" if row["available"] else f"  unavailable: {row['reason']}"
         if not splits_text and "splits" not in row:
-            splits_text = "any gymnasium id"
-        out.print(f"{row['name']:<12} {splits_text}{state}", highlight=False)
+            splits_text = "any gymnasium id (gym:<namespace>/<id> imports the namespace; -E key=value: make options)"
+        out.print(f"{row['name']:<{width}} {splits_text}{state}", highlight=False, markup=False)
+    out.print(f"{'':<{width}} observations of gym:<id>:", highlight=False)
+    for key, what in GymBenchmark.observation_keys.items():
+        out.print(f"{'':<{width}}   {key}: {what}", highlight=False, markup=False)
     return 0
 
 

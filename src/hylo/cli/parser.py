@@ -95,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = commands.add_parser("eval", help="evaluate an agent on a benchmark (resumes the same run when re-run)")
     ev.add_argument("benchmark", nargs="?", help="a registered benchmark (hylo list benchmarks) or gym:<id>")
+    ev.add_argument(
+        "-E",
+        dest="env_args",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="benchmark option (JSON literal): gymnasium.make's keyword argument for gym:<id>, e.g. -E obs_type=pixels",
+    )
     ev.add_argument("--split", default=None, help="the split (default: the benchmark's)")
     ev.add_argument("--task", dest="tasks", nargs="+", action="extend", default=[], metavar="T", help="tasks to run")
     ev.add_argument("--agent", help="random, hold, expert, a registered agent or module:Class")

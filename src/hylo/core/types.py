@@ -86,7 +86,8 @@ class TaskInstance:
     """One placed episode: which task of which benchmark, and the seed the simulator is reset with.
 
     Its identity (`episode_id`) and `seed` are pure functions of (benchmark, split, task, index, base_seed), never of
-    worker count, batch size or how many resets happened before.
+    worker count, batch size or how many resets happened before. `id_prefix`, when a benchmark sets it, is a shorter
+    form of `<benchmark>/<split>/<task>` in the episode id (the seed and `digest` do not depend on it).
     """
 
     benchmark: str
@@ -97,6 +98,7 @@ class TaskInstance:
     seed: int = -1
     instruction: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    id_prefix: str = ""
 
     def __post_init__(self) -> None:
         for name in ("index", "base_seed", "seed"):  # numpy integers in, plain ints out (they go to JSON logs)
@@ -122,8 +124,10 @@ class TaskInstance:
 
     @property
     def episode_id(self) -> str:
-        """Deterministic key of this episode, e.g. `babyai/test/GoToLocal/0003@s0`."""
-        return f"{self.benchmark}/{self.split}/{self.task}/{self.index:04d}@s{self.base_seed}"
+        """Deterministic key of this episode, e.g. `babyai/test/GoToLocal/0003@s0` (`gym/default/pusht-v0/0003@s0`
+        with an `id_prefix`)."""
+        prefix = self.id_prefix or f"{self.benchmark}/{self.split}/{self.task}"
+        return f"{prefix}/{self.index:04d}@s{self.base_seed}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from hylo.core.environment import Environment
-from hylo.core.errors import UnknownChoice
+from hylo.core.errors import HyloError, UnknownChoice
 from hylo.core.types import TaskInstance
 
-__all__ = ["Benchmark", "BenchmarkFactory", "UnknownChoice"]  # UnknownChoice: where benchmarks have imported it from
+# UnknownChoice: where benchmarks have imported it from
+__all__ = ["Benchmark", "BenchmarkFactory", "BenchmarkOptionError", "UnknownChoice"]
+
+
+class BenchmarkOptionError(HyloError):
+    """A benchmark option (a run's `env_args`) the benchmark does not take, or cannot be built with."""
 
 
 class Benchmark(abc.ABC):
@@ -38,6 +43,8 @@ class Benchmark(abc.ABC):
       versions are part of a run's digest, so a run resumed on other versions is another run
     - `env_ram_gb` is the RAM one env of the benchmark holds (None: small enough not to count); `--workers` beyond
       what the machine's RAM holds is refused with the figure, and the job scheduler admits jobs by it
+    - `episode_prefix(split, task)` is a shorter form of `<name>/<split>/<task>` in episode ids (empty: none);
+      `long_episode_ids` set on an instance keeps the long form (a run logged before the benchmark had a short one)
     """
 
     name: ClassVar[str] = ""
@@ -49,6 +56,7 @@ class Benchmark(abc.ABC):
     observation_keys: ClassVar[dict[str, str]] = {}
     env_ram_gb: ClassVar[float | None] = None
     result_packages: ClassVar[tuple[str, ...]] = ()
+    long_episode_ids: bool = False
 
     @abc.abstractmethod
     def splits(self) -> list[str]: ...
@@ -91,9 +99,20 @@ class Benchmark(abc.ABC):
                 raise UnknownChoice(f"task of {self.name!r} split {split!r}:", task, choices)
         return list(dict.fromkeys(tasks))
 
+    def episode_prefix(self, split: str, task: str) -> str:
+        """A shorter form of `<name>/<split>/<task>` for the task's episode ids; empty: the long form."""
+        return ""
+
     def task_instance(self, split: str, task: str, index: int, base_seed: int = 0) -> TaskInstance:
+        prefix = "" if self.long_episode_ids else self.episode_prefix(split, task)
         return TaskInstance(
-            self.name, task, index, split=split, base_seed=base_seed, instruction=self.instruction(task)
+            self.name,
+            task,
+            index,
+            split=split,
+            base_seed=base_seed,
+            instruction=self.instruction(task),
+            id_prefix=prefix,
         )
 
 

@@ -1,14 +1,19 @@
 """`gym:<id>`: any Gymnasium environment as a hylo Environment, and as a benchmark of one task (the id itself).
 
-A non-Dict observation becomes `state`; a Dict observation keeps its keys (a `mission` string is also the
-`instruction`); `render_images=True` adds `images/render`. Success comes from `info["is_success"]` or
-`info["success"]`. MuJoCo-based envs are watched for divergence on every step (see `mujoco_watch`).
+`<id>` is `Env-vN`, `<namespace>/Env-vN` (the namespace's module is imported when the id is not registered yet:
+`gym_pusht/PushT-v0`) or `<module>:<id>` (gymnasium imports the module). An RGB image observation becomes
+`images/pixels`, any other non-Dict observation `state`; a Dict observation keeps its keys, with LeRobot's names
+mapped to hylo's (`pixels` → `images/pixels`, a `pixels` dict → `images/<camera>`, `agent_pos` → `state`; a `mission`
+string is also the `instruction`); `render_images=True` adds `images/render`. Success comes from `info["is_success"]`
+or `info["success"]`. MuJoCo-based envs are watched for divergence on every step (see `mujoco_watch`).
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
+import keyword
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -16,12 +21,13 @@ import gymnasium
 import gymnasium.spaces as spaces
 import numpy as np
 from gymnasium.envs.registration import EnvSpec as GymSpec
-from gymnasium.envs.registration import load_env_creator
+from gymnasium.envs.registration import load_env_creator, parse_env_id
 
 from hylo.core.environment import Environment
 from hylo.core.errors import HyloError, InvalidAction, UnknownChoice
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
-from hylo.envs.benchmark import Benchmark
+from hylo.envs.benchmark import Benchmark, BenchmarkOptionError
+from hylo.envs.gym_ids import short_env_name
 from hylo.envs.mujoco_watch import DivergenceWatch, find_mjdata
 
 DEFAULT_STEP_BUDGET = 1000
@@ -35,21 +41,199 @@ MAX_INFO_STR = 200
 _NOT_TEXT = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Dict, spaces.Tuple)
 
 
-def registered_spec(env_id: str) -> GymSpec:
-    """Gymnasium's registration of `env_id`, importing the `module:` part first; UnknownChoice when there is none."""
+EXTRAS = {"gym_pusht": "pusht", "gym_aloha": "aloha"}
+"""The Gymnasium namespaces whose packages hylo declares as extras (`pip install 'hylo[pusht]'`). Their modules are
+imported for an unregistered id even where imports are refused (an HTTP request): they are known packages."""
+
+MAKE_OPTIONS = ("max_episode_steps", "disable_env_checker")
+"""The keyword arguments `gymnasium.make` takes itself (the others go to the env's constructor)."""
+
+
+def install_hint(module: str) -> str:
+    """`; install it with: pip install 'hylo[<extra>]'` for a module of one of hylo's extras, else empty."""
+    extra = EXTRAS.get(module.partition(".")[0])
+    return f"; install it with: pip install 'hylo[{extra}]'" if extra else ""
+
+
+class NamespaceRefused(HyloError):
+    """A Gymnasium id whose namespace module would be imported where imports are refused (an HTTP request)."""
+
+
+def registered_spec(env_id: str, *, allow_import: bool = True) -> GymSpec:
+    """Gymnasium's registration of `env_id`, importing the `module:` part first, or else the id's namespace when it
+    is not registered yet and names a module (`gym_pusht/PushT-v0` imports `gym_pusht`); UnknownChoice when there is
+    none. Without `allow_import` only the namespaces of hylo's extras (`EXTRAS`) are imported (`NamespaceRefused`)."""
     module, _, name = env_id.rpartition(":")
     if module:
         try:
             importlib.import_module(module)
         except ImportError as exc:
-            raise HyloError(f"gymnasium environment {env_id!r}: cannot import module {module!r}: {exc}") from exc
+            raise HyloError(
+                f"gymnasium environment {env_id!r}: cannot import module {module!r}: {exc}{install_hint(module)}"
+            ) from exc
+    elif name not in gymnasium.registry:
+        _import_namespace(env_id, name, allow_import)
     try:
         return gymnasium.spec(name)
     except gymnasium.error.Error:
         known = sorted(gymnasium.registry)
         close = difflib.get_close_matches(name, known, n=8, cutoff=0.5) or known
         # another package's env is registered when its module is imported: `minigrid:MiniGrid-Empty-5x5-v0`
-        raise UnknownChoice("gymnasium environment", env_id, [*close, "<module>:<id>"]) from None
+        raise UnknownChoice("gymnasium environment", env_id, [*close, "<namespace>/<id>", "<module>:<id>"]) from None
+
+
+def _import_namespace(env_id: str, name: str, allow_import: bool) -> None:
+    """Import the namespace of `name` when it is a module name: its import registers the id (as LeRobot's packages
+    do). A namespace that is no installed module is left to the unknown-id error, unless it is one of hylo's extras
+    (then the error says what to install)."""
+    try:
+        namespace = parse_env_id(name)[0]
+    except gymnasium.error.Error:
+        return  # malformed: the unknown-id error names it
+    if namespace is None or not namespace.isidentifier() or keyword.iskeyword(namespace):
+        return
+    if not allow_import and namespace not in EXTRAS:
+        raise NamespaceRefused(
+            f"gymnasium environment {env_id!r} is not registered here, and its namespace module {namespace!r} is "
+            f"imported only from the command line (here only ids already registered, or of the namespaces "
+            f"{', '.join(sorted(EXTRAS))}, are accepted)"
+        )
+    try:
+        importlib.import_module(namespace)
+    except ImportError as exc:
+        if isinstance(exc, ModuleNotFoundError) and exc.name == namespace and namespace not in EXTRAS:
+            return  # a namespace that is not a module (`ALE`): the unknown-id error lists the ids
+        raise HyloError(
+            f"gymnasium environment {env_id!r}: cannot import its namespace module {namespace!r}: "
+            f"{exc}{install_hint(namespace)}"
+        ) from exc
+
+
+def check_make_kwargs(env_id: str, registered: GymSpec, kwargs: Mapping[str, Any]) -> None:
+    """Refuse a `gymnasium.make` keyword argument the env cannot take, naming it and those it accepts (when its
+    constructor lists them); `render_mode` is hylo's to set."""
+    if "render_mode" in kwargs:
+        raise BenchmarkOptionError(
+            f"gymnasium environment {env_id!r}: hylo sets render_mode itself (rgb_array when frames are rendered); "
+            "drop the render_mode option"
+        )
+    creator: Any = registered.entry_point
+    if isinstance(creator, str):
+        try:
+            creator = load_env_creator(creator)
+        except (ImportError, gymnasium.error.Error):
+            return  # unavailable: `available()` says why
+    accepted = _keywords(creator)
+    if accepted is None:
+        return
+    unknown = sorted(set(kwargs) - set(accepted) - set(MAKE_OPTIONS))
+    if unknown:
+        raise BenchmarkOptionError(
+            f"gymnasium environment {env_id!r} takes no option {unknown[0]!r}; its options: "
+            f"{', '.join([*(a for a in accepted if a != 'render_mode'), *MAKE_OPTIONS])}"
+        )
+
+
+def _keywords(creator: Any) -> list[str] | None:
+    """The keyword arguments `creator` accepts; None when it takes any (`**kwargs`) or cannot be inspected."""
+    if not callable(creator):
+        return None
+    try:
+        parameters = list(inspect.signature(creator).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in parameters if p.kind in kinds]
+
+
+class ObservationKeys:
+    """How a gymnasium observation becomes a hylo one, decided once from the observation space:
+
+    - a non-Dict observation is `state`, or `images/pixels` when it is an RGB image (H×W×3 uint8);
+    - a Dict observation of images only (cameras: gym-aloha's `{"top": ...}`) is `images/<camera>`;
+    - any other Dict observation keeps its keys, but LeRobot's (gym-pusht, gym-aloha) become hylo's: an image
+      `pixels` is `images/pixels`, a `pixels` dict of images is `images/<camera>`, `agent_pos` is `state` (unless the
+      env has a `state` too); `environment_state` stays as it is. A `mission` string is also the `instruction`.
+    """
+
+    def __init__(self, space: spaces.Space[Any]) -> None:
+        self.dict_obs = isinstance(space, spaces.Dict)
+        raw: dict[str, spaces.Space[Any]] = dict(space.spaces) if isinstance(space, spaces.Dict) else {"": space}
+        self.images: dict[str, tuple[str, ...]] = {}  # image name → where it is in the raw observation
+        self.image_space: dict[str, spaces.Space[Any]] = {}
+        self.renamed: dict[str, str] = {}  # raw key → hylo key
+        if not self.dict_obs:
+            if _is_image(space):
+                self._image("pixels", (), space)
+            else:
+                self.renamed[""] = "state"
+        else:
+            consumed: set[str] = set()  # raw keys that became images
+            pixels = raw.get("pixels")
+            if "images" in raw:
+                pass  # the env's own `images`: kept as they are
+            elif _all_images(raw):  # a dict of cameras (gym-aloha's obs_type "pixels": {"top": ...})
+                for camera, sub in raw.items():
+                    self._image(str(camera), (camera,), sub)
+                consumed = set(raw)
+            elif _is_image(pixels):
+                self._image("pixels", ("pixels",), raw["pixels"])
+                consumed = {"pixels"}
+            elif isinstance(pixels, spaces.Dict) and _all_images(pixels.spaces):
+                for camera, sub in pixels.spaces.items():
+                    self._image(str(camera), ("pixels", camera), sub)
+                consumed = {"pixels"}
+            for key in raw:
+                if key not in consumed:
+                    self.renamed[key] = "state" if key == "agent_pos" and "state" not in raw else key
+        mission = raw.get("mission")
+        self.mission = (
+            self.dict_obs and mission is not None and "instruction" not in raw and not isinstance(mission, _NOT_TEXT)
+        )
+        self._raw = raw
+
+    def _image(self, name: str, path: tuple[str, ...], space: spaces.Space[Any]) -> None:
+        self.images[name] = path
+        self.image_space[name] = space
+
+    def image_spaces(self) -> dict[str, spaces.Space[Any]]:
+        return dict(self.image_space)
+
+    def spaces(self) -> dict[str, spaces.Space[Any]]:
+        """The hylo observation's spaces, by key."""
+        out = {self.renamed[key]: self._raw[key] for key in self.renamed}
+        if self.mission:
+            out["instruction"] = self._raw["mission"]
+        if self.images:
+            out["images"] = spaces.Dict(self.image_spaces())
+        return out
+
+    def observation(self, raw: Any) -> Observation:
+        """The hylo observation of a raw one (its arrays copied: an env may overwrite the buffers it returned)."""
+        if not self.dict_obs:
+            raw = {"": raw}
+        obs = Observation((hylo_key, _fresh(raw[key])) for key, hylo_key in self.renamed.items())
+        if self.mission:
+            obs["instruction"] = obs["mission"]
+        if self.images:
+            images = {}
+            for name, path in self.images.items():
+                value = raw[""] if not path else raw
+                for part in path:
+                    value = value[part]
+                images[name] = _fresh(value)
+            obs["images"] = images
+        return obs
+
+
+def _is_image(space: spaces.Space[Any] | None) -> bool:
+    return isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3 and space.shape[-1] == 3
+
+
+def _all_images(named: Mapping[str, spaces.Space[Any]]) -> bool:
+    return bool(named) and all(_is_image(sub) for sub in named.values())
 
 
 class GymEnvironment(Environment):
@@ -73,19 +257,16 @@ class GymEnvironment(Environment):
         self._ended = False
         self._closed = False
 
-        raw = env.observation_space
-        self._dict_obs = isinstance(raw, spaces.Dict)
-        obs_spaces: dict[str, spaces.Space[Any]] = dict(raw.spaces) if isinstance(raw, spaces.Dict) else {"state": raw}
-        mission = obs_spaces.get("mission")
-        self._mission = mission is not None and "instruction" not in obs_spaces and not isinstance(mission, _NOT_TEXT)
-        if self._mission:
-            obs_spaces["instruction"] = obs_spaces["mission"]
+        self._keys = keys = ObservationKeys(env.observation_space)
+        obs_spaces = keys.spaces()
         if render_images:
-            if "images" in obs_spaces:
+            images = obs_spaces.get("images")
+            if images is not None and (not keys.images or "render" in keys.images):
                 raise HyloError(f"{env_id!r} has an observation key 'images' already; cannot add its rendering")
             env.reset(seed=0)  # a first frame, for its size (every episode reseeds)
             frame = self._render()
-            obs_spaces["images"] = spaces.Dict({"render": spaces.Box(0, 255, frame.shape, np.uint8)})
+            render_space = spaces.Box(0, 255, frame.shape, np.uint8)
+            obs_spaces["images"] = spaces.Dict({**keys.image_spaces(), "render": render_space})
 
         fps = env.metadata.get("render_fps")
         dt = getattr(env.unwrapped, "dt", None)
@@ -191,14 +372,9 @@ class GymEnvironment(Environment):
             self._env.close()
 
     def _observation(self, raw: Any) -> Observation:
-        if self._dict_obs:
-            obs = Observation((key, _fresh(value)) for key, value in raw.items())
-            if self._mission:
-                obs["instruction"] = obs["mission"]
-        else:
-            obs = Observation(state=_fresh(raw))
+        obs = self._keys.observation(raw)
         if self._render_images:
-            obs["images"] = {"render": self._render()}
+            obs["images"] = {**obs.get("images", {}), "render": self._render()}
         return obs
 
     def _render(self) -> np.ndarray[Any, Any]:
@@ -210,18 +386,33 @@ class GymEnvironment(Environment):
 
 
 class GymBenchmark(Benchmark):
-    """`gym:<id>`: one split, one task (the env id itself), on a `GymEnvironment`."""
+    """`gym:<id>`: one split, one task (the id itself), on a `GymEnvironment` made with `make_kwargs` (the run's
+    `-E key=value` options: `gymnasium.make` keyword arguments, checked against the env's constructor).
+
+    Its episode ids are `gym/<split>/<short name>/<index>@s<seed>` (`short_env_name`: `gym/default/pusht-v0/0000@s0`);
+    their seeds derive from the benchmark name and the full id, as they did when the ids were the long form
+    `gym:<id>/<split>/<id>/<index>@s<seed>` (a run logged then keeps that form when it is resumed)."""
 
     default_split = "default"
     default_per_step_budget_sec = 0.5
     observation_keys = {
-        "state": "the env's observation (a Dict observation keeps its own keys instead)",
+        "state": "a non-Dict observation that is not an image, or LeRobot's `agent_pos` (a Dict observation keeps "
+        "its other keys)",
+        "images/pixels": "an RGB image observation (HxWx3 uint8): the whole observation, or LeRobot's `pixels`",
+        "images/<camera>": "each image of a LeRobot `pixels` dict, or of a Dict observation of images only "
+        "(gym-aloha: `images/top`)",
+        "environment_state": "LeRobot's environment state, as the env gives it (gym-pusht: the T's 16 keypoint "
+        "coordinates)",
+        "instruction": "a Dict observation's `mission` string",
         "images/render": "env.render() as an HxWx3 uint8 frame, when rendering",
     }
 
-    def __init__(self, env_id: str) -> None:
+    def __init__(self, env_id: str, *, allow_import: bool = True, make_kwargs: Mapping[str, Any] | None = None) -> None:
         self.env_id = env_id
-        self._registered = registered_spec(env_id)
+        self._registered = registered_spec(env_id, allow_import=allow_import)
+        self.make_kwargs = dict(make_kwargs or {})
+        if self.make_kwargs:
+            check_make_kwargs(env_id, self._registered, self.make_kwargs)
         named = cast(Any, self)  # class-level on other benchmarks; here they depend on the id
         named.name = f"gym:{env_id}"
         named.display_name = env_id
@@ -233,10 +424,16 @@ class GymBenchmark(Benchmark):
         self.check_split(split)
         return [self.env_id]
 
+    def episode_prefix(self, split: str, task: str) -> str:
+        return f"gym/{split}/{short_env_name(task)}"
+
     def make_env(self, *, render_images: bool = False) -> GymEnvironment:
-        return GymEnvironment(self.env_id, render_images=render_images)
+        return GymEnvironment(self.env_id, render_images=render_images, make_kwargs=self.make_kwargs)
 
     def default_step_budget(self, task: str) -> int:
+        given = self.make_kwargs.get("max_episode_steps")
+        if isinstance(given, int) and not isinstance(given, bool) and given > 0:
+            return given
         return self._registered.max_episode_steps or DEFAULT_STEP_BUDGET
 
     def instruction(self, task: str) -> str | None:
@@ -248,7 +445,7 @@ class GymBenchmark(Benchmark):
             try:
                 load_env_creator(entry_point)
             except (ImportError, gymnasium.error.Error) as exc:
-                return False, f"{self.env_id}: {exc}"
+                return False, f"{self.env_id}: {exc}{install_hint(entry_point.partition(':')[0])}"
         return True, ""
 
 

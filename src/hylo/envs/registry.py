@@ -2,6 +2,9 @@
 for any environment `gymnasium.make` accepts (through one generic adapter). A module of its own, so that the
 `Benchmark` interface and the adapters it finds do not import each other.
 
+A benchmark's options (`-E key=value` on `hylo eval`, a spec's `env_args`) are the keyword arguments of its factory
+(or class), or for `gym:<id>` those of `gymnasium.make`; one it does not take is refused naming those it does.
+
 A third-party package adds a benchmark with
 `[project.entry-points."hylo.benchmarks"] mybench = "mypkg.bench:MyBenchmark"` (a `Benchmark` subclass, or a callable
 returning one). `describe_benchmark` is what `hylo list benchmarks` and `GET /api/benchmarks` both show.
@@ -9,13 +12,16 @@ returning one). `describe_benchmark` is what `hylo list benchmarks` and `GET /ap
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from hylo.core.errors import HyloError, UnknownChoice
 from hylo.core.registry import Registry, RegistryError
-from hylo.envs.benchmark import Benchmark, BenchmarkFactory
+from hylo.envs.benchmark import Benchmark, BenchmarkFactory, BenchmarkOptionError
 from hylo.envs.gym_adapter import GymBenchmark
 
 ENTRY_POINT_GROUP = "hylo.benchmarks"
@@ -26,6 +32,14 @@ _BUILTIN: dict[str, str] = {
     "babyai": "hylo.envs.babyai:BabyAIBenchmark",
     "metaworld": "hylo.envs.metaworld:MetaWorldBenchmark",
 }
+
+
+_BUILTIN_EXTRAS: dict[str, tuple[str, str]] = {"metaworld": ("metaworld", "metaworld")}
+"""Built-in benchmark → (the package it needs, the hylo extra that installs it)."""
+
+GYM_EXTRAS = ("gym:gym_pusht/PushT-v0", "gym:gym_aloha/AlohaInsertion-v0", "gym:gym_aloha/AlohaTransferCube-v0")
+"""The Gymnasium envs of hylo's extras (their namespaces are `gym_adapter.EXTRAS`), listed by `hylo list benchmarks`
+and `GET /api/benchmarks` whether they are installed or not (then with the command that installs them)."""
 
 
 def _factory(target: str, value: Any) -> BenchmarkFactory:
@@ -45,10 +59,18 @@ def registered_benchmarks() -> dict[str, str]:
     return BENCHMARK_REGISTRY.entries()
 
 
-def get_benchmark(name: str, *, allow_import: bool = True) -> Benchmark:
+def listed_benchmarks() -> list[str]:
+    """What `hylo list benchmarks` and `GET /api/benchmarks` describe: the registered benchmarks, then the
+    Gymnasium envs of hylo's extras (`GYM_EXTRAS`)."""
+    return [*registered_benchmarks(), *GYM_EXTRAS]
+
+
+def get_benchmark(name: str, *, allow_import: bool = True, options: Mapping[str, Any] | None = None) -> Benchmark:
     """A new instance of the benchmark called `name`: a registered name, or `gym:<id>` for any Gymnasium
-    environment. Without `allow_import` (an HTTP request), a Gymnasium id that names a module to import
-    (`gym:module:Env-v0`) is refused."""
+    environment, built with `options` (`BenchmarkOptionError` for one it does not take). Without `allow_import` (an
+    HTTP request), a Gymnasium id that names a module to import (`gym:module:Env-v0`), or whose namespace module is
+    not imported yet and is not one of hylo's extras (`gym_pusht`, `gym_aloha`), is refused."""
+    options = dict(options or {})
     if name.startswith("gym:"):
         env_id = name.removeprefix("gym:")
         if not allow_import and ":" in env_id:
@@ -57,13 +79,51 @@ def get_benchmark(name: str, *, allow_import: bool = True) -> Benchmark:
                 name,
                 [*registered_benchmarks(), "gym:<id>"],
             )
-        return GymBenchmark(env_id)
-    benchmark = BENCHMARK_REGISTRY.get(name)()
+        return GymBenchmark(env_id, allow_import=allow_import, make_kwargs=options)
+    try:
+        factory = BENCHMARK_REGISTRY.get(name)
+    except RegistryError as exc:
+        needs = _BUILTIN_EXTRAS.get(name)
+        if needs is not None and _missing(needs[0]):
+            raise HyloError(f"{exc}; install it with: pip install 'hylo[{needs[1]}]'") from None
+        raise
+    _check_options(name, factory, options)
+    try:
+        benchmark = factory(**options)
+    except (TypeError, ValueError) as exc:
+        if not options:
+            raise
+        raise BenchmarkOptionError(f"benchmark {name!r} cannot be built with options {options}: {exc}") from None
     if not isinstance(benchmark, Benchmark):
         raise HyloError(
             f"benchmark {name!r} ({BENCHMARK_REGISTRY.target(name)}) is not a hylo Benchmark: {benchmark!r}"
         )
     return benchmark
+
+
+def _missing(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is None
+    except (ImportError, ValueError):
+        return True
+
+
+def _check_options(name: str, factory: BenchmarkFactory, options: Mapping[str, Any]) -> None:
+    """Refuse an option the benchmark's factory does not take, naming it and those it does."""
+    if not options:
+        return
+    try:
+        parameters = list(inspect.signature(factory).parameters.values())
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    accepted = [p.name for p in parameters if p.kind in kinds]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        takes = f"its options: {', '.join(accepted)}" if accepted else "it takes none"
+        raise BenchmarkOptionError(f"benchmark {name!r} takes no option {unknown[0]!r}; {takes}")
 
 
 # -- describe ------------------------------------------------------------------------------------------------------
@@ -95,11 +155,12 @@ class BenchmarkInfo(BaseModel):
 
 
 def describe_benchmark(name: str) -> BenchmarkInfo:
-    """The registered benchmark `name` as `hylo list benchmarks` and `GET /api/benchmarks` show it: nothing is
-    built, no env made; a benchmark that cannot load or list its splits here is described as unavailable."""
-    target = BENCHMARK_REGISTRY.target(name)
+    """The registered benchmark `name` (or a Gymnasium env of hylo's extras, `GYM_EXTRAS`) as `hylo list benchmarks`
+    and `GET /api/benchmarks` show it: nothing is built, no env made; a benchmark that cannot load or list its splits
+    here is described as unavailable, saying why (and what to install, for a package of hylo's extras)."""
+    target = GYM_TARGET if name in GYM_EXTRAS else BENCHMARK_REGISTRY.target(name)
     if target is None:
-        raise UnknownChoice("benchmark", name, BENCHMARK_REGISTRY.names())
+        raise UnknownChoice("benchmark", name, [*BENCHMARK_REGISTRY.names(), *GYM_EXTRAS])
     try:
         bench = get_benchmark(name, allow_import=False)
     except Exception as exc:  # a registered benchmark whose module cannot load here

@@ -20,7 +20,8 @@ from hylo.core.errors import HyloError
 from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
 from hylo.core.types import NodesetMode
 from hylo.cpus import usable_cpus
-from hylo.envs.benchmark import Benchmark
+from hylo.envs.benchmark import Benchmark, BenchmarkOptionError
+from hylo.envs.gym_adapter import NamespaceRefused
 from hylo.envs.registry import get_benchmark
 from hylo.eval.logdir import ReservedRunId, check_run_id
 from hylo.eval.placement import PanelDriver
@@ -95,6 +96,12 @@ def compile_spec_graph(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bo
     except GraphInvalid as exc:
         raise EvalError(str(exc), field="graph") from None
     served = graph.nodesets.get(benchmark.name)
+    if spec.env_args and served is not None and served.mode == NodesetMode.SERVER:
+        raise EvalError(
+            f"graph {graph.name!r} runs the {benchmark.name} env nodeset in server mode (its own subprocess), which "
+            f"builds the benchmark without options: drop the options {sorted(spec.env_args)} or the server mode",
+            field="env_args",
+        )
     if spec.video and served is not None and served.mode == NodesetMode.SERVER:
         raise EvalError(
             f"--video records the env of the worker; graph {graph.name!r} runs the {benchmark.name} env nodeset in "
@@ -109,7 +116,12 @@ def compile_spec_graph(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bo
 
 def resolve(spec: EvalSpec, *, allow_import: bool = True) -> Resolved:
     """Check everything a run needs before anything runs; raise a clear error naming the bad value."""
-    benchmark = get_benchmark(spec.benchmark, allow_import=allow_import)
+    try:
+        benchmark = get_benchmark(spec.benchmark, allow_import=allow_import, options=spec.env_args)
+    except BenchmarkOptionError as exc:
+        raise EvalError(str(exc), field="env_args") from None
+    except NamespaceRefused as exc:
+        raise EvalError(str(exc), field="benchmark") from None
     available, why = benchmark.available()
     if not available:
         raise EvalError(f"benchmark {benchmark.name!r} is not available here: {why}", field="benchmark")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +95,8 @@ def evaluate(
     """Run (or resume) an evaluation and return its result.
 
     `hylo.evaluate("babyai", agent="expert", tasks=["GoToLocal"], episodes=20)` takes the arguments of `hylo eval`
-    (`tasks`, `agent_args`, `max_steps`, `act_timeout`, `shield`, `timing`, `log_dir`, `run_id`, `fresh`,
-    `video`, ...) or a ready `EvalSpec`.
+    (`tasks`, `env_args`, `agent_args`, `max_steps`, `act_timeout`, `shield`, `timing`, `log_dir`, `run_id`,
+    `fresh`, `video`, ...) or a ready `EvalSpec`.
     """
     if isinstance(spec, EvalSpec):
         if kwargs:  # validated like any spec: an override cannot smuggle in a bad value
@@ -126,6 +126,7 @@ class Evaluation:
         self.started = False  # whether this invocation opened the run's log (after that, a failure aborts the run)
         self.run_id = run_id_for(self.spec, self.resolved.budgets, self.resolved.versions)
         self.run_dir = self.spec.log_path.resolve() / self.run_id
+        self.long_episode_ids = False  # set when the run's log holds its episodes under the long form of their ids
 
     def spec_json(self) -> dict[str, Any]:
         data = self.spec.model_dump(mode="json")
@@ -200,6 +201,7 @@ class Evaluation:
         planned = max(len(plan), planned_before)  # a run keeps its largest plan
         try:
             finals = log.done() if log is not None else {}
+            plan = self._logged_ids(plan, finals)
             todo = self._todo(plan, finals)
             # Start the workers before the run is created or claimed: an agent the env cannot serve, or a timing it
             # cannot honour, starts nothing.
@@ -239,6 +241,19 @@ class Evaluation:
             if log is not None:
                 log.close()
 
+    def _logged_ids(self, plan: list[TaskInstance], finals: dict[str, EpisodeRow]) -> list[TaskInstance]:
+        """The plan with the episode ids the run's log uses: a run logged before its benchmark had a short form of
+        its episode ids (`gym/default/pusht-v0/...` instead of `gym:gym_pusht/PushT-v0/default/gym_pusht/...`) keeps
+        the long form, so that it resumes instead of running its episodes again."""
+        if not finals or any(task.episode_id in finals for task in plan):
+            return plan
+        long = [replace(task, id_prefix="") for task in plan]
+        if not any(task.episode_id in finals for task in long):
+            return plan
+        self.long_episode_ids = self.resolved.benchmark.long_episode_ids = True
+        self._planned = {task.episode_id: task for task in long}
+        return long
+
     def _todo(self, plan: list[TaskInstance], finals: dict[str, EpisodeRow]) -> list[EpisodeJob]:
         """The attempts this invocation runs: every planned episode not in the log, and (with `retry_infra`) the
         next attempt of each whose last one was infra_invalid and may still be retried."""
@@ -261,7 +276,7 @@ class Evaluation:
         return task_limits(self.spec, self.resolved.benchmark, self.resolved.budgets)
 
     def _pool(self) -> Pool:
-        config = WorkerConfig(self.spec, self.run_id, self.run_dir, self.resolved.budgets)
+        config = WorkerConfig(self.spec, self.run_id, self.run_dir, self.resolved.budgets, self.long_episode_ids)
         backend = self.backend()
         if backend == "inline":
             return InlinePool(EpisodeWorker(config, agent=self.agent))

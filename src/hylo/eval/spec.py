@@ -1,9 +1,10 @@
 """The evaluation spec: one validated model shared by `hylo eval`, `hylo.evaluate()` and the HTTP API.
 
-Fields split in two: those that define the results (benchmark, split, tasks, agent and its args, seed, step budget,
-timing, shield, act timeout), which enter the config digest, and display / parallelism knobs (episodes, log dir,
-run id, video, strict, workers, backend, infra retries), which do not — so a run can be resumed or extended with
-more episodes or workers and stay the same run.
+Fields split in two: those that define the results (benchmark and its options, split, tasks, agent and its args,
+seed, step budget, timing, shield, act timeout), which enter the config digest (the benchmark's `env_args` only when
+it has some, so that a run made before they existed keeps its digest), and display / parallelism knobs (episodes,
+log dir, run id, video, strict, workers, backend, infra retries), which do not — so a run can be resumed or extended
+with more episodes or workers and stay the same run.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from hylo.graph.model import parse_graph
 
 DIGEST_FIELDS = (
     "benchmark",
+    "env_args",
     "split",
     "tasks",
     "agent",
@@ -52,9 +54,9 @@ MAX_INFRA = 1_000_000
 MAX_NAME = 200
 """The longest benchmark, agent, split or task name."""
 MAX_JSON_DEPTH = 16
-"""How deeply `agent_args` and `timing_options` may nest (an agent's arguments are a few flat values)."""
+"""How deeply `agent_args`, `env_args` and `timing_options` may nest (an agent's arguments are a few flat values)."""
 MAX_ARGS_BYTES = 64 * 1024
-"""The largest `agent_args`, as JSON."""
+"""The largest `agent_args` (and `env_args`), as JSON."""
 
 _RANGES: dict[str, tuple[int, int, str]] = {
     "episodes": (1, MAX_EPISODES, "episodes"),
@@ -76,6 +78,8 @@ class EvalSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     benchmark: str = Field(min_length=1, max_length=MAX_NAME)
+    env_args: dict[str, Any] = Field(default_factory=dict)
+    """The benchmark's options: its factory's keyword arguments, or `gymnasium.make`'s for `gym:<id>`."""
     agent: str = Field(min_length=1, max_length=MAX_NAME)
     split: str | None = Field(default=None, max_length=MAX_NAME)
     tasks: list[str] = Field(default_factory=list, max_length=MAX_TASKS)
@@ -121,10 +125,18 @@ class EvalSpec(BaseModel):
                 raise ValueError(f"a task name has 1 to {MAX_NAME} characters, got {shown(task)}")
         return value
 
-    @field_validator("agent_args", "timing_options")
+    @field_validator("agent_args", "env_args", "timing_options")
     @classmethod
     def _plain_json(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         check_json_value(value, info.field_name or "")
+        return value
+
+    @field_validator("env_args")
+    @classmethod
+    def _option_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if not key.isidentifier():
+                raise ValueError(f"a benchmark option is named by a Python identifier, got {shown(key)}")
         return value
 
     @field_validator("act_timeout", "episode_timeout", "env_timeout")
@@ -185,6 +197,8 @@ class EvalSpec(BaseModel):
         resolved per-task step budget when given (a benchmark may change its default between versions), and of the
         versions of the packages a benchmark's results depend on, when it names any (`Benchmark.result_packages`)."""
         data = self.model_dump(mode="json", include=set(DIGEST_FIELDS))
+        if not data["env_args"]:  # the digest of a run without options is the one it had before they existed
+            del data["env_args"]
         if self.graph is not None:  # its layout and description do not change results
             data["graph"] = {k: v for k, v in self.graph.items() if k not in ("layout", "description")}
         if step_budget is not None:

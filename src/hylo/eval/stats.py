@@ -16,6 +16,7 @@ from typing import Any
 
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
+from hylo.envs.gym_ids import short_episode_id
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -329,11 +330,14 @@ class Comparison:
 
 
 def _by_id(records: Sequence[EpisodeRecord], run: str) -> dict[str, EpisodeRecord]:
+    """The records by episode id; a gym episode logged under the long form of its id by its short one, so that a run
+    logged before gym ids were short pairs with a run logged since."""
     out: dict[str, EpisodeRecord] = {}
     for record in records:
-        if record.episode_id in out:
+        episode_id = short_episode_id(record.episode_id, record.task)
+        if episode_id in out:
             raise ValueError(f"episode id {record.episode_id!r} appears more than once in run {run}")
-        out[record.episode_id] = record
+        out[episode_id] = record
     return out
 
 

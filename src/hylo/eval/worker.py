@@ -63,12 +63,14 @@ class WorkerFailed(HyloError):
 @dataclass(frozen=True)
 class WorkerConfig:
     """What a worker needs to build its env manager: the resolved spec (split, tasks and run id fixed), the per-task
-    step budgets and where the run keeps its files."""
+    step budgets, where the run keeps its files, and whether its episode ids keep the long form (a run logged before
+    its benchmark had a short one)."""
 
     spec: EvalSpec
     run_id: str
     run_dir: Path
     budgets: dict[str, int]
+    long_episode_ids: bool = False
 
 
 @dataclass(frozen=True)
@@ -233,6 +235,7 @@ class EpisodeWorker:
         `WorkerFailed` naming the cause when they cannot be built."""
         config, spec = self.config, self.config.spec
         resolved = resolve(spec)
+        resolved.benchmark.long_episode_ids = config.long_episode_ids
         built: dict[str, Any] = {}  # a graph's agents, built once, until its nodes take them
         if resolved.plan is None:
             if self.agent is None:

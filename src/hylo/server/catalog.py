@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from hylo.agents.registry import AgentInfo, describe_agent, registered_agents
-from hylo.envs.registry import BenchmarkInfo, describe_benchmark, registered_benchmarks
+from hylo.envs.registry import BenchmarkInfo, describe_benchmark, listed_benchmarks
 from hylo.graph.compile import GraphError, GraphInvalid
 from hylo.graph.model import MAX_GRAPH_BYTES, Graph
 from hylo.graph.nodesets import NodesetInfo
@@ -168,9 +168,11 @@ def catalog_routes(store: GraphStore) -> APIRouter:
             widens=widening(),
         )
 
-    @router.get("/benchmarks", response_model=Benchmarks, summary="Registered benchmarks: splits and tasks")
+    @router.get(
+        "/benchmarks", response_model=Benchmarks, summary="Registered benchmarks and the extras' envs: splits, tasks"
+    )
     def benchmarks() -> Benchmarks:
-        return Benchmarks(benchmarks=[describe_benchmark(name) for name in registered_benchmarks()])
+        return Benchmarks(benchmarks=[describe_benchmark(name) for name in listed_benchmarks()])
 
     @router.get("/agents", response_model=Agents, summary="Registered agents: description and arguments")
     def agents() -> Agents:
