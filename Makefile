@@ -38,7 +38,7 @@ $(STAMP_RUN): pyproject.toml | $(BIN)/python $(SYSDEPS_STAMP)
 	touch $@
 
 $(STAMP_TEST): pyproject.toml | $(BIN)/python $(SYSDEPS_STAMP) $(BROWSER_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,libero]'
 	touch $@ $(STAMP_RUN)
 
 demo: $(STAMP_RUN)
