@@ -22,6 +22,7 @@ import math
 import os
 import re
 import string
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +85,8 @@ def _import(module: str) -> Any:
     if os.environ.get("MUJOCO_GL") == "egl":
         os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # robosuite's EGL context goes through PyOpenGL
     logging.getLogger("robosuite_logs").addFilter(_drop_macro_notice)
-    with stdout_to_stderr():
+    with stdout_to_stderr(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The 'warn' method is deprecated", DeprecationWarning)  # robosuite's
         return importlib.import_module(module)
 
 

@@ -1,0 +1,190 @@
+"""LIBERO through hylo, on the real simulator (robosuite on MuJoCo): the splits the package can run and the one it
+cannot, the 8-d state, settle steps that the agent's budget does not pay for, the same episode bit for bit in any
+process and at any worker count, frames upright and only when asked for, a diverging simulation charged to the
+infrastructure, and nothing on stdout."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("libero.libero", reason="LIBERO is not installed: pip install 'hylo[libero]'")
+
+import mujoco
+
+from hylo.core import AgentBase, EpisodeStatus, Kernel, Observation
+from hylo.core.chunk import ActionChunk
+from hylo.core.errors import HyloError, InvalidAction, UnknownChoice
+from hylo.envs.libero import SETTLE_STEPS, LiberoBenchmark, LiberoEnvironment
+from hylo.envs.registry import get_benchmark
+from hylo.eval import EvalSpec, evaluate
+from hylo.eval.runner import Evaluation
+
+BENCH = LiberoBenchmark()
+SPLIT = "libero_goal"  # the suite whose fixtures move with the seed: where seeding every reset matters
+TASK = "open_the_middle_drawer_of_the_cabinet"
+OPEN = np.array([0.0] * 6 + [-1.0])
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[LiberoEnvironment]:
+    environment = BENCH.make_env()
+    yield environment
+    environment.close()
+
+
+def run_states(env: LiberoEnvironment, index: int, actions: list[np.ndarray[Any, Any]]) -> np.ndarray[Any, Any]:
+    states = [env.reset(BENCH.task_instance(SPLIT, TASK, index))["state"]]
+    states += [env.step(action).obs["state"] for action in actions]
+    return np.stack(states)
+
+
+def test_the_splits_tasks_and_budgets() -> None:
+    assert get_benchmark("libero").display_name == "LIBERO"
+    splits = BENCH.splits()
+    assert splits[:5] == ["libero_spatial", "libero_object", "libero_goal", "libero_10", "libero_90"]
+    assert len(splits) == 21 and "libero_goal_swap" in splits and "libero_90_lan" not in splits
+    assert [len(BENCH.tasks(split)) for split in splits] == [10, 10, 10, 10, 90] + [10] * 16
+    budgets = {split: BENCH.default_step_budget(BENCH.tasks(split)[0]) for split in splits}
+    assert [budgets[s] for s in splits[:5]] == [220, 280, 300, 520, 400]
+    assert budgets["libero_10_lan"] == 520 and budgets["libero_spatial_task"] == 220  # a variant keeps its base's
+    assert BENCH.check_tasks(SPLIT, ["0", TASK]) == [BENCH.tasks(SPLIT)[0]]  # by index or by name, once
+    with pytest.raises(UnknownChoice, match="index 0-9"):
+        BENCH.check_tasks(SPLIT, ["10"])
+    # the instruction is the task's language; LIBERO-PRO's *_task split changed the goal, and says so
+    assert BENCH.task_instance(SPLIT, TASK, 0).instruction == "open the middle drawer of the cabinet"
+    assert BENCH.task_instance("libero_goal_task", TASK, 0).instruction == "open the bottom drawer of the cabinet"
+
+
+def test_a_split_whose_resources_are_not_shipped_is_refused_naming_them(tmp_path: Path) -> None:
+    assert "libero_spatial_env" not in BENCH.splits()
+    missing = r"libero_spatial_env.*cannot run.*BDDL file bddl_files/libero_spatial_env/pick_up_the_black_bowl"
+    with pytest.raises(HyloError, match=missing):
+        Evaluation(EvalSpec(benchmark="libero", agent="hold", split="libero_spatial_env", log_dir=str(tmp_path)))
+    with pytest.raises(UnknownChoice, match="unknown LIBERO split 'libero_nowhere'"):
+        BENCH.check_split("libero_nowhere")
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_state_is_eef_position_axis_angle_and_fingers(env: LiberoEnvironment) -> None:
+    obs = env.reset(BENCH.task_instance(SPLIT, TASK, 0))
+    assert set(obs) == {"state", "instruction"}  # no frames unless asked for
+    state = obs["state"]
+    assert state.shape == (8,) and state.dtype == np.float64
+    data = env.mjdata()  # robosuite reads its observation one physics step (2 ms) before the step's end
+    np.testing.assert_allclose(state[:3], data.site("gripper0_grip_site").xpos, atol=1e-5)
+    quat = np.zeros(4)  # (w, x, y, z)
+    angle = float(np.linalg.norm(state[3:6]))
+    mujoco.mju_axisAngle2Quat(quat, state[3:6] / angle, angle)
+    hand = data.body("robot0_right_hand").xquat
+    assert min(np.abs(quat - hand).max(), np.abs(quat + hand).max()) < 1e-4
+    assert angle == pytest.approx(math.pi, abs=0.2)  # the gripper points down
+    fingers = [data.joint(f"gripper0_finger_joint{i}").qpos[0] for i in (1, 2)]
+    np.testing.assert_allclose(state[6:], fingers, atol=1e-5)
+    assert state[6] > 0.03 and state[7] < -0.03  # open after the settle steps
+    for _ in range(6):
+        moved = env.step(np.array([1.0, 0, 0, 0, 0, 0, 1.0])).obs["state"]
+    assert moved[0] - state[0] > 0.02  # +x moves the hand forward ...
+    assert moved[6] < state[6] - 0.005  # ... and +1 closes the fingers
+    with pytest.raises(InvalidAction, match="non-finite"):
+        env.step(np.full(7, np.nan))
+    with pytest.raises(InvalidAction, match=r"shape \(4,\)"):
+        env.step(np.zeros(4))
+
+
+def test_an_episode_is_bit_identical_whatever_ran_before(env: LiberoEnvironment) -> None:
+    actions = [np.array([0.5, -0.3, 0.2, 0.0, 0.1, 0.0, 1.0])] * 3
+    first = run_states(env, 3, actions)
+    other = run_states(env, 4, [])  # another initial state
+    np.random.seed(12345)  # someone else's use of numpy's global generator does not leak in ...
+    before = np.random.get_state()
+    again = run_states(env, 3, actions)
+    after = np.random.get_state()
+    assert np.abs(first[0] - other[0]).max() > 1e-4
+    np.testing.assert_array_equal(again, first)
+    assert np.abs(first[-1] - first[0]).max() > 1e-3  # the actions did move the arm
+    np.testing.assert_array_equal(after[1], before[1])  # ... and the env's seeding does not leak out
+    assert after[2] == before[2]
+
+
+def test_frames_are_rendered_upright_only_while_asked_for(env: LiberoEnvironment) -> None:
+    env.render_images = True  # as a video recording switches it on, on an env built state-only
+    try:
+        obs = env.reset(BENCH.task_instance(SPLIT, TASK, 0))
+        frames = env.step(OPEN).obs["images"]
+    finally:
+        env.render_images = False
+    assert set(obs["images"]) == set(frames) == {"agentview", "wrist"}
+    for frame in frames.values():
+        assert frame.shape == (256, 256, 3) and frame.dtype == np.uint8 and frame.flags.c_contiguous
+        assert frame.std() > 10  # a picture, not a blank frame
+    brightness = {key: frame.mean(axis=(1, 2)) for key, frame in frames.items()}
+    # upright: the front camera has the wall above the lit table, the wrist camera its fingers at the bottom
+    assert brightness["agentview"][:32].mean() < brightness["agentview"][-32:].mean()
+    assert brightness["wrist"][-24:].mean() < brightness["wrist"][:24].mean()
+    assert "images" not in env.step(OPEN).obs
+
+
+class Corrupting(AgentBase):
+    """Holds still, but before its second act fills the simulator's velocities with garbage."""
+
+    def __init__(self, env: LiberoEnvironment) -> None:
+        self.env = env
+
+    def reset(self, ctx: Any) -> None:
+        self.calls = 0
+
+    def act(self, obs: Observation) -> ActionChunk:
+        self.calls += 1
+        if self.calls == 2:
+            self.env.mjdata().qvel.fill(1e30)
+        return ActionChunk.single(OPEN.astype(np.float32))
+
+
+def test_a_diverging_simulation_is_infra_invalid(env: LiberoEnvironment, capfd: pytest.CaptureFixture[str]) -> None:
+    with Kernel(env, Corrupting(env), max_steps=20) as kernel:
+        outcome = kernel.run(BENCH.task_instance(SPLIT, TASK, 1))
+    assert outcome.status is EpisodeStatus.INFRA_INVALID and "BADQVEL" in outcome.reason
+    assert outcome.steps == 1
+    assert capfd.readouterr().out == ""
+
+
+def _keys(result: Any) -> list[tuple[Any, ...]]:
+    return [(r.episode_id, r.seed, r.status.value, r.reason, r.steps, r.success) for r in result.episodes]
+
+
+def test_evaluations_with_one_and_two_workers_agree_bit_for_bit(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    one_dir, two_dir = tmp_path / "one", tmp_path / "two"
+    one_dir.mkdir()
+    two_dir.mkdir()
+    common: dict[str, Any] = dict(benchmark="libero", split=SPLIT, tasks=["0"], episodes=2, max_steps=4, seed=3)
+    one = evaluate(EvalSpec(**common, agent="libero_agents:StateLog", agent_args={"out": str(one_dir)},
+                            video=1, log_dir=str(tmp_path / "runs1")))  # fmt: skip
+    two = evaluate(EvalSpec(**common, agent="libero_agents:StateLog", agent_args={"out": str(two_dir)},
+                            workers=2, log_dir=str(tmp_path / "runs2")))  # fmt: skip
+    assert capfd.readouterr().out == ""  # the package's prints stay off stdout, in the workers too
+    assert [(r.status, r.reason, r.steps) for r in one.episodes] == [(EpisodeStatus.FAILURE, "max_steps", 4)] * 2
+    assert _keys(two) == _keys(one)
+    assert {r.worker for r in two.episodes} == {"w0", "w1"}
+    names = sorted(p.name for p in one_dir.iterdir())
+    assert names == sorted(p.name for p in two_dir.iterdir()) and len(names) == 2
+    for name in names:  # the settle steps ran before the first act: 4 acts, each seeing the same state in both
+        states = np.load(one_dir / name)
+        assert states.shape == (4, 8)
+        np.testing.assert_array_equal(np.load(two_dir / name), states)
+    # the first episode was recorded (rendered), the second not: rendering changed nothing
+    videos = list((tmp_path / "runs1").rglob("*.mp4"))
+    assert len(videos) == 1 and "0000@s3" in videos[0].name
+    import av
+
+    with av.open(str(videos[0])) as container:
+        frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+    assert len(frames) == 4 + 1 and frames[0].shape == (256, 256, 3)
+    assert SETTLE_STEPS == 10
