@@ -5,6 +5,7 @@ infrastructure, and nothing on stdout."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import subprocess
@@ -113,6 +114,11 @@ def test_the_state_is_eef_position_axis_angle_and_fingers(env: LiberoEnvironment
         moved = env.step(np.array([1.0, 0, 0, 0, 0, 0, 1.0])).obs["state"]
     assert moved[0] - state[0] > 0.02  # +x moves the hand forward ...
     assert moved[6] < state[6] - 0.005  # ... and +1 closes the fingers
+    poses = env.privileged_state("object_poses")  # what an expert would plan on
+    assert env.privileged_state("goal") == [["open", "wooden_cabinet_1_middle_region"]]
+    assert env.privileged_state("objects_of_interest") == ["wooden_cabinet_1_middle_region"]
+    cabinet = data.body("wooden_cabinet_1_main")
+    np.testing.assert_array_equal(poses["wooden_cabinet_1"], np.concatenate([cabinet.xpos, cabinet.xquat]))
     with pytest.raises(InvalidAction, match="non-finite"):
         env.step(np.full(7, np.nan))
     with pytest.raises(InvalidAction, match=r"shape \(4,\)"):
@@ -122,12 +128,17 @@ def test_the_state_is_eef_position_axis_angle_and_fingers(env: LiberoEnvironment
 def test_an_episode_is_bit_identical_whatever_ran_before(env: LiberoEnvironment) -> None:
     actions = [np.array([0.5, -0.3, 0.2, 0.0, 0.1, 0.0, 1.0])] * 3
     first = run_states(env, 3, actions)
+    cabinet = env.privileged_state("object_poses")["wooden_cabinet_1"]
     other = run_states(env, 4, [])  # another initial state
+    task = BENCH.task_instance(SPLIT, TASK, 3)
+    env.reset(dataclasses.replace(task, seed=task.seed + 1))  # libero_goal places its fixtures from the seed
+    moved = env.privileged_state("object_poses")["wooden_cabinet_1"]
     np.random.seed(12345)  # someone else's use of numpy's global generator does not leak in ...
     before = np.random.get_state()
     again = run_states(env, 3, actions)
     after = np.random.get_state()
     assert np.abs(first[0] - other[0]).max() > 1e-4
+    assert np.abs(moved[:3] - cabinet[:3]).max() > 1e-3
     np.testing.assert_array_equal(again, first)
     assert np.abs(first[-1] - first[0]).max() > 1e-3  # the actions did move the arm
     np.testing.assert_array_equal(after[1], before[1])  # ... and the env's seeding does not leak out

@@ -22,6 +22,7 @@ import math
 import os
 import re
 import string
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -71,9 +72,8 @@ STATE_SIZE = 8
 CAMERAS: dict[str, str] = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
 """hylo's image key → robosuite's camera name."""
 MAX_INSTRUCTION = 512
-
-log = logging.getLogger("hylo.libero")
-
+PRIVILEGED_STATE = ("object_poses", "objects_of_interest", "goal")
+"""What `LiberoEnvironment.privileged_state` answers (for a benchmark expert: none is shipped yet)."""
 
 # -- the package, imported on first use ---------------------------------------------------------------------------
 
@@ -81,6 +81,9 @@ log = logging.getLogger("hylo.libero")
 def _import(module: str) -> Any:
     """Import one of the package's modules with its console output on stderr (the suites print on every build,
     robosuite warns at import); rendering is set up for EGL first when MuJoCo will use it."""
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return loaded
     headless.configure()
     if os.environ.get("MUJOCO_GL") == "egl":
         os.environ.setdefault("PYOPENGL_PLATFORM", "egl")  # robosuite's EGL context goes through PyOpenGL
@@ -119,12 +122,6 @@ class LiberoSuite:
             if task.name == name:
                 return index, task
         raise UnknownChoice(f"task of LIBERO split {self.name!r}:", name, [t.name for t in self.tasks])
-
-
-def package_suites() -> list[str]:
-    """Every suite the package registers (83 in 0.1.1, most of them incomplete)."""
-    benchmark = _import("libero.libero.benchmark")
-    return list(benchmark.get_benchmark_dict())
 
 
 @functools.cache
@@ -298,7 +295,7 @@ class LiberoEnvironment(Environment):
 
     @property
     def capabilities(self) -> EnvCapabilities:
-        return EnvCapabilities(hold_action=True)
+        return EnvCapabilities(hold_action=True, privileged_state=True)
 
     def reset(self, task: TaskInstance) -> Observation:
         suite = checked_suite(task.split)
@@ -344,6 +341,29 @@ class LiberoEnvironment(Environment):
     def hold_action(self) -> Any:
         """Keep the arm where it is and the gripper as last commanded."""
         return np.array([0.0] * 6 + [self._gripper], np.float32)
+
+    def privileged_state(self, name: str) -> Any:
+        """What a scripted expert of the current task may read (each read is traced):
+
+        - `object_poses`: every object and fixture of the task by its BDDL name → 7 floats, world position xyz and
+          orientation quaternion (w, x, y, z), from `sim.data.body_xpos` / `body_xquat`
+        - `objects_of_interest`: the names of the objects the task is about (BDDL `:obj_of_interest`)
+        - `goal`: the BDDL goal, a list of predicates such as `["open", "wooden_cabinet_1_middle_region"]`
+        """
+        if self._control is None:
+            raise RuntimeError("privileged_state before the first reset")
+        problem = self._control.env
+        if name == "object_poses":
+            data = self._control.sim.data
+            return {
+                str(obj): np.concatenate([data.body_xpos[body], data.body_xquat[body]]).astype(np.float64)
+                for obj, body in problem.obj_body_id.items()
+            }
+        if name == "objects_of_interest":
+            return [str(obj) for obj in problem.obj_of_interest]
+        if name == "goal":
+            return [[str(term) for term in predicate] for predicate in problem.parsed_problem["goal_state"]]
+        raise KeyError(f"LIBERO exposes no privileged state {name!r}; it has {list(PRIVILEGED_STATE)}")
 
     def mjdata(self) -> Any:
         """The current task's `mujoco.MjData` (for inspection, or to inject faults in tests)."""
