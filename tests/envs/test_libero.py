@@ -129,7 +129,6 @@ def test_an_episode_is_bit_identical_whatever_ran_before(env: LiberoEnvironment)
     actions = [np.array([0.5, -0.3, 0.2, 0.0, 0.1, 0.0, 1.0])] * 3
     first = run_states(env, 3, actions)
     cabinet = env.privileged_state("object_poses")["wooden_cabinet_1"]
-    other = run_states(env, 4, [])  # another initial state
     task = BENCH.task_instance(SPLIT, TASK, 3)
     env.reset(dataclasses.replace(task, seed=task.seed + 1))  # libero_goal places its fixtures from the seed
     moved = env.privileged_state("object_poses")["wooden_cabinet_1"]
@@ -137,7 +136,6 @@ def test_an_episode_is_bit_identical_whatever_ran_before(env: LiberoEnvironment)
     before = np.random.get_state()
     again = run_states(env, 3, actions)
     after = np.random.get_state()
-    assert np.abs(first[0] - other[0]).max() > 1e-4
     assert np.abs(moved[:3] - cabinet[:3]).max() > 1e-3
     np.testing.assert_array_equal(again, first)
     assert np.abs(first[-1] - first[0]).max() > 1e-3  # the actions did move the arm
@@ -163,11 +161,11 @@ def test_frames_are_rendered_upright_only_while_asked_for(env: LiberoEnvironment
     assert "images" not in env.step(OPEN).obs
 
 
-class Corrupting(AgentBase):
-    """Holds still, but before its second act fills the simulator's velocities with garbage."""
+class Meddling(AgentBase):
+    """Holds still, but before its second act does `meddle` to the simulator's data."""
 
-    def __init__(self, env: LiberoEnvironment) -> None:
-        self.env = env
+    def __init__(self, env: LiberoEnvironment, meddle: Any) -> None:
+        self.env, self.meddle = env, meddle
 
     def reset(self, ctx: Any) -> None:
         self.calls = 0
@@ -175,12 +173,23 @@ class Corrupting(AgentBase):
     def act(self, obs: Observation) -> ActionChunk:
         self.calls += 1
         if self.calls == 2:
-            self.env.mjdata().qvel.fill(1e30)
+            self.meddle(self.env.mjdata())
         return ActionChunk.single(OPEN.astype(np.float32))
 
 
+def open_the_middle_drawer(data: Any) -> None:
+    data.joint("wooden_cabinet_1_middle_level").qpos[:] = -0.15  # inside the BDDL's "open" range
+    mujoco.mj_forward(data.model, data)
+
+
+def test_success_is_the_tasks_bddl_goal(env: LiberoEnvironment) -> None:
+    with Kernel(env, Meddling(env, open_the_middle_drawer), max_steps=20) as kernel:
+        outcome = kernel.run(BENCH.task_instance(SPLIT, TASK, 2))
+    assert (outcome.status, outcome.steps) == (EpisodeStatus.SUCCESS, 2)
+
+
 def test_a_diverging_simulation_is_infra_invalid(env: LiberoEnvironment, capfd: pytest.CaptureFixture[str]) -> None:
-    with Kernel(env, Corrupting(env), max_steps=20) as kernel:
+    with Kernel(env, Meddling(env, lambda data: data.qvel.fill(1e30)), max_steps=20) as kernel:
         outcome = kernel.run(BENCH.task_instance(SPLIT, TASK, 1))
     assert outcome.status is EpisodeStatus.INFRA_INVALID and "BADQVEL" in outcome.reason
     assert outcome.steps == 1
@@ -208,10 +217,11 @@ def test_evaluations_with_one_and_two_workers_agree_bit_for_bit(
     assert {r.worker for r in two.episodes} == {"w0", "w1"}
     names = sorted(p.name for p in one_dir.iterdir())
     assert names == sorted(p.name for p in two_dir.iterdir()) and len(names) == 2
-    for name in names:  # the settle steps ran before the first act: 4 acts, each seeing the same state in both
-        states = np.load(one_dir / name)
+    runs = [np.load(one_dir / name) for name in names]
+    for name, states in zip(names, runs, strict=True):  # 4 acts (the settle steps ran before), the same in both
         assert states.shape == (4, 8)
         np.testing.assert_array_equal(np.load(two_dir / name), states)
+    assert np.abs(runs[0][0] - runs[1][0]).max() > 1e-4  # another index, another initial state
     # the first episode was recorded (rendered), the second not: rendering changed nothing
     videos = list((tmp_path / "runs1").rglob("*.mp4"))
     assert len(videos) == 1 and "0000@s3" in videos[0].name

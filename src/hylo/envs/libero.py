@@ -285,7 +285,6 @@ class LiberoEnvironment(Environment):
         self._instruction = ""
         self._obs: Observation | None = None
         self._gripper = -1.0
-        self._success = False
         route_mujoco_warnings()
         self._watch: DivergenceWatch | None = None
 
@@ -306,7 +305,6 @@ class LiberoEnvironment(Environment):
         assert self._states is not None
         control = self._control
         outside = np.random.get_state()
-        success = False
         try:
             # LIBERO draws placements (libero_goal: its fixtures) from numpy's global generator at every reset, and a
             # hard reset rebuilds the model: seeded here, the same episode starts bit-identically in any process.
@@ -315,11 +313,10 @@ class LiberoEnvironment(Environment):
                 control.reset()
             raw = control.set_init_state(self._states[task.index % len(self._states)])
             for _ in range(SETTLE_STEPS):
-                raw, success = self._advance(np.asarray(SETTLE_ACTION))
+                raw, _ = self._advance(np.asarray(SETTLE_ACTION))
         finally:
             np.random.set_state(outside)  # whatever else draws from it is left as it was
         self._gripper = SETTLE_ACTION[-1]
-        self._success = success
         self._obs = self._observation(raw)
         return self._obs
 
@@ -329,7 +326,6 @@ class LiberoEnvironment(Environment):
         array = _checked_action(action)
         raw, success = self._advance(array)
         self._gripper = min(1.0, max(-1.0, float(array[6])))
-        self._success = success
         self._obs = self._observation(raw)
         return StepResult(self._obs, float(success), success, False, success)
 
