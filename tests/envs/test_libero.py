@@ -200,6 +200,7 @@ def _keys(result: Any) -> list[tuple[Any, ...]]:
     return [(r.episode_id, r.seed, r.status.value, r.reason, r.steps, r.success) for r in result.episodes]
 
 
+@pytest.mark.timeout(300)  # three simulators built, two of them in worker processes: minutes on a loaded machine
 def test_evaluations_with_one_and_two_workers_agree_bit_for_bit(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
