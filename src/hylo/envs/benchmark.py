@@ -33,6 +33,7 @@ class Benchmark(abc.ABC):
       calls: the env's own calls never count against it)
     - `typical_reset_sec` / `typical_step_sec` are how long the env's reset and step usually take (None: unknown);
       an env call's limit is a multiple of its measured mean, and of these figures until a worker has measured one
+    - `env_ram_gb` is the resident memory one env takes, in GB (None: unknown, small)
     - `observation_keys` documents what an observation carries
     """
 
@@ -42,6 +43,7 @@ class Benchmark(abc.ABC):
     default_per_step_budget_sec: ClassVar[float] = 0.5
     typical_reset_sec: ClassVar[float | None] = None
     typical_step_sec: ClassVar[float | None] = None
+    env_ram_gb: ClassVar[float | None] = None
     observation_keys: ClassVar[dict[str, str]] = {}
 
     @abc.abstractmethod
