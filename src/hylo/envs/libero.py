@@ -257,7 +257,7 @@ class LiberoEnvironment(Environment):
     `images/agentview` and `images/wrist` (image_size x image_size x 3 uint8, upright). Action: 7 floats in [-1, 1],
     OSC_POSE end-effector deltas (position, axis-angle rotation) and the gripper (-1 open, +1 close), at 20 Hz.
     Success is the task's BDDL goal, checked after every step. One simulator is kept, for the current task (another
-    task builds its own: 1.6-1.9 GB each). `mjdata()` is the current `mujoco.MjData`.
+    task builds its own: 1.5-1.9 GB each). `mjdata()` is the current `mujoco.MjData`.
     """
 
     def __init__(self, render_images: bool = False, image_size: int = 256) -> None:
