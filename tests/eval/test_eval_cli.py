@@ -315,3 +315,15 @@ def test_sigterm_interrupts_cleanly_and_the_run_resumes(tmp_path):
     resumed = hylo(*args, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["executed_now"] == 12 - listed[0]["n_done"]
+
+
+def test_a_reward_only_env_reports_its_return_and_says_it_has_no_success_signal(tmp_path):
+    common = ("gym:CartPole-v1", "--episodes", "3", "--max-steps", "40", "--run-id", "pole")
+    summary = eval_json(*common, "--agent", "random", cwd=tmp_path)["summary"]
+    assert summary["success_signal"] is False and summary["successes"] == 0
+    assert summary["mean_return"] > 0 and summary["return_std"] is not None  # CartPole pays 1 per step it stands
+    shown = hylo("runs", "show", "pole", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "no signal" in shown.stdout and "no success signal" in shown.stdout and "0.000" not in shown.stdout
+    signalled = eval_json("babyai", "--task", "GoToLocal", "--episodes", "2", "--agent", "random", cwd=tmp_path)
+    assert signalled["summary"]["success_signal"] is True  # BabyAI says when a mission is done, even at 0 %

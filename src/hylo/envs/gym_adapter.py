@@ -5,7 +5,8 @@
 `images/pixels`, any other non-Dict observation `state`; a Dict observation keeps its keys, with LeRobot's names
 mapped to hylo's (`pixels` → `images/pixels`, a `pixels` dict → `images/<camera>`, `agent_pos` → `state`; a `mission`
 string is also the `instruction`); `render_images=True` adds `images/render`. Success comes from `info["is_success"]`
-or `info["success"]`. MuJoCo-based envs are watched for divergence on every step (see `mujoco_watch`).
+or `info["success"]`; an env whose steps carry neither has no success signal (its report shows the return). MuJoCo-based
+envs are watched for divergence on every step (see `mujoco_watch`).
 """
 
 from __future__ import annotations
@@ -256,6 +257,7 @@ class GymEnvironment(Environment):
         self._obs: Observation | None = None
         self._ended = False
         self._closed = False
+        self._signalled: bool | None = None  # whether a step's info has carried a success key (None: no step yet)
 
         self._keys = keys = ObservationKeys(env.observation_space)
         obs_spaces = keys.spaces()
@@ -317,7 +319,11 @@ class GymEnvironment(Environment):
 
     @property
     def capabilities(self) -> EnvCapabilities:
-        return EnvCapabilities(hold_action=isinstance(self._spec.action_space, spaces.Box))
+        """A hold action for a Box action space; a success signal unless the steps so far carried no success key in
+        their info (a reward-only env, like CartPole)."""
+        return EnvCapabilities(
+            hold_action=isinstance(self._spec.action_space, spaces.Box), success_signal=self._signalled is not False
+        )
 
     def __enter__(self) -> GymEnvironment:
         return self
@@ -352,7 +358,9 @@ class GymEnvironment(Environment):
             self._watch.check(before)
         self._ended = bool(terminated or truncated)
         self._obs = self._observation(raw)
-        success = any(_truthy(info[key]) for key in SUCCESS_KEYS if key in info)
+        keys = [key for key in SUCCESS_KEYS if key in info]
+        self._signalled = self._signalled or bool(keys)
+        success = any(_truthy(info[key]) for key in keys)
         return StepResult(self._obs, float(reward), bool(terminated), bool(truncated), success, _small_info(info))
 
     def observe(self) -> Observation:

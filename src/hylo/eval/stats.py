@@ -171,8 +171,8 @@ def summarize(records: Iterable[EpisodeRecord]) -> Summary:
 
 def summary_of(tally: Tally) -> Summary:
     """The `Summary` of tallied episodes (what `summarize` tallies, or an EvalLog counts in SQL). `success_signal`
-    is false when the episodes ran on an env without one (an env has one or not: one episode tells): its success rate
-    then measures nothing."""
+    is false when episodes ran on an env that showed none and none succeeded: its success rate then measures
+    nothing."""
     counts, steps = tally.counts, tally.steps
     status_counts = {status.value: counts.get(status, 0) for status in EpisodeStatus}
     n = sum(status_counts.values())
@@ -189,7 +189,7 @@ def summary_of(tally: Tally) -> Summary:
         mean_steps=steps / n if n else None,
         mean_return=tally.returns.mean(),
         return_std=tally.returns.std(),
-        success_signal=tally.unsignalled == 0,
+        success_signal=not (tally.unsignalled and not successes),
     )
 
 
