@@ -33,9 +33,10 @@ import gymnasium.spaces as spaces
 import numpy as np
 
 from hylo.core.environment import Environment
-from hylo.core.errors import HyloError, InvalidAction, UnknownChoice
+from hylo.core.errors import HyloError, UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.envs import headless
+from hylo.envs.actions import finite_vector
 from hylo.envs.benchmark import Benchmark
 from hylo.envs.mujoco_watch import DivergenceWatch, route_mujoco_warnings
 from hylo.envs.quiet import stdout_to_stderr
@@ -230,21 +231,9 @@ def state_vector(raw: dict[str, Any]) -> np.ndarray[Any, Any]:
 
 
 def _checked_action(action: Any) -> np.ndarray[Any, Any]:
-    """The action as 7 finite floats, or InvalidAction (a NaN would reach the controller and the simulator)."""
-    try:
-        raw = np.asarray(action)
-    except (TypeError, ValueError) as exc:  # e.g. ragged nested lists
-        raise InvalidAction(f"action is not an array: {action!r}") from exc
-    if raw.dtype.kind not in "biuf":
-        raise InvalidAction(f"action is not numeric: {action!r}")
-    if raw.shape != (ACTION_SIZE,):
-        raise InvalidAction(
-            f"action has shape {raw.shape}, LIBERO takes ({ACTION_SIZE},): dx, dy, dz, droll, dpitch, dyaw, gripper"
-        )
-    array = raw.astype(np.float64)
-    if not np.isfinite(array).all():
-        raise InvalidAction(f"non-finite action {np.array2string(array, precision=3)}")
-    return array
+    """The action as 7 finite float64s, or InvalidAction (a NaN would reach the controller and the simulator)."""
+    takes = f"LIBERO takes ({ACTION_SIZE},): dx, dy, dz, droll, dpitch, dyaw, gripper"
+    return finite_vector(action, ACTION_SIZE, takes, as_float64=True)
 
 
 # -- the environment ---------------------------------------------------------------------------------------------

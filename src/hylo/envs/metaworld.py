@@ -25,8 +25,9 @@ from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
-from hylo.core.errors import InvalidAction, UnknownChoice
+from hylo.core.errors import UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
+from hylo.envs.actions import finite_vector
 from hylo.envs.benchmark import Benchmark
 from hylo.envs.mujoco_watch import DivergenceWatch, route_mujoco_warnings
 
@@ -270,18 +271,7 @@ def _gl_context_as_configured() -> Iterator[None]:
 
 def _checked_action(action: Any) -> np.ndarray[Any, Any]:
     """The action as 4 finite floats, or InvalidAction (a NaN would otherwise reach the mocap and blow up the sim)."""
-    try:
-        raw = np.asarray(action)
-    except (TypeError, ValueError) as exc:  # e.g. ragged nested lists
-        raise InvalidAction(f"action is not an array: {action!r}") from exc
-    if raw.dtype.kind not in "biuf":
-        raise InvalidAction(f"action is not numeric: {action!r}")
-    if raw.shape != (4,):
-        raise InvalidAction(f"action has shape {raw.shape}, Meta-World takes (4,): dx, dy, dz, gripper")
-    array = raw if raw.dtype.kind == "f" else raw.astype(np.float64)
-    if not np.isfinite(array).all():
-        raise InvalidAction(f"non-finite action {np.array2string(array, precision=3)}")
-    return array
+    return finite_vector(action, 4, "Meta-World takes (4,): dx, dy, dz, gripper")
 
 
 class MetaWorldExpert(AgentBase):
