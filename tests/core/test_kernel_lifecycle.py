@@ -313,3 +313,37 @@ def test_an_isolated_agent_failing_on_a_signal_is_an_error() -> None:
         outcome = kernel.run(task())
     assert outcome.status is EpisodeStatus.ERROR
     assert "container bookkeeping failed" in outcome.reason
+
+
+class Still(AgentBase):
+    def act(self, obs: Observation) -> ActionChunk:
+        return ActionChunk.single(np.zeros(7, np.float32))
+
+
+class SettlingEnv(NullEnv):
+    """Runs three settle steps of its own in every reset, as a benchmark protocol may."""
+
+    def prologue(self) -> list[Any]:
+        return [[0.0] * 6 + [-1.0]] * 3
+
+
+def test_the_envs_own_settle_steps_are_traced_before_the_first_observation_and_not_counted(tmp_path: Path) -> None:
+    bus = EventBus(run_id="settle")
+    recorder = MemoryRecorder()
+    bus.subscribe(recorder)
+    jsonl = JsonlRecorder(tmp_path / "trace.jsonl")
+    bus.subscribe(jsonl)
+    with Kernel(SettlingEnv(max_episode_steps=4), Still(), bus=bus, max_steps=4) as kernel:
+        outcome = kernel.run(TaskInstance("bench", "settle"))
+    jsonl.close()
+    assert outcome.steps == 4 and outcome.reason == "max_steps"  # the agent had its whole budget
+    kinds = recorder.kinds()
+    assert kinds.index("episode.start") < kinds.index("env.prologue") < kinds.index("observation")
+    (prologue,) = recorder.of("env.prologue")
+    assert prologue.steps == 3 and prologue.actions == [[0.0] * 6 + [-1.0]] * 3
+    lines = (tmp_path / "trace.jsonl").read_text().splitlines()
+    assert parse_event(lines[kinds.index("env.prologue")]) == prologue  # written and read back like any event
+    with Kernel(NullEnv(max_episode_steps=2), Still(), bus=bus) as plain:
+        recorder.events.clear()
+        plain.run(TaskInstance("bench", "plain"))
+    assert "env.prologue" not in recorder.kinds()  # an env that runs nothing of its own adds nothing

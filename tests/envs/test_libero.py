@@ -30,6 +30,7 @@ from hylo.envs.libero import SETTLE_STEPS, LiberoBenchmark, LiberoEnvironment
 from hylo.envs.registry import get_benchmark
 from hylo.eval import EvalSpec, evaluate
 from hylo.eval.runner import Evaluation
+from hylo.eval.store import EvalLog
 
 BENCH = LiberoBenchmark()
 SPLIT = "libero_goal"  # the suite whose fixtures move with the seed: where seeding every reset matters
@@ -219,6 +220,11 @@ def test_evaluations_with_one_and_two_workers_agree_bit_for_bit(
     assert [(r.status, r.reason, r.steps) for r in one.episodes] == [(EpisodeStatus.FAILURE, "max_steps", 4)] * 2
     assert _keys(two) == _keys(one)
     assert {r.worker for r in two.episodes} == {"w0", "w1"}
+    with EvalLog.open(one.log_dir) as log:  # the settle steps are in the trace, before the first observation
+        kinds = [e["event"] for e in log.trace(one.episodes[0].episode_id)]
+        (prologue,) = [e for e in log.trace(one.episodes[0].episode_id) if e["event"] == "env.prologue"]
+    assert kinds.index("episode.start") < kinds.index("env.prologue") < kinds.index("observation")
+    assert prologue["steps"] == SETTLE_STEPS and prologue["actions"] == [[0.0] * 6 + [-1.0]] * SETTLE_STEPS
     names = sorted(p.name for p in one_dir.iterdir())
     assert names == sorted(p.name for p in two_dir.iterdir()) and len(names) == 2
     runs = [np.load(one_dir / name) for name in names]

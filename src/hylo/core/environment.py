@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from typing import Any
 
 from hylo.core.errors import HyloError
@@ -47,6 +48,11 @@ class Environment(abc.ABC):
     def privileged_state(self, name: str) -> Any:
         """Simulator state that only a benchmark's own expert may read (each read is traced)."""
         raise KeyError(f"environment {self.spec.name!r} exposes no privileged state {name!r}")
+
+    def prologue(self) -> Sequence[Action]:
+        """The actions the last `reset` executed before handing the episode over: a benchmark protocol's settle steps
+        (LIBERO's ten no-ops). They are traced (`env.prologue`), never counted against the agent."""
+        return ()
 
     def close(self) -> None:
         """Release the simulator. Called once per env, never per episode."""

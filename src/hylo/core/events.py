@@ -41,6 +41,14 @@ class ObservationEvent(BaseEvent):
     terminal: bool = False
 
 
+class EnvPrologueEvent(BaseEvent):
+    """The actions the env's reset executed before the agent's first step (a protocol's settle steps)."""
+
+    event: Literal["env.prologue"] = "env.prologue"
+    steps: int
+    actions: list[Any]
+
+
 class AgentDecisionEvent(BaseEvent):
     event: Literal["agent.decision"] = "agent.decision"
     content: dict[str, Any]
@@ -124,6 +132,7 @@ class ContainerCheckpointEvent(BaseEvent):
 Event = Annotated[
     EpisodeStartEvent
     | ObservationEvent
+    | EnvPrologueEvent
     | AgentDecisionEvent
     | MemoryRetrievalEvent
     | AgentChunkEvent

@@ -206,6 +206,7 @@ class Kernel:
             return sc.over_limit(over)
         except FAULTS as exc:
             return sc.ended(EpisodeStatus.INFRA_INVALID, raised("env reset", exc), detail_of(exc))
+        sc.prologue(self.env.prologue())
         sc.observed(obs)
         ctx = EpisodeContext(
             seed=task.seed,

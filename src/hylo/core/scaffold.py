@@ -11,7 +11,7 @@ ending the episode (`episode.end`, telling the agent, `run_end`). A failure anyw
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hylo.core.bus import EventBus
@@ -21,6 +21,7 @@ from hylo.core.errors import AgentTimeout, InvalidAction, OverLimit, SafetyAbort
 from hylo.core.events import (
     ActionEvent,
     AgentChunkEvent,
+    EnvPrologueEvent,
     EpisodeEndEvent,
     EpisodeStartEvent,
     ObservationEvent,
@@ -262,6 +263,11 @@ class EpisodeScaffold:
                 bus.emit_group(
                     result, (ObservationEvent, {"obs": obs_summary(obs), "terminal": terminated or truncated})
                 )
+
+    def prologue(self, actions: Sequence[Action]) -> None:
+        """Trace the actions the env's reset executed before the agent's first step (none: nothing)."""
+        if actions and self.bus.active:
+            self.bus.emit_trusted(EnvPrologueEvent, steps=len(actions), actions=[jsonable(a) for a in actions])
 
     def observed(self, obs: Any, terminal: bool = False) -> None:
         """Trace an observation."""

@@ -323,6 +323,10 @@ class LiberoEnvironment(Environment):
             raise RuntimeError("observe before the first reset")
         return self._obs
 
+    def prologue(self) -> Sequence[Any]:
+        """The settle steps the last reset ran: openpi's LIBERO protocol, 10 no-ops with the gripper open."""
+        return [list(SETTLE_ACTION)] * SETTLE_STEPS if self._obs is not None else []
+
     def hold_action(self) -> Any:
         """Keep the arm where it is and the gripper as last commanded."""
         return np.array([0.0] * 6 + [self._gripper], np.float32)

@@ -168,6 +168,9 @@ class FrameTap(Environment):
     def privileged_state(self, name: str) -> Any:
         return self.env.privileged_state(name)
 
+    def prologue(self) -> Sequence[Action]:
+        return self.env.prologue()
+
     def close(self) -> None:
         self.stop()
         self.env.close()

@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable, MutableSequence
+from collections.abc import Callable, MutableSequence, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
@@ -129,6 +129,9 @@ class MeteredEnv(Environment):
 
     def observe(self) -> Observation:
         return self._metered(OBSERVE, self.env.observe)
+
+    def prologue(self) -> Sequence[Action]:
+        return self.env.prologue()
 
     def _metered(self, kind: float, call: Callable[..., T], *args: Any) -> T:
         """`call(*args)` as an env call of `kind`: past its limit it is the env's timeout, whatever it raised."""
