@@ -62,6 +62,15 @@ class _Running:
     killed: bool = False
 
 
+def _env_ram_gb(benchmark: str) -> float | None:
+    """The RAM one env of `benchmark` holds, as it declares it (None: undeclared, or a benchmark that validation will
+    refuse with its own message)."""
+    try:
+        return get_benchmark(benchmark, allow_import=False).env_ram_gb
+    except Exception:
+        return None
+
+
 class JobScheduler:
     """The job queue of one log dir (`<log_dir>/jobs.sqlite`) and the thread that runs it.
 
@@ -185,19 +194,18 @@ class JobScheduler:
             raise JobRefused("ram_gb", f"ram_gb must be > 0, got {ram_gb}")
         if not gpu_mem_gb >= 0:
             raise JobRefused("gpu_mem_gb", f"gpu_mem_gb must be >= 0, got {gpu_mem_gb}")
-        planned = check_spec(spec, self.log_dir, check_url)
-        per_env = get_benchmark(planned.benchmark, allow_import=False).env_ram_gb
         resources = declared(
             spec.workers,
             cpus=cpus,
             ram_gb=ram_gb,
             gpu_mem_gb=gpu_mem_gb,
             exclusive_gpu=exclusive_gpu,
-            env_ram_gb=per_env,
+            env_ram_gb=_env_ram_gb(spec.benchmark),
         )
         never = never_fits(resources, self.machine())
         if never is not None:
             raise JobRefused(*never)
+        planned = check_spec(spec, self.log_dir, check_url)
         assert planned.run_id is not None  # plan_run fixes it
         job = Job(
             job_id=secrets.token_hex(6),
