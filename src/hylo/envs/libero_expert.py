@@ -32,6 +32,7 @@ OPEN, CLOSE = -1.0, 1.0
 POS_GAIN = 2.0
 """Action per (position error / POS_SCALE): errors above half a step's reach saturate the action."""
 ROT_GAIN = 1.0
+"""Action per (orientation error / ROT_SCALE): the gripper holds the orientation it had when the episode began."""
 REACH_SLOPE = 1.0
 """While reaching, the gripper stays above the grasp point by this many metres per metre still to go sideways."""
 MAX_SPAN = 0.07
@@ -40,16 +41,22 @@ WALL_INSET = 0.012
 """Metres inside the wide object's outer edge at which the gripper site pinches its wall."""
 FINGER_REACH = 0.045
 """Metres from the gripper site to the outside of an open finger."""
+FINGERTIP_DEPTH = 0.012
+"""Metres the fingertips reach below the gripper site: it closes no lower than this above the object's bottom."""
 ALIGN_TOL = 0.012
 """Metres (sideways) from the grasp point within which the open fingers may go lower than the object's top."""
 TOP_CLEARANCE = 0.015
 """Metres the gripper site stays above the object's top until it is aligned over the grasp point."""
 REACH_TOL = 0.008
 """Metres from the grasp point at which the gripper closes."""
+STALL_DIST, STALL_Z = 0.001, 0.01
+"""Aligned sideways but blocked on the way down (moving less than STALL_DIST metres a step, at most STALL_Z above
+the grasp point): the gripper closes where it is."""
 CLOSE_MIN_STEPS, CLOSE_MAX_STEPS = 4, 12
 """Closing lasts at least / at most this many steps; in between it ends when the fingers stop moving."""
 LIFT_OFF = 0.02
-"""Metres the object rises straight up before it moves sideways."""
+"""Metres the object rises straight up before it moves sideways (sideways no faster than up until it is within a
+centimetre of its cruise height)."""
 RIM_CLEARANCE = 0.02
 """Metres the object's bottom clears the target's top by while it is carried over it."""
 CARRY_SLOPE = 1.0
@@ -251,6 +258,7 @@ class LiberoExpert(AgentBase):
         self._offset = np.zeros(3)
         self._lift_bottom = 0.0
         self._wall_side = 0.0
+        self._last_pos: Vec | None = None
 
     # The geometry of the current goal.
 
@@ -266,7 +274,8 @@ class LiberoExpert(AgentBase):
             wall = low[1] + WALL_INSET if self._wall_side < 0 else high[1] - WALL_INSET
             return np.array([centre[0], wall, high[2] - 0.02])
         # Low on the object (less to lift) but not so low that the hand above the fingers meets its top.
-        return np.array([centre[0], centre[1], max(low[2] + min(max(height / 2.0, 0.012), 0.04), high[2] - 0.03)])
+        grasp_z = low[2] + min(max(height / 2.0, FINGERTIP_DEPTH), 0.04)
+        return np.array([centre[0], centre[1], max(grasp_z, high[2] - 0.03)])
 
     def _roomier_side(self, scene: _Scene, goal: Goal, low: Vec, high: Vec) -> float:
         """-1 to pinch the wall on the object's low y side, +1 on its high side: where the outer finger has room."""
@@ -350,7 +359,9 @@ class LiberoExpert(AgentBase):
                 aim[2] = max(aim[2], scene.box(goal.obj)[1][2] + TOP_CLEARANCE)
             action[:3] = _saturate(aim - pos, POS_GAIN, POS_SCALE)
             action[6] = OPEN
-            if float(np.linalg.norm(error)) < REACH_TOL:
+            stalled = self._last_pos is not None and float(np.linalg.norm(pos - self._last_pos)) < STALL_DIST
+            self._last_pos = pos
+            if float(np.linalg.norm(error)) < REACH_TOL or (stalled and side < ALIGN_TOL and error[2] > -STALL_Z):
                 self._grasp = grasp
                 self._phase, self._phase_steps = Phase.CLOSE, 0
             return action
