@@ -173,15 +173,20 @@ class _Scene:
             self._geoms[name] = ids
         return self._geoms[name]
 
-    def box(self, name: str) -> tuple[Vec, Vec]:
-        """The world-axis-aligned bounding box (low, high corners) of an object's collision geoms."""
+    def geom_boxes(self, name: str) -> tuple[Vec, Vec]:
+        """The world-axis-aligned bounding boxes (rows of low and high corners) of an object's collision geoms."""
         ids = self._geom_ids(name)
         model, data = self.sim.model, self.sim.data
-        aabb = np.asarray(model._model.geom_aabb)[ids] if hasattr(model, "_model") else np.asarray(model.geom_aabb)[ids]
+        aabb = np.asarray(getattr(model, "_model", model).geom_aabb)[ids]
         rot = np.asarray(data.geom_xmat)[ids].reshape(-1, 3, 3)
         centre = np.asarray(data.geom_xpos)[ids] + np.einsum("nij,nj->ni", rot, aabb[:, :3])
         half = np.einsum("nij,nj->ni", np.abs(rot), aabb[:, 3:])
-        return np.min(centre - half, axis=0), np.max(centre + half, axis=0)
+        return centre - half, centre + half
+
+    def box(self, name: str) -> tuple[Vec, Vec]:
+        """The world-axis-aligned bounding box (low, high corners) of an object's collision geoms."""
+        low, high = self.geom_boxes(name)
+        return np.min(low, axis=0), np.max(high, axis=0)
 
     def obstacles(self) -> list[str]:
         """The names of every object and fixture."""
@@ -278,20 +283,28 @@ class LiberoExpert(AgentBase):
         return np.array([centre[0], centre[1], max(grasp_z, high[2] - 0.03)])
 
     def _roomier_side(self, scene: _Scene, goal: Goal, low: Vec, high: Vec) -> float:
-        """-1 to pinch the wall on the object's low y side, +1 on its high side: where the outer finger has room."""
+        """-1 to pinch the wall on the object's low y side, +1 on its high side: where the fingers have more room
+        from other things' geoms at the fingers' height."""
         x = (low[0] + high[0]) / 2.0
-        outer = {-1.0: low[1] + WALL_INSET - FINGER_REACH, 1.0: high[1] - WALL_INSET + FINGER_REACH}
-        room = {side: np.inf for side in outer}
+        grasp_z = high[2] - 0.02
+        fingers = {
+            side: np.array([[x, wall - FINGER_REACH], [x, wall + FINGER_REACH]])
+            for side, wall in ((-1.0, low[1] + WALL_INSET), (1.0, high[1] - WALL_INSET))
+        }
+        room = dict.fromkeys(fingers, np.inf)
         for name in scene.obstacles():
-            if name == goal.obj or not scene.has_object(name):
+            if name == goal.obj:
                 continue
-            o_low, o_high = scene.box(name)
-            if o_high[2] < high[2] - 0.04 or o_low[2] > high[2] + 0.1:  # below the fingers' tips, or far above
+            o_low, o_high = scene.geom_boxes(name)
+            level = (o_high[:, 2] > grasp_z - FINGERTIP_DEPTH) & (o_low[:, 2] < grasp_z + FINGER_REACH)
+            if not np.any(level):
                 continue
-            for side, y in outer.items():
-                gap = np.maximum(np.maximum(o_low[:2] - np.array([x, y]), np.array([x, y]) - o_high[:2]), 0.0)
-                room[side] = min(room[side], float(np.linalg.norm(gap)))
-        return -1.0 if room[-1.0] >= room[1.0] - 0.01 else 1.0
+            o_low, o_high = o_low[level, :2], o_high[level, :2]
+            for side, points in fingers.items():
+                for point in points:
+                    gap = np.maximum(np.maximum(o_low - point, point - o_high), 0.0)
+                    room[side] = min(room[side], float(np.min(np.linalg.norm(gap, axis=1))))
+        return -1.0 if room[-1.0] >= room[1.0] - 0.005 else 1.0
 
     def _target(self, scene: _Scene, goal: Goal) -> tuple[Vec, float]:
         """Where the object's box centre goes sideways (z unused) and the height its bottom must clear."""
