@@ -45,7 +45,7 @@ FINGERTIP_DEPTH = 0.012
 """Metres the fingertips reach below the gripper site: it closes no lower than this above the object's bottom."""
 ALIGN_TOL = 0.012
 """Metres (sideways) from the grasp point within which the open fingers may go lower than the object's top."""
-TOP_CLEARANCE = 0.015
+TOP_CLEARANCE = 0.025
 """Metres the gripper site stays above the object's top until it is aligned over the grasp point."""
 REACH_TOL = 0.008
 """Metres from the grasp point at which the gripper closes."""
@@ -63,6 +63,8 @@ CARRY_SLOPE = 1.0
 """Over the last stretch the carried object descends to its release height by this many metres per metre closer."""
 PLACE_TOL = 0.012
 """Metres (sideways) from the place point at which the gripper opens."""
+STALL_PLACE_TOL = 0.022
+"""Metres (sideways) from the place point within which a carry blocked on its way there releases the object."""
 DROP_TOL = 0.025
 """For `In`, the gripper opens this many metres (sideways) from the container's centre, still moving towards it."""
 DROP_HEIGHT = 0.01
@@ -370,7 +372,10 @@ class LiberoExpert(AgentBase):
             aim[2] = min(aim[2], max(pos[2], grasp[2]))  # never climb on the way down
             if side > ALIGN_TOL:  # the fingers go below the object's top only once they straddle it
                 aim[2] = max(aim[2], scene.box(goal.obj)[1][2] + TOP_CLEARANCE)
-            action[:3] = _saturate(aim - pos, POS_GAIN, POS_SCALE)
+            move = aim - pos
+            if move[2] > 0.01:  # climbing over the object first: sideways no faster than up
+                move[:2] *= min(1.0, move[2] / max(float(np.linalg.norm(move[:2])), 1e-9))
+            action[:3] = _saturate(move, POS_GAIN, POS_SCALE)
             action[6] = OPEN
             stalled = self._last_pos is not None and float(np.linalg.norm(pos - self._last_pos)) < STALL_DIST
             self._last_pos = pos
@@ -409,7 +414,13 @@ class LiberoExpert(AgentBase):
                 move[:2] = side_error * min(1.0, cap / max(side, 1e-9))
             action[:3] = _saturate(move, POS_GAIN, POS_SCALE)
             tolerance = PLACE_TOL if goal.relation == "on" else DROP_TOL
-            if side < tolerance and abs(low[2] - final) < 0.01:
+            stalled = self._last_pos is not None and float(np.linalg.norm(pos - self._last_pos)) < STALL_DIST
+            self._last_pos = pos
+            if stalled and self._phase_steps > 3:  # blocked short of the place point: let go if near enough
+                tolerance, height_tol = STALL_PLACE_TOL, 0.02
+            else:
+                height_tol = 0.01
+            if side < tolerance and abs(low[2] - final) < height_tol:
                 self._phase, self._phase_steps = Phase.RELEASE, 0
             return action
         # RELEASE: open, holding still, then the next goal or done.
