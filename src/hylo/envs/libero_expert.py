@@ -67,6 +67,9 @@ STALL_PLACE_TOL = 0.022
 """Metres (sideways) from the place point within which a carry blocked on its way there releases the object."""
 DROP_TOL = 0.025
 """For `In`, the gripper opens this many metres (sideways) from the container's centre, still moving towards it."""
+TALL, TALL_RELEASE, TALL_SLOPE = 0.1, 0.03, 4.0
+"""An object taller than TALL metres going `In` a region is lowered to TALL_RELEASE metres above the region's floor
+before release, descending TALL_SLOPE metres per metre closer to its centre (so only once over the container)."""
 DROP_HEIGHT = 0.01
 """For `On`, the object's bottom is lowered to this height above the target's top before it is released (for `In`
 it is dropped from `RIM_CLEARANCE` above the container's top)."""
@@ -213,10 +216,12 @@ class _Scene:
 class LiberoExpert(AgentBase):
     """A scripted expert for LIBERO's pick-and-place goals, reading the simulator through `ctx.privileged`.
 
-    Solves libero_object (an object into the basket) and libero_spatial (a black bowl onto the plate): any goal
-    made of `In` / `On` predicates whose first argument is a movable object, taken one after another. Other goals
-    (opening drawers, turning knobs, pushing) are not handled: for an episode with one, or when the simulator
-    cannot be read, `act` holds still with the gripper open.
+    Solves libero_object (an object into the basket: every task) and libero_spatial (the black bowl onto the plate:
+    all but the bowl in the top drawer, whose walls leave the fingers no room, and a few layouts where the hand
+    meets the cabinet). It attempts any goal made only of `In` / `On` predicates whose first argument is a movable
+    object, one after another (so also libero_goal's and libero_10's pick-and-place goals, untested: a goal that
+    needs a drawer opened first fails). For a goal with any other predicate (`Open`, `Close`, `Turnon`, ...), or
+    one naming something the scene lacks, `act` holds still with the gripper open.
     """
 
     name = "expert"
@@ -262,7 +267,6 @@ class LiberoExpert(AgentBase):
         self._phase = Phase.REACH
         self._phase_steps = 0
         self._last_opening = -1.0
-        self._offset = np.zeros(3)
         self._lift_bottom = 0.0
         self._wall_side = 0.0
         self._last_pos: Vec | None = None
@@ -359,7 +363,6 @@ class LiberoExpert(AgentBase):
         if scene is None or self._phase in (Phase.IDLE, Phase.DONE):
             return self._hold()
         goal = self._goals[self._goal_index]
-        self._last_acting = self._phase
         pos, rot = scene.eef()
         action = np.zeros(7)
         action[3:6] = _saturate(_axis_angle(self._rot_goal @ rot.T), ROT_GAIN, ROT_SCALE)
@@ -391,7 +394,6 @@ class LiberoExpert(AgentBase):
             self._last_opening = opening
             if self._phase_steps >= CLOSE_MAX_STEPS or (self._phase_steps >= CLOSE_MIN_STEPS and still):
                 low, high = scene.box(goal.obj)
-                self._offset = (low + high) / 2.0 - pos
                 self._lift_bottom = float(low[2])
                 self._cruise = self._cruise_height(scene, goal, low, high)
                 self._phase, self._phase_steps = Phase.CARRY, 0
@@ -399,13 +401,21 @@ class LiberoExpert(AgentBase):
         low, high = scene.box(goal.obj)
         centre = (low + high) / 2.0
         target, top = self._target(scene, goal)
-        final = top + (DROP_HEIGHT if goal.relation == "on" else RIM_CLEARANCE)
+        slope = CARRY_SLOPE
+        if goal.relation == "on":
+            final = top + DROP_HEIGHT
+        elif high[2] - low[2] > TALL and scene.has_site(goal.target):
+            # A tall object dropped from above the rim may tip and lean on it: lower it in, steeply once inside.
+            pos_t, half_t = scene.site(goal.target)
+            final, slope = pos_t[2] - half_t[2] + TALL_RELEASE, TALL_SLOPE
+        else:
+            final = top + RIM_CLEARANCE
         side_error = target[:2] - centre[:2]
         side = float(np.linalg.norm(side_error))
         action[6] = CLOSE
         if self._phase is Phase.CARRY:
             # The bottom's height: the cruise height, sloping down to the final height over the last stretch.
-            aim = min(self._cruise, final + CARRY_SLOPE * side)
+            aim = min(self._cruise, final + slope * side)
             move = np.zeros(3)
             move[2] = aim - low[2]
             if low[2] >= self._lift_bottom + LIFT_OFF or low[2] >= aim - 0.01:
