@@ -73,7 +73,7 @@ STATE_SIZE = 8
 CAMERAS: dict[str, str] = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
 """hylo's image key → robosuite's camera name."""
 MAX_INSTRUCTION = 512
-PRIVILEGED_STATE = ("object_poses", "objects_of_interest", "goal")
+PRIVILEGED_STATE = ("simulator", "object_poses", "objects_of_interest", "goal")
 """What `LiberoEnvironment.privileged_state` answers (for a benchmark expert: none is shipped yet)."""
 
 # -- the package, imported on first use ---------------------------------------------------------------------------
@@ -334,6 +334,8 @@ class LiberoEnvironment(Environment):
     def privileged_state(self, name: str) -> Any:
         """What a scripted expert of the current task may read (each read is traced):
 
+        - `simulator`: the task's LIBERO env itself (its `env` is robosuite's, `sim` the MuJoCo binding), which the
+          benchmark's `expert` plans on
         - `object_poses`: every object and fixture of the task by its BDDL name → 7 floats, world position xyz and
           orientation quaternion (w, x, y, z), from `sim.data.body_xpos` / `body_xquat`
         - `objects_of_interest`: the names of the objects the task is about (BDDL `:obj_of_interest`)
@@ -342,6 +344,8 @@ class LiberoEnvironment(Environment):
         if self._control is None:
             raise RuntimeError("privileged_state before the first reset")
         problem = self._control.env
+        if name == "simulator":
+            return self._control
         if name == "object_poses":
             data = self._control.sim.data
             return {
@@ -475,6 +479,12 @@ class LiberoBenchmark(Benchmark):
     def make_env(self, *, render_images: bool = False) -> LiberoEnvironment:
         self._require()
         return LiberoEnvironment(render_images=render_images, image_size=self.image_size)
+
+    def expert(self) -> Any:
+        """A scripted controller that reads the simulator (privileged): pick-and-place goals (`In` / `On`)."""
+        from hylo.envs.libero_expert import LiberoExpert  # its module imports no libero either
+
+        return LiberoExpert()
 
     def default_step_budget(self, task: str) -> int:
         for base in _suites_of(task):
