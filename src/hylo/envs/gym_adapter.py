@@ -7,6 +7,9 @@ mapped to hylo's (`pixels` → `images/pixels`, a `pixels` dict → `images/<cam
 string is also the `instruction`); `render_images=True` adds `images/render`. Success comes from `info["is_success"]`
 or `info["success"]`; an env whose steps carry neither has no success signal (its report shows the return). MuJoCo-based
 envs are watched for divergence on every step (see `mujoco_watch`).
+
+One module past the usual size on purpose: the observation-key mapping, the action conformance and the env are one
+contract with gymnasium's spaces, read and changed together (the id rules live in `gym_ids`).
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@ after numpy's global generator was seeded with the episode's seed (LIBERO sample
 reset), followed by 10 settle steps (arm still, gripper open) before the agent's first act. The same episode therefore
 gives bit-identical observations in any process. Camera frames are rendered (offscreen, EGL) only when asked for: a
 state-only episode is about ten times faster.
+
+One module past the usual size on purpose: the suite's resources (what the package ships, what a split lacks), the
+env and the benchmark are one contract with the package, changed together when its version moves.
 """
 
 from __future__ import annotations
