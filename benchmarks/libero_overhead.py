@@ -39,7 +39,7 @@ os.environ.setdefault("PYOPENGL_PLATFORM", "egl")
 
 import numpy as np
 
-from hylo.core.agent import AgentBase
+from hylo.core.agent import AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.types import Observation
@@ -69,8 +69,6 @@ class ReplayAgent(AgentBase):
     name = "replay"
 
     def __init__(self, steps: int = 1000, images: bool = False) -> None:
-        from hylo.core.agent import AgentRequirements
-
         self.actions = actions(steps)
         self.requirements = AgentRequirements(needs_images=images)
         self.t = 0

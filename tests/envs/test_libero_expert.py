@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -116,18 +117,12 @@ def test_hylo_eval_with_the_benchmarks_expert_solves_libero_object(tmp_path: Any
 
 
 def test_unhandled_goal_holds_still() -> None:
-    class Problem:
-        pass
-
-    class Env:
-        env = Problem()
-
-    Env.env.parsed_problem = {"goal_state": [["open", "wooden_cabinet_1_top_region"]]}  # type: ignore[attr-defined]
-    Env.env.robots = []  # type: ignore[attr-defined]
+    problem = types.SimpleNamespace(parsed_problem={"goal_state": [["open", "wooden_cabinet_1_top_region"]]}, robots=[])
+    simulator = types.SimpleNamespace(env=problem)
     expert = LiberoExpert()
     spec = EnvSpec(observation_space=spaces.Dict({}), action_space=spaces.Box(-1.0, 1.0, (7,)), name="libero")
     instance = TaskInstance(benchmark="libero", task="open_the_top_drawer_of_the_cabinet", split="libero_goal")
-    expert.reset(EpisodeContext(seed=0, env_spec=spec, task=instance, read_privileged=lambda name: Env()))
+    expert.reset(EpisodeContext(seed=0, env_spec=spec, task=instance, read_privileged=lambda name: simulator))
     action = np.asarray(expert.act({}).actions[0])
     assert expert.phase is Phase.IDLE
     np.testing.assert_array_equal(action, np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float32))
