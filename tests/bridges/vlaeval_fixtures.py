@@ -167,7 +167,7 @@ class ToyBenchmark(StepBenchmark):
 
 
 class BridgeProcess:
-    """`python -m hylo.bridges vlaeval ...` on a free loopback port, as an operator starts it."""
+    """`python -m hylo bridge vlaeval ...` on a free loopback port, as an operator starts it."""
 
     def __init__(self, *args: str, log_dir: Path, cwd: Path | None = None) -> None:
         self.proc = subprocess.Popen(

@@ -94,7 +94,7 @@ def test_import_paths_only_for_a_kind_that_takes_them_and_only_where_imports_are
 
 def test_a_failure_is_raised_with_the_kinds_error_and_not_cached(plugins: Installed) -> None:
     class ThingError(Exception):
-        pass
+        """The kind's own error class."""
 
     plugins.append(EntryPoint("broken", "no_such_module_for_hylo:Thing", GROUP))
     plugins.append(EntryPoint("odd", f"{__name__}:GROUP", GROUP))

@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from hylo.argtypes import int_in, port
 from hylo.bridges.limits import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES, MAX_ACTION_DIM
@@ -30,13 +30,6 @@ _MAX_NAME = 253  # the longest DNS name
 
 _action_dim = int_in(1, MAX_ACTION_DIM, f"an action length from 1 to {MAX_ACTION_DIM}")
 _max_connections = int_in(1, MAX_CONNECTIONS, f"a number of connections from 1 to {MAX_CONNECTIONS}")
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, with errors on one line (`python -m hylo.bridges` has no `hylo` parser around it)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _bound(text: str) -> float:
