@@ -6,7 +6,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 # The extras `make demo` runs (the demo's Meta-World runs) and those the tests run on.
 RUN_EXTRAS := metaworld
-TEST_EXTRAS := test,metaworld,pusht,libero
+TEST_EXTRAS := test,metaworld,pusht,aloha,libero
 
 .PHONY: demo test lint typecheck pytest bench clean sysdeps web web-check
 

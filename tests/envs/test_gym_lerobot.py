@@ -78,7 +78,7 @@ def test_lerobot_observation_keys_become_hylos() -> None:
     ],
 )
 def test_gym_alohas_observations_become_hylos(obs_type: str, expected: dict[str, object]) -> None:
-    # gym-aloha 0.1.5's observation spaces and observations, as its AlohaEnv builds them (it is not installed here)
+    # gym-aloha 0.1.5's observation spaces and observations, as its AlohaEnv builds them (without the package)
     top = spaces.Box(0, 255, (480, 640, 3), np.uint8)
     qpos = spaces.Box(-np.inf, np.inf, (14,), np.float64)
     if obs_type == "pixels":
@@ -160,7 +160,7 @@ def test_short_names_of_gym_ids() -> None:
 
 
 def test_a_missing_extra_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "gym_aloha", None)  # not installed (it is never, in the test environment)
+    monkeypatch.setitem(sys.modules, "gym_aloha", None)  # as if it were not installed
     monkeypatch.delitem(gymnasium.registry, "gym_aloha/AlohaInsertion-v0", raising=False)
     info = describe_benchmark("gym:gym_aloha/AlohaInsertion-v0")
     assert not info.available and info.reason is not None
