@@ -342,3 +342,34 @@ def test_an_episode_video_plays(server: HyloServe, page: Page, tmp_path: Path) -
     rows.filter(has_not=page.get_by_test_id("episode-has-video")).click()
     expect(page.get_by_test_id("episode-panel")).to_have_attribute("data-episode-id", without)
     expect(page.get_by_test_id("episode-video")).to_have_count(0)
+
+
+def test_env_options_reach_the_run_and_a_refused_one_is_named(server: HyloServe, page: Page, tmp_path: Path) -> None:
+    pytest.importorskip("gym_pusht")
+    open_runs(page, server)
+    fill_start_form(page, run_id="ui-env-refused", agent="random", tasks=["GoToLocal"], episodes="1")
+    options = page.get_by_test_id("start-env-args")
+    error = page.get_by_test_id("start-error")
+    options.fill('{"obs_type": ')
+    page.get_by_test_id("start-submit").click()
+    expect(error).to_have_text('env_args: not valid JSON (write an object such as {"obs_type": "pixels"})')
+    options.fill('{"bogus": 1}')
+    page.get_by_test_id("start-submit").click()
+    expect(error).to_contain_text("env_args: ")
+    expect(error).to_contain_text("takes no option 'bogus'")
+    assert get(server, f"{EVAL}/queue")["jobs"] == []
+
+    run_id = "ui-pusht-pixels"
+    page.get_by_test_id("start-benchmark").select_option("gym:gym_pusht/PushT-v0")
+    page.get_by_test_id("start-run-id").fill(run_id)
+    page.get_by_test_id("start-max-steps").fill("3")
+    options.fill('{"obs_type": "pixels_agent_pos"}')
+    page.get_by_test_id("start-submit").click()
+    expect(page.get_by_test_id("start-run-link")).to_have_text(run_id)
+    expect(page.get_by_test_id(f"run-status-{run_id}")).to_have_text("complete", timeout=LONG_MS)
+    detail = get(server, f"{EVAL}/runs/{run_id}")
+    assert detail["run"]["spec"]["env_args"] == {"obs_type": "pixels_agent_pos"}
+    (episode,) = get(server, f"{EVAL}/runs/{run_id}/episodes")["episodes"]
+    trace = get(server, f"{EVAL}/runs/{run_id}/trace", episode=episode["episode_id"])["events"]
+    first = next(event["obs"] for event in trace if event["event"] == "observation")
+    assert set(first) == {"images", "state"} and first["images"]["pixels"]["shape"] == [96, 96, 3]

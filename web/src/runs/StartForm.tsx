@@ -16,6 +16,7 @@ interface Fields {
   benchmark: string;
   split: string;
   tasks: string[];
+  envArgs: string;
   agent: string;
   agentArgs: string;
   episodes: string;
@@ -30,6 +31,7 @@ const INITIAL: Fields = {
   benchmark: "",
   split: "",
   tasks: [],
+  envArgs: "",
   agent: "random",
   agentArgs: "",
   episodes: "10",
@@ -49,17 +51,24 @@ function numberField(text: string): number | string | undefined {
   return Number.isFinite(value) ? value : trimmed;
 }
 
+/** A JSON object field as sent: left out when empty; text that is not JSON is refused here, naming the field. */
+function jsonField(name: string, text: string, example: string): unknown {
+  if (!text.trim()) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error(`${name}: not valid JSON (write an object such as ${example})`);
+  }
+}
+
 function requestBody(fields: Fields): Record<string, unknown> {
   const body: Record<string, unknown> = { benchmark: fields.benchmark, agent: fields.agent.trim() };
   if (fields.split) body.split = fields.split;
   if (fields.tasks.length) body.tasks = fields.tasks;
-  if (fields.agentArgs.trim()) {
-    try {
-      body.agent_args = JSON.parse(fields.agentArgs);
-    } catch {
-      throw new Error("agent_args: not valid JSON (write an object such as {\"chunk\": 2})");
-    }
-  }
+  const envArgs = jsonField("env_args", fields.envArgs, '{"obs_type": "pixels"}');
+  if (envArgs !== undefined) body.env_args = envArgs;
+  const agentArgs = jsonField("agent_args", fields.agentArgs, '{"chunk": 2}');
+  if (agentArgs !== undefined) body.agent_args = agentArgs;
   const numbers: [string, string][] = [
     ["episodes", fields.episodes],
     ["seed", fields.seed],
@@ -173,6 +182,14 @@ export function StartForm({ onStarted }: { onStarted: () => void }) {
             </option>
           ))}
         </select>
+      </Field>
+      <Field label="Env options (JSON)" hint="the benchmark's options, as -E gives them">
+        <input
+          data-testid="start-env-args"
+          placeholder='{"obs_type": "pixels"}'
+          value={fields.envArgs}
+          onChange={(e) => set({ envArgs: e.target.value })}
+        />
       </Field>
       <Field label="Agent">
         <input
