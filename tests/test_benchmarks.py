@@ -109,3 +109,12 @@ def test_web_tti_prints_one_json_object_with_each_page_and_the_ratio():
     for key in ("root_tti_ms", "run_100_tti_ms", "run_10000_tti_ms", "next_page_ms", "status_filter_ms"):
         assert figures[key] > 0, key
     assert abs(figures["ratio"] - figures["run_10000_tti_ms"] / figures["run_100_tti_ms"]) < 0.01
+
+
+def test_sequential_savings_prints_each_case_with_its_ratio():
+    result = run_benchmark("sequential_savings.py", "--json", "--runs", "500", timeout=300)
+    cases = json.loads(result.stdout)["cases"]
+    assert {(c["p_a"], c["p_b"]) for c in cases} >= {(0.5, 0.7), (0.3, 0.5)}
+    for c in cases:
+        assert c["fixed_pairs"] > 0 and 0 < c["sequential_mean_pairs"] <= c["max_pairs"]
+        assert abs(c["pairs_ratio"] - c["sequential_mean_pairs"] / c["fixed_pairs"]) < 1e-9

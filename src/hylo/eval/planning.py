@@ -1,0 +1,105 @@
+"""How many pairs an A/B comparison needs: the exact power of the paired McNemar test at a number of pairs, and the
+fewest pairs that reach a power (the sequential test's counts come from `hylo.eval.sequential.simulate`)."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from hylo.eval.sequential import pair_probabilities
+
+MAX_PAIRS = 100_000
+"""The most pairs `mcnemar_pairs` looks at before it says the difference is too small to plan for."""
+
+
+def _log_binomial(n: int) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """log C(n, k) for k = 0..n."""
+    top = math.lgamma(n + 1)
+    return np.array([top - math.lgamma(k + 1) - math.lgamma(n - k + 1) for k in range(n + 1)])
+
+
+@lru_cache(maxsize=4096)
+def critical_wins(discordant: int, alpha: float) -> int:
+    """The most discordant pairs the losing side may win for the exact two-sided McNemar test (conditional on
+    `discordant` pairs, a Binomial(m, 1/2) test) to reject at `alpha`; −1 when no split rejects."""
+    if discordant == 0:
+        return -1
+    tail = np.cumsum(np.exp(_log_binomial(discordant) - discordant * math.log(2.0)))  # P(wins ≤ r)
+    rejecting = np.nonzero(np.minimum(1.0, 2 * tail) <= alpha * (1 + 1e-12))[0]
+    return int(rejecting[-1]) if rejecting.size and rejecting[-1] < discordant / 2 else -1
+
+
+def mcnemar_power(p_a: float, p_b: float, pairs: int, *, correlation: float = 0.0, alpha: float = 0.05) -> float:
+    """The probability that the exact two-sided McNemar test over `pairs` pairs decides for the better side (for
+    equal rates: that it decides at all)."""
+    _, only_a, only_b, _ = pair_probabilities(p_a, p_b, correlation)
+    d = only_a + only_b
+    if d == 0.0 or pairs <= 0:
+        return 0.0
+    theta = only_b / d if p_b >= p_a else only_a / d  # the better side's chance of winning a discordant pair
+    m = np.arange(pairs + 1)
+    with np.errstate(divide="ignore"):
+        log_m = _log_binomial(pairs) + m * math.log(d) + (pairs - m) * (math.log(1 - d) if d < 1 else -np.inf)
+    if d == 1.0:
+        log_m = np.where(m == pairs, 0.0, -np.inf)
+    power = 0.0
+    for count in range(1, pairs + 1):
+        weight = math.exp(log_m[count]) if log_m[count] > -745 else 0.0
+        r = critical_wins(count, alpha)
+        if weight == 0.0 or r < 0:
+            continue
+        k = np.arange(count + 1)
+        with np.errstate(divide="ignore"):
+            log_k = _log_binomial(count) + k * math.log(theta or 1e-300) + (count - k) * math.log(1 - theta or 1e-300)
+        wins = np.exp(log_k)
+        better = float(wins[count - r :].sum())  # the better side won all but at most r
+        worse = float(wins[: r + 1].sum()) if p_a == p_b else 0.0  # equal rates: a rejection either way
+        power += weight * (better + worse)
+    return power
+
+
+def mcnemar_pairs(p_a: float, p_b: float, *, correlation: float = 0.0, alpha: float = 0.05, power: float = 0.8) -> int:
+    """The fewest pairs at which the exact McNemar test reaches `power`. Its power is saw-toothed in the number of
+    pairs: this is the count found by bisection between the normal approximation's halves and doubles, stepped down
+    while the count below reaches the power too. Raises ValueError when the rates are equal or it would take more
+    than `MAX_PAIRS`."""
+    if p_a == p_b:
+        raise ValueError(f"equal success rates ({p_a}) cannot be told apart with any number of pairs")
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be in (0, 1), got {power!r}")
+
+    def reaches(n: int) -> bool:
+        return mcnemar_power(p_a, p_b, n, correlation=correlation, alpha=alpha) >= power
+
+    only_a, only_b = pair_probabilities(p_a, p_b, correlation)[1:3]
+    d, delta = only_a + only_b, abs(only_b - only_a)
+    z_alpha, z_power = _z(1 - alpha / 2), _z(power)
+    guess = ((z_alpha * math.sqrt(d) + z_power * math.sqrt(d - delta**2)) / delta) ** 2  # the normal approximation
+    low, high = max(1, int(guess / 2)), max(2, int(guess * 2))
+    while reaches(low) and low > 1:
+        low //= 2
+    while not reaches(high):
+        low, high = high, high * 2
+        if high > MAX_PAIRS:
+            raise ValueError(f"telling {p_a} from {p_b} at power {power} takes more than {MAX_PAIRS} pairs")
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if reaches(mid) else (mid, high)
+    while high > 1 and reaches(high - 1):
+        high -= 1
+    return high
+
+
+def _z(p: float) -> float:
+    """The standard normal quantile (bisection on erf: exact enough for planning)."""
+    low, high = -10.0, 10.0
+    for _ in range(80):
+        mid = (low + high) / 2
+        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
