@@ -2,10 +2,11 @@
 
 For each case (success rates p_a, p_b of A and B, their correlation, a design power): `fixed_pairs` is the fewest
 pairs at which the exact two-sided McNemar test reaches that power at alpha (computed exactly,
-`hylo.eval.planning.mcnemar_pairs`); for the sequential test (`hylo.eval.sequential`, looked at after every pair),
-`max_pairs` is the smallest cap on the pairs at which it reaches the same power (it decides for the better side
-within the cap in that share of simulated runs), and `sequential_mean_pairs` the mean number of pairs its runs use
-with that cap (a run stops when it decides, else at the cap). `pairs_ratio` = sequential_mean_pairs / fixed_pairs.
+`hylo.eval.planning.mcnemar_pairs`); for the sequential test (`hylo.eval.sequential`, looked at after every pair,
+simulated by `hylo.eval.planning.sequential_plan`), `max_pairs` is the smallest cap on the pairs at which it reaches
+the same power (it decides for the better side within the cap in that share of simulated runs), and
+`sequential_mean_pairs` the mean number of pairs its runs use with that cap (a run stops when it decides, else at the
+cap). `pairs_ratio` = sequential_mean_pairs / fixed_pairs.
 Goal: ≤ 0.7 at a difference of 0.2.
 
     python benchmarks/sequential_savings.py            # a table
@@ -19,10 +20,7 @@ import json
 import sys
 from typing import Any
 
-import numpy as np
-
-from hylo.eval.planning import mcnemar_pairs
-from hylo.eval.sequential import simulate
+from hylo.eval.planning import mcnemar_pairs, sequential_plan
 
 CASES = ((0.5, 0.7), (0.3, 0.5), (0.7, 0.9), (0.2, 0.4), (0.5, 0.6), (0.6, 0.9))
 POWERS = (0.8, 0.9)
@@ -30,25 +28,16 @@ POWERS = (0.8, 0.9)
 
 def case(p_a: float, p_b: float, power: float, *, correlation: float, runs: int, alpha: float) -> dict[str, Any]:
     fixed = mcnemar_pairs(p_a, p_b, correlation=correlation, alpha=alpha, power=power)
-    horizon = 4 * fixed
-    sim = simulate(p_a, p_b, correlation=correlation, max_pairs=horizon, runs=runs, alpha=alpha, seed=1)
-    right = sim.decisions == (1 if p_b > p_a else -1)
-    used = np.sort(sim.pairs_used[right])
-    # the smallest cap at which the share of runs deciding rightly by then reaches the power
-    needed = int(np.ceil(power * runs))
-    if used.size < needed:
-        raise SystemExit(f"the sequential test does not reach power {power} within {horizon} pairs for {p_a}/{p_b}")
-    cap = int(used[needed - 1])
-    mean = float(np.minimum(sim.pairs_used, cap).mean())
+    plan = sequential_plan(p_a, p_b, correlation=correlation, alpha=alpha, power=power, runs=runs)
     return {
         "p_a": p_a,
         "p_b": p_b,
         "correlation": correlation,
         "power": power,
-        "sequential_mean_pairs": mean,
-        "max_pairs": cap,
+        "sequential_mean_pairs": plan.mean_pairs,
+        "max_pairs": plan.max_pairs,
         "fixed_pairs": fixed,
-        "pairs_ratio": mean / fixed,
+        "pairs_ratio": plan.mean_pairs / fixed,
     }
 
 

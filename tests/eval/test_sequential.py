@@ -1,13 +1,12 @@
 """The sequential paired A/B test: at most alpha false decisions under the null however often it looks, the better
 side found when there is one, abstentions counted and never deciding, a confidence sequence that covers the
-difference at every pair; and the fixed-size McNemar plan checked against simulated tests."""
+difference at every pair."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from hylo.eval.planning import mcnemar_pairs, mcnemar_power
 from hylo.eval.sequential import (
     ConfidenceSequence,
     PairedSequentialTest,
@@ -16,7 +15,7 @@ from hylo.eval.sequential import (
     pair_probabilities,
     simulate,
 )
-from hylo.eval.stats import mcnemar_exact, wilson_interval
+from hylo.eval.stats import wilson_interval
 
 ALPHA = 0.05
 
@@ -106,18 +105,3 @@ def test_an_impossible_correlation_is_refused_naming_it() -> None:
         pair_probabilities(1.5, 0.1)
     with pytest.raises(ValueError, match="alpha must be in"):
         PairedSequentialTest(alpha=0.0)
-
-
-@pytest.mark.parametrize(("p_a", "p_b", "correlation"), [(0.5, 0.7, 0.0), (0.2, 0.4, 0.3)])
-def test_the_planned_pairs_give_the_power_in_simulated_mcnemar_tests(p_a: float, p_b: float, correlation: float):
-    n = mcnemar_pairs(p_a, p_b, correlation=correlation, power=0.8)
-    assert (
-        mcnemar_power(p_a, p_b, n, correlation=correlation)
-        >= 0.8
-        > mcnemar_power(p_a, p_b, n - 1, correlation=correlation)
-    )
-    rng = np.random.default_rng(2)
-    cells = rng.choice(4, size=(3000, n), p=pair_probabilities(p_a, p_b, correlation))
-    a_wins, b_wins = (cells == 1).sum(axis=1), (cells == 2).sum(axis=1)
-    decided = [mcnemar_exact(int(a), int(b)) <= ALPHA and b > a for a, b in zip(a_wins, b_wins, strict=True)]
-    assert abs(float(np.mean(decided)) - mcnemar_power(p_a, p_b, n, correlation=correlation)) < 0.03

@@ -1,4 +1,4 @@
-"""The `hylo` command: `eval`, `runs`, `compare`, `list`, `demo`, `graph`, `nodes`, `serve`, `bridge`.
+"""The `hylo` command: `eval`, `runs`, `compare`, `plan`, `list`, `demo`, `graph`, `nodes`, `serve`, `bridge`.
 
 Exit status: 0 when a run completes (whatever its episodes' statuses); 3 with `--strict` when an episode is `error`
 or `infra_invalid`; 2 with one line naming the bad value for bad input; 1 for an aborted run; 130 when interrupted
@@ -63,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from hylo.cli.runs import run_compare
 
             return run_compare(args)
+        if args.command == "plan":
+            from hylo.cli.plan import run as plan
+
+            return plan(args)
         if args.command == "list":
             from hylo.cli.listing import run as list_command
 

@@ -140,6 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--json", action="store_true")
     compare.add_argument("--all-flips", action="store_true", help="list every flipped episode (default: 50)")
 
+    plan = commands.add_parser("plan", help="episodes needed to tell two success rates apart")
+    plan.add_argument("--p-a", type=float, required=True, help="A's success rate")
+    plan.add_argument("--p-b", type=float, required=True, help="B's success rate")
+    plan.add_argument("--correlation", type=float, default=0.0, help="of A's and B's outcomes on a pair (default 0)")
+    plan.add_argument("--alpha", type=float, default=0.05, help="two-sided (default 0.05)")
+    plan.add_argument("--power", type=float, default=0.8, help="chance of deciding for the better one (default 0.8)")
+    plan.add_argument("--json", action="store_true")
+
     listing = commands.add_parser("list", help="what is registered")
     listing.add_argument("what", choices=("benchmarks", "agents"))
     listing.add_argument("--json", action="store_true")

@@ -1,15 +1,18 @@
-"""How many pairs an A/B comparison needs: the exact power of the paired McNemar test at a number of pairs, and the
-fewest pairs that reach a power (the sequential test's counts come from `hylo.eval.sequential.simulate`)."""
+"""How many episodes an A/B comparison needs, for three ways of comparing: the paired exact McNemar test (A and B on
+the same episode keys), the unpaired two-proportion z-test (independent episodes), and the sequential paired test of
+`hylo.eval.sequential` (looked at after every pair). The first two are computed exactly, the third by simulation."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from hylo.eval.sequential import pair_probabilities
+from hylo.eval.sequential import pair_probabilities, simulate
 
 MAX_PAIRS = 100_000
 """The most pairs `mcnemar_pairs` looks at before it says the difference is too small to plan for."""
@@ -71,20 +74,101 @@ def mcnemar_pairs(p_a: float, p_b: float, *, correlation: float = 0.0, alpha: fl
     if not 0.0 < power < 1.0:
         raise ValueError(f"power must be in (0, 1), got {power!r}")
 
-    def reaches(n: int) -> bool:
-        return mcnemar_power(p_a, p_b, n, correlation=correlation, alpha=alpha) >= power
-
     only_a, only_b = pair_probabilities(p_a, p_b, correlation)[1:3]
     d, delta = only_a + only_b, abs(only_b - only_a)
     z_alpha, z_power = _z(1 - alpha / 2), _z(power)
     guess = ((z_alpha * math.sqrt(d) + z_power * math.sqrt(d - delta**2)) / delta) ** 2  # the normal approximation
+    return _fewest(lambda n: mcnemar_power(p_a, p_b, n, correlation=correlation, alpha=alpha) >= power, guess,
+                   f"telling {p_a} from {p_b} at power {power}")  # fmt: skip
+
+
+def two_proportion_power(p_a: float, p_b: float, per_side: int, *, alpha: float = 0.05) -> float:
+    """The probability that the two-sided pooled two-proportion z-test over `per_side` independent episodes of each
+    decides for the better side (summed exactly over both binomials)."""
+    pair_probabilities(p_a, p_b)  # the rates' own checks
+    n = per_side
+    k = np.arange(n + 1)
+    with np.errstate(divide="ignore"):
+        pmf_a = np.exp(_log_binomial(n) + k * np.log(p_a) + (n - k) * np.log1p(-p_a))
+        pmf_b = np.exp(_log_binomial(n) + k * np.log(p_b) + (n - k) * np.log1p(-p_b))
+    if p_a in (0.0, 1.0):
+        pmf_a = (k == round(p_a * n)).astype(float)
+    if p_b in (0.0, 1.0):
+        pmf_b = (k == round(p_b * n)).astype(float)
+    a, b = k[:, None], k[None, :]
+    pooled = (a + b) / (2 * n)
+    spread = np.sqrt(pooled * (1 - pooled) * 2 / n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(spread > 0, (b - a) / n / spread, 0.0)
+    z_alpha = _z(1 - alpha / 2)
+    rejects = z >= z_alpha if p_b >= p_a else z <= -z_alpha
+    if p_a == p_b:
+        rejects = np.abs(z) >= z_alpha
+    return float((pmf_a[:, None] * pmf_b[None, :] * rejects).sum())
+
+
+def two_proportion_per_side(p_a: float, p_b: float, *, alpha: float = 0.05, power: float = 0.8) -> int:
+    """The fewest independent episodes per side at which the pooled two-proportion z-test reaches `power` (found as
+    `mcnemar_pairs` finds its count)."""
+    if p_a == p_b:
+        raise ValueError(f"equal success rates ({p_a}) cannot be told apart with any number of episodes")
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must be in (0, 1), got {power!r}")
+    mean = (p_a + p_b) / 2
+    z_alpha, z_power = _z(1 - alpha / 2), _z(power)
+    guess = ((z_alpha * math.sqrt(2 * mean * (1 - mean)) + z_power * math.sqrt(p_a * (1 - p_a) + p_b * (1 - p_b)))
+             / (p_b - p_a)) ** 2  # fmt: skip  # Fleiss's normal approximation
+    return _fewest(lambda n: two_proportion_power(p_a, p_b, n, alpha=alpha) >= power, guess,
+                   f"telling {p_a} from {p_b} at power {power}")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SequentialPlan:
+    """The sequential paired test's plan: `max_pairs`, the smallest cap at which it decides for the better side
+    with the power asked for, and with that cap the mean and 90th percentile of the pairs its comparisons use (a
+    comparison stops when it decides, else at the cap); `power` as simulated."""
+
+    max_pairs: int
+    mean_pairs: float
+    p90_pairs: int
+    power: float
+
+
+def sequential_plan(
+    p_a: float,
+    p_b: float,
+    *,
+    correlation: float = 0.0,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    runs: int = 4000,
+    seed: int = 1,
+) -> SequentialPlan:
+    """The sequential test's plan, from `runs` simulated comparisons."""
+    fixed = mcnemar_pairs(p_a, p_b, correlation=correlation, alpha=alpha, power=power)
+    horizon = 4 * fixed
+    sim = simulate(p_a, p_b, correlation=correlation, max_pairs=horizon, runs=runs, alpha=alpha, seed=seed)
+    right = np.sort(sim.pairs_used[sim.decisions == (1 if p_b > p_a else -1)])
+    needed = math.ceil(power * runs)
+    if right.size < needed:
+        raise ValueError(f"the sequential test does not reach power {power} within {horizon} pairs for {p_a}/{p_b}")
+    cap = int(right[needed - 1])
+    used = np.minimum(sim.pairs_used, cap)
+    decided = float((right <= cap).sum() / runs)
+    return SequentialPlan(cap, float(used.mean()), int(np.ceil(np.quantile(used, 0.9))), decided)
+
+
+def _fewest(reaches: Callable[[int], bool], guess: float, what: str) -> int:
+    """The fewest n for which `reaches(n)`, for a power that grows with n but saw-toothed: found by bisection
+    between the normal approximation's `guess` halved and doubled (widened as needed), then stepped down while the
+    count below reaches it too."""
     low, high = max(1, int(guess / 2)), max(2, int(guess * 2))
-    while reaches(low) and low > 1:
+    while low > 1 and reaches(low):
         low //= 2
     while not reaches(high):
         low, high = high, high * 2
         if high > MAX_PAIRS:
-            raise ValueError(f"telling {p_a} from {p_b} at power {power} takes more than {MAX_PAIRS} pairs")
+            raise ValueError(f"{what} takes more than {MAX_PAIRS} episodes")
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if reaches(mid) else (mid, high)

@@ -1,0 +1,85 @@
+"""Planning an A/B comparison: each count `hylo plan` prints reaches its power in simulated tests of its kind, and
+a correlation the two rates cannot have is refused naming the range."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from hylo.cli import main
+from hylo.eval.planning import (
+    mcnemar_pairs,
+    mcnemar_power,
+    sequential_plan,
+    two_proportion_per_side,
+    two_proportion_power,
+)
+from hylo.eval.sequential import pair_probabilities, simulate
+from hylo.eval.stats import mcnemar_exact
+
+ALPHA = 0.05
+RUNS = 3000
+
+
+@pytest.mark.parametrize(("p_a", "p_b", "correlation"), [(0.5, 0.7, 0.0), (0.2, 0.4, 0.3)])
+def test_the_paired_count_gives_its_power_in_simulated_mcnemar_tests(p_a: float, p_b: float, correlation: float):
+    n = mcnemar_pairs(p_a, p_b, correlation=correlation, power=0.8)
+    power = mcnemar_power(p_a, p_b, n, correlation=correlation)
+    assert power >= 0.8 > mcnemar_power(p_a, p_b, n - 1, correlation=correlation)
+    cells = np.random.default_rng(2).choice(4, size=(RUNS, n), p=pair_probabilities(p_a, p_b, correlation))
+    a_wins, b_wins = (cells == 1).sum(axis=1), (cells == 2).sum(axis=1)
+    decided = [mcnemar_exact(int(a), int(b)) <= ALPHA and b > a for a, b in zip(a_wins, b_wins, strict=True)]
+    assert abs(float(np.mean(decided)) - power) < 0.03
+
+
+def test_the_unpaired_count_gives_its_power_in_simulated_z_tests() -> None:
+    p_a, p_b = 0.6, 0.75
+    n = two_proportion_per_side(p_a, p_b, power=0.8)
+    power = two_proportion_power(p_a, p_b, n)
+    assert power >= 0.8 > two_proportion_power(p_a, p_b, n - 1)
+    rng = np.random.default_rng(4)
+    a, b = rng.binomial(n, p_a, RUNS), rng.binomial(n, p_b, RUNS)
+    pooled = (a + b) / (2 * n)
+    z = (b - a) / n / np.sqrt(pooled * (1 - pooled) * 2 / n)
+    assert abs(float((z >= 1.959964).mean()) - power) < 0.03
+
+
+def test_the_sequential_plan_holds_in_fresh_simulations() -> None:
+    plan = sequential_plan(0.5, 0.7, correlation=0.2, power=0.8, runs=2000)
+    fresh = simulate(0.5, 0.7, correlation=0.2, max_pairs=plan.max_pairs, runs=RUNS, seed=99)
+    assert float((fresh.decisions == 1).mean()) > 0.8 - 0.03
+    assert abs(float(fresh.pairs_used.mean()) - plan.mean_pairs) < 0.05 * plan.mean_pairs
+    assert plan.mean_pairs < plan.max_pairs and plan.p90_pairs <= plan.max_pairs
+
+
+def test_pairing_correlated_outcomes_needs_fewer_episodes() -> None:
+    paired = mcnemar_pairs(0.6, 0.7, correlation=0.5)
+    assert paired < two_proportion_per_side(0.6, 0.7) < mcnemar_pairs(0.6, 0.7, correlation=0.0) * 1.1
+
+
+def test_hylo_plan_prints_every_count(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--p-a", "0.6", "--p-b", "0.8", "--correlation", "0.3", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["paired_mcnemar"]["pairs"] == mcnemar_pairs(0.6, 0.8, correlation=0.3)
+    assert plan["unpaired_two_proportion"]["per_side"] == two_proportion_per_side(0.6, 0.8)
+    assert plan["unpaired_two_proportion"]["episodes"] == 2 * plan["unpaired_two_proportion"]["per_side"]
+    sequential = plan["sequential"]
+    assert 0 < sequential["mean_pairs"] <= sequential["p90_pairs"] <= sequential["max_pairs"]
+    assert main(["plan", "--p-a", "0.6", "--p-b", "0.8"]) == 0
+    text = capsys.readouterr().out
+    assert f"{plan['unpaired_two_proportion']['per_side']} episodes per side" in text
+    assert f"{mcnemar_pairs(0.6, 0.8)} pairs (A and B on the same episode keys)" in text  # correlation 0 by default
+    plan_text = sequential_plan(0.6, 0.8)
+    assert f"{math.ceil(plan_text.mean_pairs)} pairs on average" in text and f"{plan_text.max_pairs} pairs" in text
+
+
+def test_rates_that_cannot_be_planned_exit_2_naming_why(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--p-a", "0.9", "--p-b", "0.1", "--correlation", "0.5"]) == 2
+    assert "cannot have correlation 0.5: it must lie in [-1.000, 0.111]" in capsys.readouterr().err
+    assert main(["plan", "--p-a", "0.5", "--p-b", "0.5"]) == 2
+    assert "equal success rates (0.5)" in capsys.readouterr().err
+    assert main(["plan", "--p-a", "1.2", "--p-b", "0.5"]) == 2
+    assert "p_a must be in [0, 1], got 1.2" in capsys.readouterr().err
