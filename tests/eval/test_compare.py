@@ -132,3 +132,27 @@ def test_the_api_refuses_runs_without_a_common_episode_with_422(log_dir: Path) -
     assert "share no episode" in detail[0]["msg"]
     partial = api_get(log_dir, "/api/eval/v2/compare", a="babyai-0", b="babyai-6")
     assert partial.status_code == 200 and partial.json()["n_pairs"] == 4
+
+
+def test_runs_of_several_tasks_are_compared_per_task_with_holms_correction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = ("GoToLocal", "PickupLoc", "GoToObj")
+    make_run(tmp_path, "a", tasks=tasks, episodes=12, successes=1)
+    make_run(tmp_path, "b", tasks=tasks, episodes=12, successes=11)
+    code, out, _ = compare(tmp_path, capsys, "a", "b", "--json")
+    assert code == 0
+    per_task = json.loads(out)["per_task"]
+    assert sorted(per_task) == sorted(tasks)
+    for part in per_task.values():
+        assert (part["n_pairs"], part["a_only"], part["b_only"], part["difference"]) == (
+            12,
+            0,
+            10,
+            pytest.approx(10 / 12),
+        )
+        assert part["p_value"] == pytest.approx(2 / 2**10)
+        assert part["p_holm"] == pytest.approx(3 * 2 / 2**10)  # three equal p-values: each times three
+    code, out, _ = compare(tmp_path, capsys, "a", "b")
+    assert "per task (p adjusted over the tasks by Holm's method)" in out
+    assert all(task in out for task in tasks) and "0.005859" in out  # 3 × 2/1024, as the table writes it

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from hylo.cli import main
+from hylo.eval import evaluate
 from hylo.eval.planning import (
+    detectable_difference,
     mcnemar_pairs,
     mcnemar_power,
     sequential_plan,
@@ -83,3 +85,24 @@ def test_rates_that_cannot_be_planned_exit_2_naming_why(capsys: pytest.CaptureFi
     assert "equal success rates (0.5)" in capsys.readouterr().err
     assert main(["plan", "--p-a", "1.2", "--p-b", "0.5"]) == 2
     assert "p_a must be in [0, 1], got 1.2" in capsys.readouterr().err
+
+
+def test_the_detectable_difference_agrees_with_the_unpaired_count() -> None:
+    per_side = two_proportion_per_side(0.6, 0.7)
+    assert detectable_difference(0.6, per_side) == pytest.approx(0.1, abs=0.005)
+    assert detectable_difference(0.6, 4 * per_side) == pytest.approx(0.05, abs=0.005)  # four times the episodes
+    assert detectable_difference(0.5, 0) is None and detectable_difference(0.5, 2) is None  # nothing is detectable
+
+
+def test_runs_show_states_what_the_runs_size_can_detect(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = evaluate("babyai", agent="expert", tasks=["GoToLocal"], episodes=30, max_steps=40, log_dir=str(tmp_path))
+    summary = result.summary
+    assert summary.success_rate is not None
+    expected = detectable_difference(summary.success_rate, summary.scored)
+    assert expected is not None
+    capsys.readouterr()  # what the run printed (minigrid writes to stdout)
+    assert main(["runs", "show", result.run_id, "--log-dir", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["detectable_difference"] == expected
+    assert main(["runs", "show", result.run_id, "--log-dir", str(tmp_path)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"with {summary.scored} scored episodes, the smallest difference" in text and f"±{expected:.3f}" in text

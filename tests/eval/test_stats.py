@@ -12,6 +12,7 @@ from hylo.eval.stats import (
     Flip,
     NoPairs,
     compare_runs,
+    holm,
     mcnemar_exact,
     summarize,
     summarize_by_task,
@@ -277,3 +278,22 @@ def test_an_env_without_success_signal_is_reported_as_such() -> None:
     assert (summary.mean_return, summary.return_std) == (500.0, 0.0)
     assert summary.to_json()["success_signal"] is False
     assert summarize([rec("a", S.FAILURE)]).success_signal is True
+
+
+def test_holm_adjusts_step_down_in_the_inputs_order() -> None:
+    # sorted: 0.005 × 4 = 0.02, 0.01 × 3 = 0.03, 0.03 × 2 = 0.06, 0.04 × 1 → kept at 0.06 (monotone)
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.6, 0.5]) == [1.0, 1.0]  # capped at 1
+    assert holm([0.2]) == [0.2] and holm([]) == []
+
+
+def test_compare_runs_tests_each_task_and_adjusts_for_testing_them_all() -> None:
+    a = [rec(f"t1/{i}", S.FAILURE, task="t1") for i in range(10)] + [rec("t2/0", S.SUCCESS, task="t2")]
+    b = [rec(f"t1/{i}", S.SUCCESS, task="t1") for i in range(10)] + [rec("t2/0", S.FAILURE, task="t2")]
+    per_task = compare_runs(a, b).per_task
+    assert list(per_task) == ["t1", "t2"]
+    t1, t2 = per_task["t1"], per_task["t2"]
+    assert (t1.n_pairs, t1.b_only, t1.rate_a, t1.rate_b, t1.difference) == (10, 10, 0.0, 1.0, 1.0)
+    assert t1.p_value == pytest.approx(2 / 2**10) and t1.p_holm == pytest.approx(2 * 2 / 2**10)
+    assert (t2.n_pairs, t2.a_only, t2.difference, t2.p_value, t2.p_holm) == (1, 1, -1.0, 1.0, 1.0)
+    assert compare_runs(a, b).to_json()["per_task"]["t1"]["p_holm"] == t1.p_holm

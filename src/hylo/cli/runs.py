@@ -12,7 +12,8 @@ from hylo.cli.output import EXIT_BAD_INPUT, console, fail
 
 def run_runs(args: argparse.Namespace) -> int:
     from hylo.eval.logdir import delete_run, find_run
-    from hylo.eval.report import print_summary
+    from hylo.eval.planning import detectable_difference
+    from hylo.eval.report import detectable_note, print_summary
     from hylo.eval.stats import summarize, summarize_by_task, summary_json
     from hylo.eval.store import EvalLog, list_runs, records
 
@@ -41,8 +42,15 @@ def run_runs(args: argparse.Namespace) -> int:
         final = log.final_episodes()
         if args.runs_command == "show":
             recs = records(final)
+            overall = summarize(recs)
+            detectable = (
+                detectable_difference(overall.success_rate, overall.scored)
+                if overall.success_rate is not None
+                else None
+            )
             if args.json:
                 data: dict[str, Any] = {**info.to_json(), "summary": summary_json(recs)}
+                data["detectable_difference"] = detectable
                 sys.stdout.write(json.dumps(data) + "\n")
                 return 0
             out = console()
@@ -50,7 +58,8 @@ def run_runs(args: argparse.Namespace) -> int:
                 f"run {info.run_id} · {info.status} · {info.n_done}/{info.n_planned} episodes · {info.agent} on "
                 f"{info.benchmark} ({info.split}) · digest {info.digest}"
             )
-            print_summary(out, info.run_id, summarize_by_task(recs), summarize(recs))
+            print_summary(out, info.run_id, summarize_by_task(recs), overall)
+            out.print(detectable_note(overall, detectable), style="dim", highlight=False)
             for row in final:
                 if row.status.value in ("error", "infra_invalid", "safety_abort"):
                     out.print(f"  {row.episode_id}  {row.status.value}: {row.reason}", highlight=False)

@@ -187,3 +187,30 @@ def _z(p: float) -> float:
         else:
             high = mid
     return (low + high) / 2
+
+
+def detectable_difference(rate: float, n: int, *, alpha: float = 0.05, power: float = 0.8) -> float | None:
+    """The smallest difference from success rate `rate` that comparing two runs of `n` scored episodes each detects
+    with `power` (the unpaired two-proportion z-test's normal approximation, up or down, whichever is smaller); None
+    when not even a difference to 0 or 1 is (or `n` is 0). Pairing both runs on the same episodes detects less when
+    their outcomes correlate."""
+    if n <= 0 or not 0.0 <= rate <= 1.0:
+        return None
+    z_alpha = _z(1 - alpha / 2)
+
+    def approximate_power(other: float) -> float:
+        mean = (rate + other) / 2
+        spread = math.sqrt(rate * (1 - rate) + other * (1 - other)) or 1e-12
+        shift = abs(other - rate) * math.sqrt(n) - z_alpha * math.sqrt(2 * mean * (1 - mean))
+        return 0.5 * (1 + math.erf(shift / spread / math.sqrt(2)))
+
+    found = []
+    for sign, bound in ((1, 1.0 - rate), (-1, rate)):  # up, then down
+        if bound <= 0 or approximate_power(rate + sign * bound) < power:
+            continue
+        low, high = 0.0, bound
+        for _ in range(50):
+            mid = (low + high) / 2
+            low, high = (low, mid) if approximate_power(rate + sign * mid) >= power else (mid, high)
+        found.append(high)
+    return min(found) if found else None

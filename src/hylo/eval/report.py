@@ -72,6 +72,18 @@ def print_summary(console: Console, title: str, per_task: Mapping[str, Summary],
         )
 
 
+def detectable_note(overall: Summary, detectable: float | None) -> str:
+    """What a run's size can tell apart: the smallest difference from its success rate a comparison with another
+    run of its size detects (α 0.05, power 0.8)."""
+    scope = "two-proportion test, α 0.05, power 0.8; pairing both runs on the same episodes detects less"
+    if detectable is None:
+        return f"with {overall.scored} scored episodes, no difference from this success rate is detectable ({scope})"
+    return (
+        f"with {overall.scored} scored episodes, the smallest difference from this success rate that a comparison "
+        f"with a run of the same size detects: ±{detectable:.3f} ({scope})"
+    )
+
+
 def print_comparison(
     console: Console, name_a: str, name_b: str, comparison: Comparison, *, max_flips: int | None = 50
 ) -> None:
@@ -92,6 +104,8 @@ def print_comparison(
         f"{c.p_value:.4g}",
     )
     console.print(table)
+    if len(c.per_task) > 1:
+        console.print(_per_task_table(c))
     notes = []
     if c.abstained:
         notes.append(f"{c.abstained} pairs left out because an episode abstained (error / infra_invalid)")
@@ -111,6 +125,18 @@ def print_comparison(
             console.print(f"… and {len(c.flips) - len(shown)} more (hylo compare --all-flips lists every one)")
     else:
         console.print("no episode flipped.")
+
+
+def _per_task_table(c: Comparison) -> Table:
+    """Each task's paired difference, its McNemar p-value and that p-value adjusted for testing every task (Holm)."""
+    table = Table(title="per task (p adjusted over the tasks by Holm's method)")
+    for column in ("task", "pairs", "A rate", "B rate", "B − A", "p (McNemar)", "p (Holm)"):
+        table.add_column(column, justify="left" if column == "task" else "right")
+    for task, part in c.per_task.items():
+        difference = "—" if part.difference is None else f"{part.difference:+.3f}"
+        table.add_row(task, str(part.n_pairs), _rate(part.rate_a), _rate(part.rate_b), difference,
+                      f"{part.p_value:.4g}", f"{part.p_holm:.4g}")  # fmt: skip
+    return table
 
 
 def run_scope(info: RunInfo, *, tasks: bool = False) -> str:

@@ -234,6 +234,60 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2 * tail / (1 << n))
 
 
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of several p-values (Holm 1979, "A simple sequentially rejective multiple test
+    procedure", Scand. J. Statist.): rejecting the hypotheses whose adjusted p-value is ≤ alpha controls the chance
+    of any false rejection among them at alpha, whatever their dependence. In the input's order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+@dataclass(frozen=True)
+class TaskComparison:
+    """One task's part of a paired comparison: its scored pairs, their rates, McNemar's exact p-value, and that
+    p-value adjusted by Holm's method over every task of the comparison."""
+
+    n_pairs: int
+    both_success: int
+    a_only: int
+    b_only: int
+    neither: int
+    p_value: float
+    p_holm: float
+
+    @property
+    def rate_a(self) -> float | None:
+        return (self.both_success + self.a_only) / self.n_pairs if self.n_pairs else None
+
+    @property
+    def rate_b(self) -> float | None:
+        return (self.both_success + self.b_only) / self.n_pairs if self.n_pairs else None
+
+    @property
+    def difference(self) -> float | None:
+        return (self.b_only - self.a_only) / self.n_pairs if self.n_pairs else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "n_pairs": self.n_pairs,
+            "both_success": self.both_success,
+            "a_only": self.a_only,
+            "b_only": self.b_only,
+            "neither": self.neither,
+            "rate_a": self.rate_a,
+            "rate_b": self.rate_b,
+            "difference": self.difference,
+            "p_value": self.p_value,
+            "p_holm": self.p_holm,
+        }
+
+
 @dataclass(frozen=True)
 class Flip:
     """A paired episode that succeeded in one run and not in the other."""
@@ -287,6 +341,7 @@ class Comparison:
     difference: float | None
     p_value: float
     flips: list[Flip] = field(default_factory=list)
+    per_task: dict[str, TaskComparison] = field(default_factory=dict)
 
     @property
     def paired(self) -> int:
@@ -326,6 +381,7 @@ class Comparison:
             "paired": self.paired,
             "n_a": self.n_a,
             "n_b": self.n_b,
+            "per_task": {task: part.to_json() for task, part in self.per_task.items()},
         }
 
 
@@ -353,7 +409,8 @@ def compare_runs(a: Sequence[EpisodeRecord], b: Sequence[EpisodeRecord]) -> Comp
     by_b = _by_id(b, "b")
     if by_a.keys().isdisjoint(by_b):
         raise NoPairs(len(by_a), len(by_b))
-    n_pairs = abstained = both_success = a_only = b_only = neither = 0
+    abstained = 0
+    cells: dict[str, list[int]] = {}  # task → [both, only A, only B, neither]
     flips: list[Flip] = []
     for episode_id, ra in by_a.items():
         rb = by_b.get(episode_id)
@@ -364,20 +421,20 @@ def compare_runs(a: Sequence[EpisodeRecord], b: Sequence[EpisodeRecord]) -> Comp
         if not (ra.status.scored and rb.status.scored):
             abstained += 1
             continue
-        n_pairs += 1
         sa = ra.status is EpisodeStatus.SUCCESS
         sb = rb.status is EpisodeStatus.SUCCESS
-        if sa and sb:
-            both_success += 1
-        elif sa:
-            a_only += 1
-        elif sb:
-            b_only += 1
-        else:
-            neither += 1
+        cells.setdefault(ra.task, [0, 0, 0, 0])[0 if sa and sb else 1 if sa else 2 if sb else 3] += 1
         if sa != sb:
             flips.append(Flip(episode_id, ra.task, ra.status, rb.status))
     flips.sort(key=lambda flip: (flip.task, flip.episode_id))
+    both_success, a_only, b_only, neither = (sum(task[i] for task in cells.values()) for i in range(4))
+    n_pairs = both_success + a_only + b_only + neither
+    tasks = sorted(cells)
+    p_values = [mcnemar_exact(cells[task][1], cells[task][2]) for task in tasks]
+    per_task = {
+        task: TaskComparison(sum(c), both_success=c[0], a_only=c[1], b_only=c[2], neither=c[3], p_value=p, p_holm=h)
+        for task, c, p, h in zip(tasks, (cells[task] for task in tasks), p_values, holm(p_values), strict=True)
+    }
     common = sum(1 for episode_id in by_a if episode_id in by_b)
     rate_a = (both_success + a_only) / n_pairs if n_pairs else None
     rate_b = (both_success + b_only) / n_pairs if n_pairs else None
@@ -395,4 +452,5 @@ def compare_runs(a: Sequence[EpisodeRecord], b: Sequence[EpisodeRecord]) -> Comp
         difference=rate_b - rate_a if rate_a is not None and rate_b is not None else None,
         p_value=mcnemar_exact(a_only, b_only),
         flips=flips,
+        per_task=per_task,
     )

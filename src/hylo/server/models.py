@@ -80,6 +80,10 @@ class Comparison(BaseModel):
     paired: int
     n_a: int
     n_b: int
+    per_task: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="each task's pairs, rates, difference, McNemar p-value and its Holm adjustment over the tasks",
+    )
 
 
 class Problem(BaseModel):
