@@ -274,18 +274,22 @@ class TaskComparison:
         return (self.b_only - self.a_only) / self.n_pairs if self.n_pairs else None
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "n_pairs": self.n_pairs,
-            "both_success": self.both_success,
-            "a_only": self.a_only,
-            "b_only": self.b_only,
-            "neither": self.neither,
-            "rate_a": self.rate_a,
-            "rate_b": self.rate_b,
-            "difference": self.difference,
-            "p_value": self.p_value,
-            "p_holm": self.p_holm,
-        }
+        return {**_pairs_json(self), "p_holm": self.p_holm}
+
+
+def _pairs_json(c: TaskComparison | Comparison) -> dict[str, Any]:
+    """What a comparison and each task's part of it both report: the pairs, their split, rates and McNemar's p."""
+    return {
+        "n_pairs": c.n_pairs,
+        "both_success": c.both_success,
+        "a_only": c.a_only,
+        "b_only": c.b_only,
+        "neither": c.neither,
+        "rate_a": c.rate_a,
+        "rate_b": c.rate_b,
+        "difference": c.difference,
+        "p_value": c.p_value,
+    }
 
 
 @dataclass(frozen=True)
@@ -365,18 +369,10 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "n_pairs": self.n_pairs,
+            **_pairs_json(self),
             "only_in_a": self.only_in_a,
             "only_in_b": self.only_in_b,
             "abstained": self.abstained,
-            "both_success": self.both_success,
-            "a_only": self.a_only,
-            "b_only": self.b_only,
-            "neither": self.neither,
-            "rate_a": self.rate_a,
-            "rate_b": self.rate_b,
-            "difference": self.difference,
-            "p_value": self.p_value,
             "flips": [flip.to_json() for flip in self.flips],
             "paired": self.paired,
             "n_a": self.n_a,
