@@ -1,4 +1,4 @@
-"""The `hylo` command: `eval`, `runs`, `compare`, `plan`, `list`, `demo`, `graph`, `nodes`, `serve`, `bridge`.
+"""The `hylo` command: `eval`, `ab`, `runs`, `compare`, `plan`, `list`, `demo`, `graph`, `nodes`, `serve`, `bridge`.
 
 Exit status: 0 when a run completes (whatever its episodes' statuses); 3 with `--strict` when an episode is `error`
 or `infra_invalid`; 2 with one line naming the bad value for bad input; 1 for an aborted run; 130 when interrupted
@@ -20,7 +20,7 @@ from hylo.core.errors import HyloError, HyloFailure
 
 __all__ = ["build_parser", "import_from_cwd", "main"]
 
-OPERATOR_IMPORT_COMMANDS = ("eval", "graph", "bridge")
+OPERATOR_IMPORT_COMMANDS = ("eval", "ab", "graph", "bridge")
 """The commands that take import paths (`--agent mypkg.policies:MyPolicy`): the operator's own code, found in the
 current directory as under `python -m`."""
 
@@ -41,7 +41,8 @@ def _check_log_dir(args: argparse.Namespace) -> None:
         return
     from hylo.eval.logdir import check_log_dir
 
-    check_log_dir(log_dir, writable=args.command not in ("runs", "compare"))
+    reading = args.command in ("runs", "compare") or (args.command == "ab" and args.benchmark == "show")
+    check_log_dir(log_dir, writable=not reading)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,6 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from hylo.cli.runs import run_compare
 
             return run_compare(args)
+        if args.command == "ab":
+            from hylo.cli.ab import run as ab
+
+            return ab(args)
         if args.command == "plan":
             from hylo.cli.plan import run as plan
 

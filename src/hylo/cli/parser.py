@@ -44,9 +44,10 @@ def _add_log_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The options `hylo eval` and `hylo graph run` share."""
-    parser.add_argument("--episodes", type=positive_int, default=10, help="episodes per task (default 10)")
+def _add_run_options(parser: argparse.ArgumentParser, *, episodes: bool = True) -> None:
+    """The options `hylo eval` and `hylo graph run` share (`hylo ab` too, which sizes its runs itself)."""
+    if episodes:
+        parser.add_argument("--episodes", type=positive_int, default=10, help="episodes per task (default 10)")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="base seed (default 0)")
     parser.add_argument("--max-steps", type=_int, default=None, help="step budget per episode (default: the panel's)")
     parser.add_argument(
@@ -139,6 +140,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_log_dir(compare)
     compare.add_argument("--json", action="store_true")
     compare.add_argument("--all-flips", action="store_true", help="list every flipped episode (default: 50)")
+
+    ab = commands.add_parser(
+        "ab", help="compare agents A and B pair by pair, stopping when the sequential test decides (ab show ID)"
+    )
+    ab.add_argument("benchmark", help="the benchmark both run on (or `show`, then the A/B id)")
+    ab.add_argument("ab_id", nargs="?", help=argparse.SUPPRESS)
+    ab.add_argument("-E", dest="env_args", action="append", default=[], metavar="K=V", help="benchmark option")
+    ab.add_argument("--split", default=None, help="the split (default: the benchmark's)")
+    ab.add_argument("--task", dest="tasks", nargs="+", action="extend", default=[], metavar="T", help="tasks to run")
+    ab.add_argument("--a", dest="agent_a", help="agent A")
+    ab.add_argument("-A", dest="agent_args_a", action="append", default=[], metavar="K=V", help="A's argument")
+    ab.add_argument("--b", dest="agent_b", help="agent B")
+    ab.add_argument("-B", dest="agent_args_b", action="append", default=[], metavar="K=V", help="B's argument")
+    ab.add_argument("--max-episodes", type=positive_int, default=None, metavar="N", help="at most N pairs")
+    ab.add_argument("--alpha", type=float, default=0.05, help="the test's two-sided level (default 0.05)")
+    _add_run_options(ab, episodes=False)
+    ab.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
 
     plan = commands.add_parser("plan", help="episodes needed to tell two success rates apart")
     plan.add_argument("--p-a", type=float, required=True, help="A's success rate")

@@ -37,6 +37,6 @@ def run(args: argparse.Namespace) -> int:
           f"power {args.power}:")  # fmt: skip
     print(f"  paired, exact McNemar:            {paired} pairs (A and B on the same episode keys)")
     print(f"  unpaired, two-proportion z-test:  {per_side} episodes per side")
-    print(f"  sequential paired test:           {math.ceil(sequential.mean_pairs)} pairs on average, 90% of "
-          f"comparisons at most {sequential.p90_pairs}, capped at {sequential.max_pairs} pairs")  # fmt: skip
+    print(f"  sequential paired test (hylo ab): {math.ceil(sequential.mean_pairs)} pairs on average, 90% of "
+          f"comparisons at most {sequential.p90_pairs}, with --max-episodes {sequential.max_pairs}")  # fmt: skip
     return 0

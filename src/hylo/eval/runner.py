@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hylo.agents.registry import make_agent
 from hylo.core.status import EpisodeStatus
@@ -108,14 +108,38 @@ def evaluate(
     return Evaluation(spec, progress=progress).run()
 
 
+class DispatchGate(Protocol):
+    """Who else decides when a run's episodes start, and when it stops handing them out: an A/B comparison, whose two
+    runs go pair by pair (`hylo.eval.ab`). The runner asks it before each start and tells it each final result."""
+
+    @property
+    def stopped(self) -> bool:
+        """No more episodes start (those running finish and are committed)."""
+
+    def order(self, jobs: list[EpisodeJob]) -> list[EpisodeJob]:
+        """The order in which the run's episodes are handed out."""
+
+    def may_start(self, job: EpisodeJob) -> bool:
+        """Whether `job` may start now (when not, the runner waits on `wait` and asks again)."""
+
+    def finished(self, row: EpisodeRow) -> None:
+        """An episode's final attempt is committed."""
+
+    def wait(self, timeout: float) -> None:
+        """Block until something may have changed (another run's result), at most `timeout` seconds."""
+
+
 class Evaluation:
     """One invocation of a run: resolve, open or resume the EvalLog, run the missing episodes, summarise."""
 
-    def __init__(self, spec: EvalSpec, *, progress: ProgressCallback | None = None) -> None:
+    def __init__(
+        self, spec: EvalSpec, *, progress: ProgressCallback | None = None, gate: DispatchGate | None = None
+    ) -> None:
         check_log_dir(spec.log_path, writable=True)
         self.resolved = resolve(spec)
         self.spec = self.resolved.spec
         self.progress = progress
+        self.gate = gate
         make_timing(self.spec)  # refuse bad timing options before anything starts
         check_memory(self.spec, self.resolved.benchmark)
         self.agent: object = None
@@ -294,8 +318,8 @@ class Evaluation:
     ) -> int:
         """Hand the attempts to idle workers one at a time, commit each result as it comes, re-queue retried
         infra failures and stop handing out work once `max_infra_failures` is reached."""
-        spec = self.spec
-        queue = deque(todo)
+        spec, gate = self.spec, self.gate
+        queue = deque(todo if gate is None else gate.order(todo))
         retried = {job.task.episode_id for job in todo if job.attempt > 1}
         n_done = len(finals) - len(retried)
         successes = sum(row.success for eid, row in finals.items() if eid not in retried)
@@ -303,11 +327,19 @@ class Evaluation:
         broken: str | None = None
         committer = EvalLogWriter(log)
         try:
-            while (queue and broken is None) or pool.busy():
+            while (queue and broken is None and not (gate is not None and gate.stopped)) or pool.busy():
+                held = False  # the gate holds the next episode back
                 while queue and broken is None and pool.idle():
+                    if gate is not None and (gate.stopped or not gate.may_start(queue[0])):
+                        held = True
+                        break
                     job = queue.popleft()
                     if not pool.submit(job):  # the worker died idle: the job never started
                         queue.appendleft(job)
+                if held and not pool.busy():
+                    assert gate is not None
+                    gate.wait(0.5)
+                    continue
                 for result in pool.poll(0.5):
                     row = result.row
                     committer.put(row, result.trace)
@@ -325,6 +357,8 @@ class Evaluation:
                             continue
                     n_done += 1
                     successes += row.success
+                    if gate is not None:
+                        gate.finished(row)
                     if self.progress is not None:
                         self.progress(Progress(n_done, total, successes, executed, row))
         finally:

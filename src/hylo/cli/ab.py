@@ -1,0 +1,72 @@
+"""`hylo ab`: agents A and B on the same episodes, pair by pair, until the sequential test decides; `hylo ab show`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from hylo.cli.output import console
+
+
+def run(args: argparse.Namespace) -> int:
+    from hylo.eval.ab import ABError, read_ab
+
+    if args.benchmark == "show":
+        if args.ab_id is None:
+            raise ABError("hylo ab show needs the A/B id (ab-...)")
+        record = read_ab(args.log_dir, args.ab_id)
+        _print(record, json_out=args.json)
+        return 0
+    return _compare(args)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from hylo.agents.registry import parse_agent_args
+    from hylo.argtypes import parse_json_pairs
+    from hylo.cli.evaluate import run_options
+    from hylo.envs.quiet import stdout_to_stderr
+    from hylo.eval.ab import ABError, run_ab
+    from hylo.eval.spec import EvalSpec
+
+    missing = [flag for flag, value in (("--a", args.agent_a), ("--b", args.agent_b)) if value is None]
+    if args.ab_id is not None:
+        raise ABError(f"hylo ab takes one benchmark, got {args.benchmark!r} and {args.ab_id!r}")
+    if missing:
+        raise ABError(f"hylo ab needs {' and '.join(missing)} (the two agents to compare)")
+    if args.max_episodes is None:
+        raise ABError("hylo ab needs --max-episodes N: the most pairs it may run before it stops undecided")
+    if args.run_id is not None:
+        raise ABError("hylo ab names its two runs itself; drop --run-id")
+    common: dict[str, Any] = {
+        "benchmark": args.benchmark,
+        "env_args": parse_json_pairs(args.env_args, "-E"),
+        "split": args.split,
+        "tasks": args.tasks,
+        **run_options(argparse.Namespace(**{**vars(args), "episodes": 1})),
+    }
+    spec_a = EvalSpec(agent=args.agent_a, agent_args=parse_agent_args(args.agent_args_a), **common)
+    spec_b = EvalSpec(agent=args.agent_b, agent_args=parse_agent_args(args.agent_args_b), **common)
+    with stdout_to_stderr():  # simulators that print never reach stdout
+        result = run_ab(spec_a, spec_b, max_pairs=args.max_episodes, alpha=args.alpha)
+    _print(result.to_json(), json_out=args.json)
+    return 0
+
+
+def _print(record: dict[str, Any], *, json_out: bool) -> None:
+    if json_out:
+        sys.stdout.write(json.dumps(record) + "\n")
+        return
+    out = console()
+    decision = record["decision"] or f"no decision within {record['max_pairs']} pairs"
+    out.print(f"A/B {record['ab_id']}: A = {record['agent_a']} ({record['run_a']}), "
+              f"B = {record['agent_b']} ({record['run_b']})", highlight=False)  # fmt: skip
+    out.print(f"decision: {decision} (after {record['pairs_used']} pairs, alpha {record['alpha']})", highlight=False)
+    difference = record["difference"]
+    low, high = record["confidence_sequence"]
+    if difference is not None:
+        out.print(f"B − A: {difference:+.3f}, confidence sequence [{low:+.3f}, {high:+.3f}]", highlight=False)
+    flips = record["flips"]
+    out.print(f"pairs: only A succeeded {flips['a_wins']}, only B {flips['b_wins']}, both {flips['both']}, "
+              f"neither {flips['neither']}; with an abstention {record['abstentions']}", highlight=False)  # fmt: skip

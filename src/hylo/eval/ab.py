@@ -1,0 +1,268 @@
+"""A/B comparisons (`hylo ab`): agents A and B on the same episode keys, pair by pair, stopped by the sequential
+paired test as soon as it decides.
+
+The two sides are two ordinary, resumable runs (each its own EvalLog, as `hylo eval` makes them), run side by side
+and held pair by pair: episode key i starts on a side only once every key up to i − W has finished on both (W the
+workers per side), so both sides of a pair run before the pairs after them. Keys go task by task within an index
+(index 0 of every task, then index 1, ...), so a comparison stopped early covers every task. The test
+(`hylo.eval.sequential`) takes the pairs in key order, whatever order they finish in, so its decision does not depend
+on the worker count. When it decides, or `max_pairs` pairs are in, no more episodes start; those running finish and
+are committed. The A/B record (`<log dir>/ab/<ab id>.json`) keeps the decision, the pairs it used, the difference
+with its confidence sequence, the flips and the path of the statistic. Re-running the same command resumes both runs
+and replays their pairs through the test: the same record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hylo.core.errors import HyloError
+from hylo.eval.logdir import AB_DIR, FILENAME
+from hylo.eval.rows import EpisodeRow
+from hylo.eval.runner import EvalResult, Evaluation
+from hylo.eval.sequential import PairedSequentialTest
+from hylo.eval.spec import EvalSpec
+from hylo.eval.store import EvalLog
+from hylo.eval.worker import EpisodeJob
+
+SIDES = ("a", "b")
+
+
+class ABError(HyloError, ValueError):
+    """An A/B comparison that cannot be made as asked (its two runs would not pair), or a record that is not there."""
+
+
+class PairCoordinator:
+    """The two runs' shared state: which keys may start, the results so far, the test fed in key order."""
+
+    def __init__(self, keys: list[str], window: int, alpha: float) -> None:
+        self.keys = keys
+        self.position = {key: i for i, key in enumerate(keys)}
+        self.window = window
+        self.test = PairedSequentialTest(alpha=alpha)
+        self.results: dict[str, dict[str, EpisodeRow]] = {side: {} for side in SIDES}
+        self.consumed = 0  # keys fed to the test
+        self.pairs_used: int | None = None  # keys fed when it decided
+        self.failed = False  # a side's run ended with an error: the other stops too
+        self._changed = threading.Condition()
+
+    @property
+    def stopped(self) -> bool:
+        return self.failed or self.test.decision is not None or self.consumed >= len(self.keys)
+
+    def load(self, side: str, rows: list[EpisodeRow]) -> None:
+        """A side's episodes already in its log (a resumed comparison)."""
+        with self._changed:
+            for row in rows:
+                if row.episode_id in self.position:
+                    self.results[side][row.episode_id] = row
+            self._advance()
+
+    def may_start(self, episode_id: str) -> bool:
+        with self._changed:
+            position = self.position.get(episode_id)
+            return not self.stopped and position is not None and position < self.consumed + self.window
+
+    def finished(self, side: str, row: EpisodeRow) -> None:
+        with self._changed:
+            self.results[side][row.episode_id] = row
+            self._advance()
+            self._changed.notify_all()
+
+    def fail(self) -> None:
+        with self._changed:
+            self.failed = True
+            self._changed.notify_all()
+
+    def wait(self, timeout: float) -> None:
+        with self._changed:
+            if not self.stopped:
+                self._changed.wait(timeout)
+
+    def _advance(self) -> None:
+        """Feed the test every pair complete on both sides, in key order, until it decides."""
+        a, b = self.results["a"], self.results["b"]
+        while self.test.decision is None and self.consumed < len(self.keys):
+            key = self.keys[self.consumed]
+            if key not in a or key not in b:
+                return
+            decision = self.test.add(_outcome(a[key]), _outcome(b[key]))
+            self.consumed += 1
+            if decision is not None:
+                self.pairs_used = self.consumed
+
+
+def _outcome(row: EpisodeRow) -> bool | None:
+    """A side's outcome on a pair: its success, or None when its episode abstained (error, infra_invalid)."""
+    return row.success if row.status.scored else None
+
+
+class SideGate:
+    """One run's view of the coordinator (a `DispatchGate`)."""
+
+    def __init__(self, coordinator: PairCoordinator, side: str) -> None:
+        self.coordinator = coordinator
+        self.side = side
+
+    @property
+    def stopped(self) -> bool:
+        return self.coordinator.stopped
+
+    def order(self, jobs: list[EpisodeJob]) -> list[EpisodeJob]:
+        position = self.coordinator.position
+        return sorted(jobs, key=lambda job: position.get(job.task.episode_id, len(position)))
+
+    def may_start(self, job: EpisodeJob) -> bool:
+        return self.coordinator.may_start(job.task.episode_id)
+
+    def finished(self, row: EpisodeRow) -> None:
+        self.coordinator.finished(self.side, row)
+
+    def wait(self, timeout: float) -> None:
+        self.coordinator.wait(timeout)
+
+
+@dataclass(frozen=True)
+class ABResult:
+    """A finished (or stopped) comparison: both runs' results, the test, and where its record is."""
+
+    ab_id: str
+    run_a: EvalResult
+    run_b: EvalResult
+    test: PairedSequentialTest
+    pairs_used: int
+    max_pairs: int
+    record: Path
+
+    def to_json(self) -> dict[str, Any]:
+        test = self.test.to_json()
+        return {
+            "ab_id": self.ab_id,
+            "decision": test["decision"],
+            "pairs_used": self.pairs_used,
+            "difference": test["difference"],
+            "confidence_sequence": test["confidence_sequence"],
+            "flips": test["flips"],
+            "abstentions": test["abstentions"],
+            "run_a": self.run_a.run_id,
+            "run_b": self.run_b.run_id,
+            "agent_a": self.run_a.spec["agent"],
+            "agent_b": self.run_b.spec["agent"],
+            "max_pairs": self.max_pairs,
+            "alpha": test["alpha"],
+            "log_evalue": test["log_evalue"],
+            "threshold": test["threshold"],
+            "path": list(self.test.path),
+        }
+
+
+def keys_of(evaluation: Evaluation, max_pairs: int) -> list[str]:
+    """The comparison's episode keys in order: index by index, each task in turn, the first `max_pairs`."""
+    resolved, spec = evaluation.resolved, evaluation.spec
+    benchmark = resolved.benchmark
+    keys = [
+        benchmark.task_instance(resolved.split, task, index, spec.seed).episode_id
+        for index in range(spec.episodes)
+        for task in resolved.tasks
+    ]
+    return keys[:max_pairs]
+
+
+def ab_id(run_a: str, run_b: str, max_pairs: int, alpha: float) -> str:
+    digest = hashlib.sha256(json.dumps([run_a, run_b, max_pairs, alpha]).encode()).hexdigest()
+    return f"ab-{digest[:12]}"
+
+
+def run_ab(spec_a: EvalSpec, spec_b: EvalSpec, *, max_pairs: int, alpha: float = 0.05) -> ABResult:
+    """Compare A (`spec_a`) and B (`spec_b`, the same but for the agent) for at most `max_pairs` pairs."""
+    if max_pairs < 1:
+        raise ABError(f"--max-episodes must be at least 1, got {max_pairs}")
+    episodes = math.ceil(max_pairs / max(1, len(spec_a.tasks))) if spec_a.tasks else None
+    sides = {side: _sized(spec, episodes) for side, spec in zip(SIDES, (spec_a, spec_b), strict=True)}
+    evaluations = {side: Evaluation(spec) for side, spec in sides.items()}
+    if not spec_a.tasks:  # every task of the split: size the runs now that the tasks are known
+        per_task = math.ceil(max_pairs / len(evaluations["a"].resolved.tasks))
+        sides = {side: _sized(spec, per_task) for side, spec in sides.items()}
+        evaluations = {side: Evaluation(spec) for side, spec in sides.items()}
+    a, b = evaluations["a"], evaluations["b"]
+    if a.run_id == b.run_id:
+        raise ABError(f"A and B are the same run ({a.run_id}): give them different agents or agent arguments")
+    keys = keys_of(a, max_pairs)
+    if keys != keys_of(b, max_pairs):
+        raise ABError("A and B do not plan the same episodes: they must share benchmark, split, tasks and seed")
+    coordinator = PairCoordinator(keys, window=max(1, sides["a"].workers), alpha=alpha)
+    for side, evaluation in evaluations.items():
+        coordinator.load(side, _logged(evaluation.run_dir))
+        evaluation.gate = SideGate(coordinator, side)
+    results = _run_both(evaluations, coordinator)
+    pairs_used = coordinator.pairs_used if coordinator.pairs_used is not None else coordinator.consumed
+    identity = ab_id(a.run_id, b.run_id, max_pairs, alpha)
+    result = ABResult(identity, results["a"], results["b"], coordinator.test, pairs_used, len(keys),
+                      Path(sides["a"].log_path).resolve() / AB_DIR / f"{identity}.json")  # fmt: skip
+    _write_record(result)
+    return result
+
+
+def _sized(spec: EvalSpec, episodes: int | None) -> EvalSpec:
+    if episodes is None:
+        return spec
+    return EvalSpec.model_validate({**spec.model_dump(), "episodes": episodes})
+
+
+def _logged(run_dir: Path) -> list[EpisodeRow]:
+    """The final episodes already in a run's log (none for a new run)."""
+    if not (run_dir / FILENAME).exists():
+        return []
+    with EvalLog.open(run_dir) as log:
+        return log.final_episodes()
+
+
+def _run_both(evaluations: dict[str, Evaluation], coordinator: PairCoordinator) -> dict[str, EvalResult]:
+    """Run A on a thread of its own and B on this one; a failure of either stops the other, and is raised."""
+    results: dict[str, EvalResult] = {}
+    errors: list[BaseException] = []
+
+    def run(side: str) -> None:
+        try:
+            results[side] = evaluations[side].run()
+        except BaseException as exc:
+            errors.append(exc)
+            coordinator.fail()
+
+    thread = threading.Thread(target=run, args=("a",), name="hylo-ab-a", daemon=True)
+    thread.start()
+    try:
+        run("b")
+    finally:
+        if errors:
+            coordinator.fail()
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def _write_record(result: ABResult) -> None:
+    result.record.parent.mkdir(parents=True, exist_ok=True)
+    partial = result.record.with_suffix(".json.partial")
+    partial.write_text(json.dumps(result.to_json(), indent=1) + "\n")
+    os.replace(partial, result.record)
+
+
+def read_ab(log_dir: Path, identity: str) -> dict[str, Any]:
+    """An A/B record by its id."""
+    if not identity.startswith("ab-") or not identity[3:].isalnum():
+        raise ABError(f"{identity!r} is not an A/B id (ab-<12 hex digits>)")
+    path = log_dir / AB_DIR / f"{identity}.json"
+    if not path.is_file():
+        known = sorted(p.stem for p in (log_dir / AB_DIR).glob("ab-*.json")) if (log_dir / AB_DIR).is_dir() else []
+        raise ABError(f"no A/B comparison {identity!r} in {log_dir}; there are: {', '.join(known) or 'none'}")
+    record: dict[str, Any] = json.loads(path.read_text())
+    return record

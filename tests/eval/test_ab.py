@@ -1,0 +1,102 @@
+"""`hylo ab`: two ordinary runs on the same episode keys, pair by pair, stopped when the sequential test decides;
+the same decision whatever the worker count, abstentions counted, a re-run that resumes to the same record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hylo.cli import main
+from hylo.eval import EvalLog
+from hylo.eval.ab import run_ab
+from hylo.eval.spec import EvalSpec
+
+TASKS = ["GoToLocal", "GoToObj"]
+
+
+def spec(log_dir: Path, agent: str, **more: object) -> EvalSpec:
+    fields: dict[str, object] = {"benchmark": "babyai", "agent": agent, "tasks": TASKS, "max_steps": 30, **more}
+    return EvalSpec(log_dir=str(log_dir), **fields)  # type: ignore[arg-type]
+
+
+def ab(log_dir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, object] | str]:
+    code = main(["ab", *args, "--log-dir", str(log_dir)])
+    out, err = capsys.readouterr()
+    if code != 0:
+        return code, err
+    return code, json.loads(out) if "--json" in args else out
+
+
+def test_a_clear_difference_stops_early_with_two_ordinary_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    code, record = ab(tmp_path, capsys, "babyai", "--a", "expert", "--b", "random", "--task", *TASKS,
+                      "--max-episodes", "60", "--max-steps", "30", "--json")  # fmt: skip
+    assert code == 0 and isinstance(record, dict)
+    assert record["decision"] == "A better"
+    pairs = record["pairs_used"]
+    assert isinstance(pairs, int) and pairs < 20  # of the 60 allowed
+    flips = record["flips"]
+    assert isinstance(flips, dict) and flips["a_wins"] >= 8 and record["abstentions"] == 0
+    low, high = record["confidence_sequence"]  # type: ignore[misc]
+    assert -1.0 <= low <= record["difference"] <= high <= 1.0  # type: ignore[operator]
+    for side in ("run_a", "run_b"):
+        with EvalLog.open(tmp_path / str(record[side])) as log:
+            rows = log.final_episodes()
+        assert len(rows) == pairs  # one worker a side: no episode past the deciding pair
+        indexes = sorted((row.index, TASKS.index(row.task)) for row in rows)
+        assert indexes == [(i // 2, i % 2) for i in range(pairs)]  # key by key, each task in turn
+    assert (tmp_path / "ab" / f"{record['ab_id']}.json").is_file()
+
+    code, shown = ab(tmp_path, capsys, "show", str(record["ab_id"]), "--json")
+    assert code == 0 and shown == record
+    code, text = ab(tmp_path, capsys, "show", str(record["ab_id"]))
+    assert code == 0 and f"decision: A better (after {pairs} pairs, alpha 0.05)" in str(text)
+
+
+def test_the_decision_does_not_depend_on_the_worker_count(tmp_path: Path) -> None:
+    one = run_ab(spec(tmp_path / "one", "expert"), spec(tmp_path / "one", "random"), max_pairs=40)
+    two = run_ab(spec(tmp_path / "two", "expert", workers=2), spec(tmp_path / "two", "random", workers=2), max_pairs=40)
+    assert two.run_a.spec["workers"] == two.run_b.spec["workers"] == 2 and two.run_a.spec["backend"] == "auto"
+    assert (one.test.decision, one.pairs_used) == (two.test.decision, two.pairs_used) == ("A better", one.pairs_used)
+    assert one.test.to_json()["flips"] == two.test.to_json()["flips"]
+    assert one.test.path == two.test.path
+    for result in (two.run_a, two.run_b):  # two workers a side: at most one pair more ran, and was committed
+        assert two.pairs_used <= len(result.episodes) <= two.pairs_used + 2
+
+
+def test_no_difference_runs_to_the_cap_undecided(tmp_path: Path) -> None:
+    result = run_ab(spec(tmp_path, "hold", max_steps=4), spec(tmp_path, "random", max_steps=4), max_pairs=6)
+    assert result.test.decision is None and result.pairs_used == 6
+    assert len(result.run_a.episodes) == len(result.run_b.episodes) == 6
+    assert result.to_json()["decision"] is None
+
+
+def test_a_pair_with_an_abstention_is_counted_and_never_decides(tmp_path: Path) -> None:
+    hater = EvalSpec(benchmark="babyai", agent="eval_agents:ResetHater", agent_args={"fail_on": 2},
+                     tasks=["GoToLocal"], max_steps=30, log_dir=str(tmp_path))  # fmt: skip
+    expert = EvalSpec(benchmark="babyai", agent="expert", tasks=["GoToLocal"], max_steps=30, log_dir=str(tmp_path))
+    result = run_ab(hater, expert, max_pairs=30)
+    errored = [row for row in result.run_a.episodes if row.status.value == "error"]
+    assert len(errored) == 1 and result.test.abstentions == 1
+    assert result.test.decision == "B better"
+    assert result.test.pairs == result.pairs_used - 1  # every pair but the abstained one is scored
+
+
+def test_running_the_same_comparison_again_resumes_to_the_same_record(tmp_path: Path) -> None:
+    first = run_ab(spec(tmp_path, "expert"), spec(tmp_path, "random"), max_pairs=40)
+    again = run_ab(spec(tmp_path, "expert"), spec(tmp_path, "random"), max_pairs=40)
+    assert again.run_a.executed_now == again.run_b.executed_now == 0
+    assert again.to_json() == first.to_json()
+    assert json.loads(first.record.read_text()) == again.to_json()
+
+
+def test_bad_comparisons_exit_2_saying_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = ab(tmp_path, capsys, "babyai", "--a", "expert", "--max-episodes", "4")
+    assert code == 2 and "hylo ab needs --b" in str(err)
+    code, err = ab(tmp_path, capsys, "babyai", "--a", "expert", "--b", "expert", "--max-episodes", "4")
+    assert code == 2 and "A and B are the same run" in str(err)
+    code, err = ab(tmp_path, capsys, "babyai", "--a", "expert", "--b", "random")
+    assert code == 2 and "--max-episodes" in str(err)
+    code, err = ab(tmp_path, capsys, "show", "ab-000000000000")
+    assert code == 2 and "no A/B comparison 'ab-000000000000'" in str(err)
