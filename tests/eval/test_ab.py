@@ -100,3 +100,11 @@ def test_bad_comparisons_exit_2_saying_why(tmp_path: Path, capsys: pytest.Captur
     assert code == 2 and "--max-episodes" in str(err)
     code, err = ab(tmp_path, capsys, "show", "ab-000000000000")
     assert code == 2 and "no A/B comparison 'ab-000000000000'" in str(err)
+
+
+def test_with_several_seeds_each_key_is_paired_under_each_seed(tmp_path: Path) -> None:
+    result = run_ab(spec(tmp_path, "expert", seeds=[0, 5]), spec(tmp_path, "random", seeds=[0, 5]), max_pairs=40)
+    assert result.test.decision == "A better"
+    ids = [row.episode_id for row in result.run_a.episodes]
+    assert {row.episode_id for row in result.run_b.episodes} == set(ids)
+    assert any(i.endswith("@s0") for i in ids) and any(i.endswith("@s5") for i in ids)

@@ -80,11 +80,12 @@ def test_result_defining_fields_change_the_digest(field: str, value: Any) -> Non
 
 
 def test_a_spec_without_env_args_keeps_the_digest_it_had_before_they_existed() -> None:
-    # the digest of this spec as hylo computed it before EvalSpec had `env_args` (its fields, and only those)
-    before = spec().model_dump(mode="json", include=set(DIGEST_FIELDS) - {"env_args"})
+    # the digest of this spec as hylo computed it before EvalSpec had `env_args` and `seeds` (its fields only)
+    before = spec().model_dump(mode="json", include=set(DIGEST_FIELDS) - {"env_args", "seeds"})
     text = json.dumps(before, sort_keys=True, separators=(",", ":"))
     assert spec().digest() == hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
     assert spec(env_args={}).default_run_id() == spec().default_run_id()
+    assert spec(seeds=[0]).default_run_id() == spec().default_run_id()
 
 
 def test_digest_distinguishes_values_of_one_field() -> None:

@@ -51,6 +51,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "episodes": args.episodes,
         "seed": args.seed,
+        "seeds": args.seeds,
         "max_steps": args.max_steps,
         "act_timeout": args.act_timeout,
         "shield": not args.no_shield,
@@ -105,7 +106,7 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool) -> int:
     stdout. Returns the exit status."""
     from hylo.envs.quiet import stdout_to_stderr
     from hylo.eval.progress import ProgressBar
-    from hylo.eval.report import print_summary
+    from hylo.eval.report import print_summary, seeds_note
     from hylo.eval.runner import Evaluation
     from hylo.eval.writer import RunAborted
 
@@ -130,6 +131,8 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool) -> int:
     else:
         out = console()
         print_summary(out, f"{result.run_id}: {spec.agent} on {spec.benchmark}", result.per_task, result.summary)
+        if result.seed_clusters is not None:
+            out.print(seeds_note(result.seed_clusters), highlight=False)
         out.print(
             f"run {result.run_id}: {len(result.episodes)} episodes ({result.executed_now} run now), "
             f"log {result.log_dir}"

@@ -48,7 +48,11 @@ def _add_run_options(parser: argparse.ArgumentParser, *, episodes: bool = True) 
     """The options `hylo eval` and `hylo graph run` share (`hylo ab` too, which sizes its runs itself)."""
     if episodes:
         parser.add_argument("--episodes", type=positive_int, default=10, help="episodes per task (default 10)")
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="base seed (default 0)")
+    seeds = parser.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=non_negative_int, default=0, help="base seed (default 0)")
+    seeds.add_argument(
+        "--seeds", type=non_negative_int, nargs="+", default=None, metavar="S", help="run every episode under each seed"
+    )
     parser.add_argument("--max-steps", type=_int, default=None, help="step budget per episode (default: the panel's)")
     parser.add_argument(
         "--act-timeout", type=_seconds, default=None, metavar="SECONDS", help="an act slower is an error"

@@ -13,8 +13,8 @@ from hylo.cli.output import EXIT_BAD_INPUT, console, fail
 def run_runs(args: argparse.Namespace) -> int:
     from hylo.eval.logdir import delete_run, find_run
     from hylo.eval.planning import detectable_difference
-    from hylo.eval.report import detectable_note, print_summary
-    from hylo.eval.stats import summarize, summarize_by_task, summary_json
+    from hylo.eval.report import detectable_note, print_summary, seeds_note
+    from hylo.eval.stats import seed_clusters, summarize, summarize_by_task, summary_json
     from hylo.eval.store import EvalLog, list_runs, records
 
     if args.runs_command == "list":
@@ -51,6 +51,9 @@ def run_runs(args: argparse.Namespace) -> int:
             if args.json:
                 data: dict[str, Any] = {**info.to_json(), "summary": summary_json(recs)}
                 data["detectable_difference"] = detectable
+                clusters = seed_clusters(recs)
+                if clusters is not None:
+                    data["seed_clusters"] = clusters.to_json()
                 sys.stdout.write(json.dumps(data) + "\n")
                 return 0
             out = console()
@@ -59,6 +62,9 @@ def run_runs(args: argparse.Namespace) -> int:
                 f"{info.benchmark} ({info.split}) · digest {info.digest}"
             )
             print_summary(out, info.run_id, summarize_by_task(recs), overall)
+            clustered = seed_clusters(recs)
+            if clustered is not None:
+                out.print(seeds_note(clustered), highlight=False)
             out.print(detectable_note(overall, detectable), style="dim", highlight=False)
             for row in final:
                 if row.status.value in ("error", "infra_invalid", "safety_abort"):

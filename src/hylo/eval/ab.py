@@ -164,13 +164,15 @@ class ABResult:
 
 
 def keys_of(evaluation: Evaluation, max_pairs: int) -> list[str]:
-    """The comparison's episode keys in order: index by index, each task in turn, the first `max_pairs`."""
+    """The comparison's episode keys in order: index by index, each task in turn (under each seed in turn), the
+    first `max_pairs`."""
     resolved, spec = evaluation.resolved, evaluation.spec
     benchmark = resolved.benchmark
     keys = [
-        benchmark.task_instance(resolved.split, task, index, spec.seed).episode_id
+        benchmark.task_instance(resolved.split, task, index, seed).episode_id
         for index in range(spec.episodes)
         for task in resolved.tasks
+        for seed in spec.seed_list
     ]
     return keys[:max_pairs]
 
@@ -184,11 +186,12 @@ def run_ab(spec_a: EvalSpec, spec_b: EvalSpec, *, max_pairs: int, alpha: float =
     """Compare A (`spec_a`) and B (`spec_b`, the same but for the agent) for at most `max_pairs` pairs."""
     if max_pairs < 1:
         raise ABError(f"--max-episodes must be at least 1, got {max_pairs}")
-    episodes = math.ceil(max_pairs / max(1, len(spec_a.tasks))) if spec_a.tasks else None
+    per_key = len(spec_a.seed_list)
+    episodes = math.ceil(max_pairs / (len(spec_a.tasks) * per_key)) if spec_a.tasks else None
     sides = {side: _sized(spec, episodes) for side, spec in zip(SIDES, (spec_a, spec_b), strict=True)}
     evaluations = {side: Evaluation(spec) for side, spec in sides.items()}
     if not spec_a.tasks:  # every task of the split: size the runs now that the tasks are known
-        per_task = math.ceil(max_pairs / len(evaluations["a"].resolved.tasks))
+        per_task = math.ceil(max_pairs / (len(evaluations["a"].resolved.tasks) * per_key))
         sides = {side: _sized(spec, per_task) for side, spec in sides.items()}
         evaluations = {side: Evaluation(spec) for side, spec in sides.items()}
     a, b = evaluations["a"], evaluations["b"]

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from hylo.core.status import EpisodeStatus
 from hylo.eval.rows import RunInfo
-from hylo.eval.stats import Comparison, NoPairs, Summary
+from hylo.eval.stats import Comparison, NoPairs, SeedClusters, Summary
 
 
 def _rate(value: float | None) -> str:
@@ -70,6 +70,18 @@ def print_summary(console: Console, title: str, per_task: Mapping[str, Summary],
         console.print(
             "this environment has no success signal (it only rewards): judge the agent by its return.", style="bold"
         )
+
+
+def seeds_note(clusters: SeedClusters) -> str:
+    """A run of several seeds, in one line: the clustered interval, pass@k and each seed's rate."""
+    low, high = clusters.success_ci
+    passes = ", ".join(f"pass@{k} {_rate(rate)}" for k, rate in clusters.pass_at_k.items())
+    per_seed = ", ".join(f"{seed}: {_rate(rate)}" for seed, rate in clusters.per_seed.items())
+    return (
+        f"{clusters.seeds} seeds over {clusters.clusters} episode keys: 95% interval [{_rate(low)}, {_rate(high)}] "
+        f"with the episodes of one (task, index) as a cluster (design effect {clusters.design_effect:.2f}); "
+        f"{passes}; per seed {per_seed}"
+    )
 
 
 def detectable_note(overall: Summary, detectable: float | None) -> str:

@@ -90,6 +90,7 @@ class EpisodeRow:
             self.success,
             episode_return=episode_return,
             success_signal=self.metrics.get("success_signal") is not False,
+            base_seed=self.base_seed,
         )
 
     def to_json(self) -> dict[str, Any]:

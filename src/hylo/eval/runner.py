@@ -26,7 +26,7 @@ from hylo.eval.resolve import EvalError, check_memory, choose_backend, make_timi
 from hylo.eval.rows import EpisodeRow, RunInfo, records
 from hylo.eval.run_status import RunStatus
 from hylo.eval.spec import EvalSpec
-from hylo.eval.stats import Summary, summarize, summarize_by_task
+from hylo.eval.stats import SeedClusters, Summary, seed_clusters, summarize, summarize_by_task
 from hylo.eval.store import EvalLog, RunBusy
 from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig, WorkerFailed
 from hylo.eval.writer import EvalLogWriter, RunAborted
@@ -59,12 +59,20 @@ class EvalResult:
     episodes: list[EpisodeRow]
     summary: Summary
     per_task: dict[str, Summary] = field(default_factory=dict)
+    seed_clusters: SeedClusters | None = None
+    """A run of several seeds: its episodes clustered by (task, index) (`hylo.eval.stats.seed_clusters`)."""
 
     @property
     def statuses(self) -> dict[str, int]:
         return self.summary.status_counts
 
     def to_json(self) -> dict[str, Any]:
+        data = self._json()
+        if self.seed_clusters is not None:
+            data["seed_clusters"] = self.seed_clusters.to_json()
+        return data
+
+    def _json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "log_dir": str(self.log_dir),
@@ -162,7 +170,8 @@ class Evaluation:
     def _plan(self) -> list[TaskInstance]:
         benchmark, split = self.resolved.benchmark, self.resolved.split
         plan = [
-            benchmark.task_instance(split, task, index, self.spec.seed)
+            benchmark.task_instance(split, task, index, seed)
+            for seed in self.spec.seed_list
             for task in self.resolved.tasks
             for index in range(self.spec.episodes)
         ]
@@ -379,4 +388,5 @@ class Evaluation:
             episodes=rows,
             summary=summarize(recs),
             per_task=summarize_by_task(recs),
+            seed_clusters=seed_clusters(recs),
         )

@@ -30,6 +30,7 @@ DIGEST_FIELDS = (
     "agent",
     "agent_args",
     "seed",
+    "seeds",
     "max_steps",
     "act_timeout",
     "shield",
@@ -53,6 +54,8 @@ MAX_INFRA = 1_000_000
 """The most infra retries and failures a run may be told to tolerate."""
 MAX_NAME = 200
 """The longest benchmark, agent, split or task name."""
+MAX_SEEDS = 1000
+"""The most seeds one run may run each episode under."""
 MAX_JSON_DEPTH = 16
 """How deeply `agent_args`, `env_args` and `timing_options` may nest (an agent's arguments are a few flat values)."""
 MAX_ARGS_BYTES = 64 * 1024
@@ -86,6 +89,9 @@ class EvalSpec(BaseModel):
     agent_args: dict[str, Any] = Field(default_factory=dict)
     episodes: int = 10
     seed: int = 0
+    seeds: list[int] | None = None
+    """Several seeds (`--seeds S1 S2 ...`): every (task, index) runs under each, an episode per seed (then `seed` is
+    the first); None: `seed` alone."""
     max_steps: int | None = None
     act_timeout: float | None = None
     shield: bool = True
@@ -116,6 +122,35 @@ class EvalSpec(BaseModel):
         if value is not None and value > maximum:
             raise ValueError(f"{label} must be <= {maximum:,}, got {shown(value)}")
         return value
+
+    @field_validator("seeds")
+    @classmethod
+    def _seed_list(cls, value: list[int] | None) -> list[int] | None:
+        if value is None:
+            return None
+        if not 1 <= len(value) <= MAX_SEEDS:
+            raise ValueError(f"seeds holds 1 to {MAX_SEEDS} seeds, got {len(value)}")
+        for seed in value:
+            if not 0 <= seed <= MAX_SEED:
+                raise ValueError(f"a seed must be in [0, {MAX_SEED:,}], got {shown(seed)}")
+        repeated = sorted({seed for seed in value if value.count(seed) > 1})
+        if repeated:
+            raise ValueError(f"seeds are run once each; repeated: {repeated}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_seed_or_several(self) -> EvalSpec:
+        """A single seed in `seeds` is `seed` (the same run as `--seed S`); with several, `seed` is the first."""
+        if self.seeds is not None:
+            self.seed = self.seeds[0]
+            if len(self.seeds) == 1:
+                self.seeds = None
+        return self
+
+    @property
+    def seed_list(self) -> list[int]:
+        """The seeds every (task, index) runs under."""
+        return list(self.seeds) if self.seeds is not None else [self.seed]
 
     @field_validator("tasks")
     @classmethod
@@ -199,6 +234,8 @@ class EvalSpec(BaseModel):
         data = self.model_dump(mode="json", include=set(DIGEST_FIELDS))
         if not data["env_args"]:  # the digest of a run without options is the one it had before they existed
             del data["env_args"]
+        if data["seeds"] is None:  # likewise for a run of one seed
+            del data["seeds"]
         if self.graph is not None:  # its layout and description do not change results
             data["graph"] = {k: v for k, v in self.graph.items() if k not in ("layout", "description")}
         if step_budget is not None:

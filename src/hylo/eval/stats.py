@@ -19,11 +19,12 @@ from hylo.core.status import EpisodeStatus
 from hylo.envs.gym_ids import short_episode_id
 
 
-def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+def wilson_interval(successes: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion.
 
     Unlike the normal (Wald) interval it stays inside [0, 1] and does not collapse to a point at 0/n or n/n, which is
-    exactly where small evaluation runs tend to land.
+    exactly where small evaluation runs tend to land. `n` (and `successes`) may be an effective sample size, as for
+    clustered episodes (`seed_clusters`).
     """
     if n <= 0:
         raise ValueError(f"n must be positive, got {n}")
@@ -61,6 +62,8 @@ class EpisodeRecord:
     success: bool
     episode_return: float | None = None
     success_signal: bool = True
+    base_seed: int | None = None
+    """The run's seed this episode ran under (a run of several seeds runs each (task, index) under each)."""
 
     def __post_init__(self) -> None:
         status = EpisodeStatus(self.status)
@@ -199,6 +202,66 @@ def summarize_by_task(records: Iterable[EpisodeRecord]) -> dict[str, Summary]:
     for record in records:
         by_task.setdefault(record.task, []).append(record)
     return {task: summarize(group) for task, group in by_task.items()}
+
+
+@dataclass(frozen=True)
+class SeedClusters:
+    """A run of several seeds, its episodes clustered by (task, index): the same start under each seed.
+
+    - `success_ci`: the 95% Wilson interval at the effective sample size n / `design_effect`, the design effect being
+      the cluster-robust variance of the success rate over the binomial one, at least 1 (Korn & Graubard 1998,
+      "Confidence intervals for proportions with small expected number of positive counts estimated from survey
+      data", Survey Methodology): episodes of one cluster that succeed or fail together count as fewer trials.
+    - `pass_at_k`: for each k up to the fewest seeds a cluster has, the chance that at least one of k of its episodes
+      succeeds, estimated without bias per cluster as 1 − C(n − c, k) / C(n, k) and averaged over the clusters (Chen
+      et al. 2021, "Evaluating large language models trained on code").
+    - `per_seed`: the success rate under each seed.
+    Scored episodes only, as every success rate here."""
+
+    seeds: int
+    clusters: int
+    design_effect: float
+    success_ci: tuple[float, float]
+    pass_at_k: dict[int, float]
+    per_seed: dict[int, float | None]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seeds": self.seeds,
+            "clusters": self.clusters,
+            "design_effect": self.design_effect,
+            "success_ci": list(self.success_ci),
+            "pass_at_k": {str(k): rate for k, rate in self.pass_at_k.items()},
+            "per_seed": {str(seed): rate for seed, rate in self.per_seed.items()},
+        }
+
+
+def seed_clusters(records: Iterable[EpisodeRecord]) -> SeedClusters | None:
+    """The clustered view of a run of several seeds; None for a run of one seed (or nothing scored)."""
+    scored = [r for r in records if r.status.scored]
+    seeds = {r.base_seed for r in scored if r.base_seed is not None}
+    if len(seeds) < 2:
+        return None
+    clusters: dict[tuple[str, int], list[bool]] = {}
+    for r in scored:
+        clusters.setdefault((r.task, r.index), []).append(r.success)
+    n, successes = len(scored), sum(r.success for r in scored)
+    rate = successes / n
+    g = len(clusters)
+    robust = sum((sum(c) - rate * len(c)) ** 2 for c in clusters.values()) / n**2 * (g / (g - 1) if g > 1 else 1.0)
+    binomial = rate * (1 - rate) / n
+    design_effect = max(1.0, robust / binomial) if binomial > 0 else 1.0
+    effective = n / design_effect
+    fewest = min(len(c) for c in clusters.values())
+    pass_at_k = {
+        k: sum(1 - math.comb(len(c) - sum(c), k) / math.comb(len(c), k) for c in clusters.values()) / g
+        for k in range(1, fewest + 1)
+    }
+    per_seed: dict[int, float | None] = {}
+    for seed in sorted(seeds):
+        under = [r.success for r in scored if r.base_seed == seed]
+        per_seed[seed] = sum(under) / len(under) if under else None
+    return SeedClusters(len(seeds), g, design_effect, wilson_interval(rate * effective, effective), pass_at_k, per_seed)
 
 
 def summary_json(
