@@ -1,0 +1,118 @@
+"""`--batch B`: one agent in a policy host, fed by every worker; the same results, statuses and trace as unbatched."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from hylo.eval import EvalLog, EvalSpec, evaluate
+from hylo.eval.runner import EvalError
+
+pytest.importorskip("metaworld")
+
+TASKS = ["reach-v3", "push-v3"]
+SKIP = {"run_id", "seq", "wall_time", "latency_s"}
+
+
+def _run(tmp_path, run_id, agent="batch_agents:ExactPolicy", **kw):
+    options = {"tasks": TASKS, "episodes": 2, "max_steps": 20, "log_dir": str(tmp_path), "run_id": run_id}
+    return evaluate("metaworld", agent=agent, **{**options, **kw})
+
+
+def _keys(result):
+    return [
+        (r.episode_id, r.seed, r.status.value, r.reason, r.steps, {k: v for k, v in r.metrics.items() if k != "wall_s"})
+        for r in result.episodes
+    ]
+
+
+def _traces(result):
+    log = EvalLog.open(result.log_dir)
+    try:
+        return {r.episode_id: log.trace(r.episode_id) for r in result.episodes}
+    finally:
+        log.close()
+
+
+def _comparable(trace):
+    """A trace as two runs of the same episodes must agree on: every event but the batch records, less clocks."""
+    return [{k: v for k, v in event.items() if k not in SKIP} for event in trace if event["event"] != "agent.batch"]
+
+
+@pytest.mark.parametrize("chunk", [1, 4])
+def test_batched_runs_act_and_end_as_unbatched_ones_whatever_the_worker_count(tmp_path, chunk):
+    args = {"agent_args": {"chunk": chunk}}
+    unbatched = _run(tmp_path, "one", **args)
+    runs = {
+        "two": _run(tmp_path, "two", workers=2, **args),
+        "one-b1": _run(tmp_path, "one-b1", batch=1, **args),
+        "two-b2": _run(tmp_path, "two-b2", workers=2, batch=2, batch_wait_ms=1000, **args),
+    }
+    expected = {eid: _comparable(trace) for eid, trace in _traces(unbatched).items()}
+    assert {row.status.value for row in unbatched.episodes} == {"failure"}
+    for name, result in runs.items():
+        assert _keys(result) == _keys(unbatched), name
+        traces = _traces(result)
+        assert {eid: _comparable(trace) for eid, trace in traces.items()} == expected, name
+        if result.batching is None:
+            continue
+        chunks = sum(event["event"] == "agent.chunk" for trace in traces.values() for event in trace)
+        batches = [event for trace in traces.values() for event in trace if event["event"] == "agent.batch"]
+        assert len(batches) == chunks == result.batching["requests"]  # steps served from a chunk never asked
+        assert chunks == 4 * -(-20 // chunk)
+        assert {event["size"] for event in batches} <= set(range(1, (result.spec["batch"] or 0) + 1))
+    sizes = [event["size"] for t in _traces(runs["two-b2"]).values() for event in t if event["event"] == "agent.batch"]
+    assert max(sizes) == 2  # with W long, two running episodes always share a call
+
+
+def test_a_failing_batch_costs_its_episodes_with_the_agents_reason_and_the_run_goes_on(tmp_path):
+    result = _run(tmp_path, "boom", agent="batch_agents:ExplodingBatch", tasks=["reach-v3"], episodes=4,
+                  workers=2, batch=2)  # fmt: skip
+    rows = {row.index: row for row in result.episodes}
+    assert len(rows) == 4
+    assert (rows[1].status.value, rows[1].reason) == ("error", "agent raised RuntimeError: policy exploded")
+    errors = [row for row in rows.values() if row.status.value == "error"]
+    assert all(row.reason == "agent raised RuntimeError: policy exploded" for row in errors)
+    assert len(errors) <= 2  # episode 1's batch: itself and at most one other
+    assert all(row.status.value == "failure" and row.steps == 20 for row in rows.values() if row not in errors)
+
+
+def test_a_dead_host_costs_its_in_flight_episodes_and_is_restarted(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(tmp_path / "killed.marker"))
+    result = _run(tmp_path, "killed", agent="batch_agents:HostKiller", tasks=["reach-v3"], episodes=4,
+                  workers=2, batch=2)  # fmt: skip
+    rows = {row.index: row for row in result.episodes}
+    assert rows[1].status.value == "error" and "policy host died" in rows[1].reason
+    lost = [row for row in rows.values() if row.status.value != "failure"]
+    assert all(row.status.value == "error" and "policy host died" in row.reason for row in lost)
+    assert len(lost) <= 2 and len(rows) == 4
+    assert result.batching is not None and result.batching["host_restarts"] == 1
+
+
+def test_act_timeout_covers_a_call_that_hangs_in_the_host(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(tmp_path / "hung.marker"))
+    result = _run(tmp_path, "hung", agent="batch_agents:HangOnce", tasks=["reach-v3"], episodes=4, workers=2,
+                  batch=2, act_timeout=2.0)  # fmt: skip
+    rows = {row.index: row for row in result.episodes}
+    assert (rows[1].status.value, rows[1].reason) == ("error", "timeout")
+    assert any(row.status.value == "failure" and row.steps == 20 for row in rows.values())  # the run went on
+    assert result.batching is not None and result.batching["host_restarts"] == 1  # the hung host was replaced
+
+
+def test_an_agent_without_act_batch_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(EvalError, match=r"'batch_agents:ActOnly' has no act_batch\(observations, contexts\)"):
+        _run(tmp_path, "refused", agent="batch_agents:ActOnly", batch=1)
+    assert not (tmp_path / "refused").exists()
+
+
+def test_a_batch_larger_than_the_worker_count_is_refused():
+    with pytest.raises(ValidationError, match="--batch 3 is larger than --workers 2"):
+        EvalSpec(benchmark="metaworld", agent="mlp", workers=2, batch=3)
+    with pytest.raises(ValidationError, match="batch wait must be between 0 and 10000 ms, got -1"):
+        EvalSpec(benchmark="metaworld", agent="mlp", workers=2, batch=2, batch_wait_ms=-1)
+
+
+def test_batch_settings_leave_the_digest_alone():
+    plain = EvalSpec(benchmark="metaworld", agent="mlp", workers=4)
+    batched = EvalSpec(benchmark="metaworld", agent="mlp", workers=4, batch=4, batch_wait_ms=50)
+    assert batched.digest() == plain.digest()
