@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
+from hylo.cli import main
 from hylo.eval import EvalLog, EvalSpec, evaluate
 from hylo.eval.runner import EvalError
 
 pytest.importorskip("metaworld")
 
+HERE = Path(__file__).parent
 TASKS = ["reach-v3", "push-v3"]
 SKIP = {"run_id", "seq", "wall_time", "latency_s"}
 
@@ -116,3 +125,31 @@ def test_batch_settings_leave_the_digest_alone():
     plain = EvalSpec(benchmark="metaworld", agent="mlp", workers=4)
     batched = EvalSpec(benchmark="metaworld", agent="mlp", workers=4, batch=4, batch_wait_ms=50)
     assert batched.digest() == plain.digest()
+
+
+def _hylo(*args, cwd):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "hylo", *args], capture_output=True, text=True, timeout=240,
+                          cwd=cwd, env=env)  # fmt: skip
+
+
+def test_hylo_eval_batch_prints_the_hosts_figures_and_resumes_as_the_same_run_without_it(tmp_path):
+    command = ["eval", "metaworld", "--agent", "mlp", "-A", "hidden=32", "--task", "reach-v3", "--episodes", "2",
+               "--max-steps", "10", "--workers", "2"]  # fmt: skip
+    batched = _hylo(*command, "--batch", "2", "--batch-wait-ms", "50", cwd=tmp_path)
+    assert batched.returncode == 0, batched.stderr
+    assert re.search(r"policy host: \d+ act_batch calls for 20 requests, mean batch [12]\.\d\d of --batch 2, mean "
+                     r"queue wait [\d.]+ ms \(--batch-wait-ms 50\), host busy \d+% of the time it served",
+                     batched.stdout)  # fmt: skip
+    run_id = re.search(r"^run (\S+): 2 episodes \(2 run now\)", batched.stdout, re.M).group(1)
+    again = _hylo(*command, "--json", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    resumed = json.loads(again.stdout)
+    assert (resumed["run_id"], resumed["executed_now"], len(resumed["episodes"])) == (run_id, 0, 2)
+    assert "batching" not in resumed
+
+
+def test_hylo_eval_refuses_a_batch_larger_than_the_workers(tmp_path, capsys):
+    code = main(["eval", "metaworld", "--agent", "mlp", "--workers", "2", "--batch", "3", "--log-dir", str(tmp_path)])
+    assert code == 2
+    assert "--batch 3 is larger than --workers 2" in capsys.readouterr().err

@@ -149,7 +149,7 @@ def batching_line(figures: dict[str, Any], spec: EvalSpec) -> str:
         f"policy host: {figures['calls']} act_batch calls for {figures['requests']} requests, mean batch "
         f"{figures['mean_batch_size']:.2f} of --batch {spec.batch}, mean queue wait "
         f"{figures['mean_queue_wait_ms']:.1f} ms (--batch-wait-ms {spec.batch_wait_ms:g}), host busy "
-        f"{100 * figures['host_utilisation']:.0f}% of the run"
+        f"{100 * figures['host_utilisation']:.0f}% of the time it served"
     )
     if figures["host_restarts"]:
         line += f", restarted {figures['host_restarts']} times"

@@ -20,8 +20,10 @@ from hylo.eval.worker import EpisodeJob, EpisodeResult, WorkerFailed, limit_thre
 
 
 def build_agent(spec: EvalSpec) -> Any:
-    """The run's agent, as a worker would build it (in the host's process: it is the factory the host is given)."""
-    return make_agent(spec.agent, spec.agent_args, resolve(spec).benchmark)
+    """The run's agent, as a worker would build it (in the host's process: it is the factory the host is given).
+    Only a benchmark's expert needs the benchmark: any other agent's host never imports the simulator."""
+    benchmark = resolve(spec).benchmark if spec.agent == "expert" else None
+    return make_agent(spec.agent, spec.agent_args, benchmark)
 
 
 def check_batched(spec: EvalSpec, resolved: Resolved, backend: str) -> None:

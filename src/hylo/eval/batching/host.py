@@ -33,11 +33,12 @@ from hylo.core.events import BaseEvent
 from hylo.core.signals import ContainerSet, Signal
 from hylo.eval.batching.batcher import Batcher, Request
 
-CALLS, REQUESTS, QUEUE_S, BUSY_S, CALL_STARTED, HOST_STARTED = range(6)
+CALLS, REQUESTS, QUEUE_S, BUSY_S, CALL_STARTED, FIRST_REQUEST, LAST_ANSWER = range(7)
 """The slots of the figures the host keeps in shared memory for its supervisor (floats): calls of `act_batch`,
 requests they answered, the requests' summed queue wait, the seconds spent inside calls, when the call in progress
-started (monotonic; 0 between calls) and when the host started serving (monotonic)."""
-FIGURES_SIZE = 6
+started (0 between calls), when the run's first request arrived and when the last call ended (monotonic clock,
+which every process of the machine shares). They outlive a host: its replacement adds to them."""
+FIGURES_SIZE = 7
 
 
 class NotBatched(HyloError):
@@ -155,7 +156,6 @@ class Host:
 
     def serve(self) -> None:
         threading.Thread(target=self._accept, daemon=True, name="hylo-host-accept").start()
-        self.figures[HOST_STARTED] = time.monotonic()
         while True:
             running = sum(client.ctx is not None for client in self.clients.values())
             timeout = self.batcher.due_in(time.monotonic(), running)
@@ -195,7 +195,10 @@ class Host:
                 failure = error_payload(HyloError("act before reset: the host holds no episode for this worker"))
                 self._send(client, ("err", serial, failure))
             else:
-                self.batcher.add(Request(id(client.conn), serial, payload, time.monotonic()))
+                now = time.monotonic()
+                if not self.figures[FIRST_REQUEST]:
+                    self.figures[FIRST_REQUEST] = now
+                self.batcher.add(Request(id(client.conn), serial, payload, now))
             return
         client.events.clear()
         if client.signal_error is not None:  # the agent failed on a signal since the last call: this call fails
@@ -274,6 +277,7 @@ class Host:
         figures[REQUESTS] += len(batch)
         figures[QUEUE_S] += sum(started - request.received for request in batch)
         figures[BUSY_S] += ended - started
+        figures[LAST_ANSWER] = ended
         return ended - started
 
 

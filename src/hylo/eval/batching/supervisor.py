@@ -30,7 +30,8 @@ from hylo.eval.batching.host import (
     CALL_STARTED,
     CALLS,
     FIGURES_SIZE,
-    HOST_STARTED,
+    FIRST_REQUEST,
+    LAST_ANSWER,
     QUEUE_S,
     REQUESTS,
     NotBatched,
@@ -64,6 +65,7 @@ class BatchFigures:
     mean_batch_size: float
     mean_queue_wait_ms: float
     utilisation: float
+    """The share of the time from the run's first request to its last answer that the host spent in `act_batch`."""
     restarts: int
 
     def to_json(self) -> dict[str, Any]:
@@ -103,7 +105,6 @@ class PolicyHost:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._watcher: threading.Thread | None = None
-        self._serving_s = 0.0  # wall time of the hosts that ended
         self.restarts = 0
         self.pid: int | None = None
 
@@ -181,9 +182,6 @@ class PolicyHost:
         self._process = self._control = None
         if process is None:
             return
-        if self._figures[HOST_STARTED] > 0:
-            self._serving_s += time.monotonic() - self._figures[HOST_STARTED]
-            self._figures[HOST_STARTED] = 0.0
         self._figures[CALL_STARTED] = 0.0
         if not kill_it and control is not None:
             with contextlib.suppress(OSError):
@@ -212,7 +210,7 @@ class PolicyHost:
     def figures(self) -> BatchFigures:
         f = self._figures
         calls, requests = int(f[CALLS]), int(f[REQUESTS])
-        serving = self._serving_s + (time.monotonic() - f[HOST_STARTED] if f[HOST_STARTED] > 0 else 0.0)
+        serving = f[LAST_ANSWER] - f[FIRST_REQUEST]  # from the first request to the last answer
         return BatchFigures(
             calls=calls,
             requests=requests,
