@@ -13,7 +13,7 @@ import time
 import gymnasium.spaces as spaces
 import numpy as np
 
-from hylo.core import ActionChunk, AgentBase, AgentRequirements
+from hylo.core import ActionChunk, AgentBase, AgentRequirements, ContainerSpec
 
 REQUIRES = AgentRequirements(observation_keys=("state",), action_space=spaces.Box(-1.0, 1.0, (4,)))
 
@@ -29,14 +29,23 @@ def _first_time() -> bool:
 
 
 class ExactPolicy(AgentBase):
-    """A seeded integer network over Meta-World's state plus per-episode noise from `ctx.rng`: its batched arithmetic
-    is exact (integer products), and an episode given another's context would draw other noise."""
+    """A seeded integer network over Meta-World's state, plus per-episode noise from `ctx.rng` and a term from the
+    rewards its `on_step` saw in that episode: its batched arithmetic is exact (integer products), and an episode
+    given another's context, or told another's steps, would act otherwise."""
 
     requirements = REQUIRES
 
     def __init__(self, seed: int = 0, chunk: int = 1) -> None:
         self.weights = np.random.default_rng(seed).integers(-50, 50, size=(39, 4), dtype=np.int64)
         self.chunk = chunk
+        self.rewards: dict[str, float] = {}  # per episode, by id: one instance serves many under --batch
+
+    def on_step(self, result, ctx=None):
+        episode = (ctx or self.ctx).episode_id
+        self.rewards[episode] = self.rewards.get(episode, 0.0) + float(result.reward)
+
+    def on_episode_end(self, outcome, ctx=None):
+        self.rewards.pop((ctx or self.ctx).episode_id, None)
 
     def _actions(self, states: np.ndarray, contexts) -> list[ActionChunk]:
         hidden = np.rint(states * 1000).astype(np.int64) @ self.weights  # exact whatever the batch
@@ -44,7 +53,8 @@ class ExactPolicy(AgentBase):
         chunks = []
         for row, ctx in zip(base, contexts, strict=True):
             noise = ctx.rng.integers(-100, 100, size=(self.chunk, 4)).astype(np.float32) / np.float32(400.0)
-            chunks.append(ActionChunk([row + n for n in noise]))
+            told = np.float32(int(self.rewards.get(ctx.episode_id, 0.0) * 100) % 7) / np.float32(100.0)
+            chunks.append(ActionChunk([row + n - told for n in noise]))
         return chunks
 
     def act(self, obs):
@@ -52,6 +62,21 @@ class ExactPolicy(AgentBase):
 
     def act_batch(self, observations, contexts):
         return self._actions(np.stack([np.asarray(o["state"]) for o in observations]), contexts)
+
+
+class RememberingPolicy(ExactPolicy):
+    """`ExactPolicy` that also counts its acts in an episode-lifetime container (cleared by the episode's signals
+    only): a container not cleared between two episodes of a worker would change the second one's actions."""
+
+    containers = (ContainerSpec("asked", lifetime="episode", reducer="add"),)
+
+    def _actions(self, states: np.ndarray, contexts) -> list[ActionChunk]:
+        shifted = []
+        for chunk, ctx in zip(super()._actions(states, contexts), contexts, strict=True):
+            ctx.containers["asked"].write(1)
+            shift = np.float32(ctx.containers["asked"].read() % 7) / np.float32(50.0)
+            shifted.append(ActionChunk([action - shift for action in chunk.actions]))
+        return shifted
 
 
 class ExplodingBatch(ExactPolicy):

@@ -48,9 +48,9 @@ def _comparable(trace):
     return [{k: v for k, v in event.items() if k not in SKIP} for event in trace if event["event"] != "agent.batch"]
 
 
-@pytest.mark.parametrize("chunk", [1, 4])
-def test_batched_runs_act_and_end_as_unbatched_ones_whatever_the_worker_count(tmp_path, chunk):
-    args = {"agent_args": {"chunk": chunk}}
+@pytest.mark.parametrize(("agent", "chunk"), [("batch_agents:ExactPolicy", 1), ("batch_agents:RememberingPolicy", 4)])
+def test_batched_runs_act_and_end_as_unbatched_ones_whatever_the_worker_count(tmp_path, agent, chunk):
+    args = {"agent": agent, "agent_args": {"chunk": chunk}}
     unbatched = _run(tmp_path, "one", **args)
     runs = {
         "two": _run(tmp_path, "two", workers=2, **args),
