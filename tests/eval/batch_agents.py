@@ -111,6 +111,21 @@ class HostKiller(ExactPolicy):
         return super().act_batch(observations, contexts)
 
 
+class DiesForGood(ExactPolicy):
+    """Kills its host at episode `index`'s first request and cannot be built again afterwards (its weights gone)."""
+
+    def __init__(self, index: int = 1) -> None:
+        if os.path.exists(os.environ["HYLO_TEST_BATCH_MARKER"]):
+            raise RuntimeError("the weights are gone")
+        super().__init__()
+        self.index = index
+
+    def act_batch(self, observations, contexts):
+        if any(ctx.task.index == self.index for ctx in contexts) and _first_time():
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().act_batch(observations, contexts)
+
+
 class HangOnce(ExactPolicy):
     """The first time (across processes) episode `index` asks, the call hangs."""
 

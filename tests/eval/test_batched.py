@@ -98,6 +98,19 @@ def test_a_dead_host_costs_its_in_flight_episodes_and_is_restarted(tmp_path, mon
     assert result.batching is not None and result.batching["host_restarts"] == 1
 
 
+def test_a_host_that_cannot_be_restarted_ends_the_remaining_episodes_as_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(tmp_path / "gone.marker"))
+    result = _run(tmp_path, "gone", agent="batch_agents:DiesForGood", tasks=["reach-v3"], episodes=6, workers=2,
+                  batch=2)  # fmt: skip
+    rows = {row.index: row for row in result.episodes}
+    assert len(rows) == 6
+    assert rows[1].status.value == "error" and "policy host died" in rows[1].reason
+    after = [row for row in rows.values() if "could not be restarted" in row.reason]
+    assert after and all(row.status.value == "error" for row in after)
+    assert "could not be restarted 3 times" in after[0].reason and "the weights are gone" in after[0].reason
+    assert rows[5] in after  # episodes started after it gave up did not wait for a host
+
+
 def test_act_timeout_covers_a_call_that_hangs_in_the_host(tmp_path, monkeypatch):
     monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(tmp_path / "hung.marker"))
     result = _run(tmp_path, "hung", agent="batch_agents:HangOnce", tasks=["reach-v3"], episodes=4, workers=2,

@@ -38,10 +38,15 @@ class PolicyHostDied(HyloFailure):
 
 @dataclass(frozen=True)
 class HostEndpoint:
-    """Where a policy host listens: a Unix socket, and the key a worker proves itself with."""
+    """Where a policy host listens: a Unix socket, and the key a worker proves itself with. The supervisor writes
+    why at `given_up` when it can no longer start a host: a worker then stops trying to reach one."""
 
     address: str
     authkey: bytes
+
+    @property
+    def given_up(self) -> str:
+        return self.address + ".given-up"
 
 
 class HostedAgent:
@@ -70,6 +75,8 @@ class HostedAgent:
                 conn = mpc.Client(self.endpoint.address, family="AF_UNIX", authkey=self.endpoint.authkey)
                 break
             except (FileNotFoundError, ConnectionRefusedError, EOFError, OSError) as exc:
+                with contextlib.suppress(OSError), open(self.endpoint.given_up) as given_up:
+                    raise PolicyHostDied(given_up.read().strip()) from None
                 if time.monotonic() > deadline:
                     raise PolicyHostDied(
                         f"the policy host at {self.endpoint.address} could not be reached within "

@@ -147,20 +147,20 @@ class PolicyHost:
         failures = 0
         while not self._closing.is_set():
             process = self._process
-            if process is None:
-                return
-            process.join(WATCH_S)
-            if self._closing.is_set():
-                return
-            overdue = self._overdue()
-            if process.is_alive() and not overdue:
-                continue
+            if process is not None:  # else the last start failed: try again
+                process.join(WATCH_S)
+                overdue = self._overdue()
+                if self._closing.is_set() or (process.is_alive() and not overdue):
+                    continue
+                with self._lock:
+                    if self._closing.is_set():
+                        return
+                    self._end(kill_it=True)
+                why = f"ran an act_batch call past {self.act_timeout_s:g} s" if overdue else _died(process.exitcode)
+                logger.warning("the policy host %s; starting a new one", why)
             with self._lock:
                 if self._closing.is_set():
                     return
-                self._end(kill_it=True)
-                why = f"ran an act_batch call past {self.act_timeout_s:g} s" if overdue else _died(process.exitcode)
-                logger.warning("the policy host %s; starting a new one", why)
                 try:
                     self._spawn()
                     self.restarts += 1
@@ -169,8 +169,14 @@ class PolicyHost:
                     failures += 1
                     logger.warning("%s", exc)
                     if failures >= RESTART_ATTEMPTS:
-                        logger.error("the policy host could not be restarted %d times; giving up", failures)
+                        self._give_up(f"the policy host could not be restarted {failures} times: {exc}")
                         return
+
+    def _give_up(self, why: str) -> None:
+        """Tell the workers (their episodes end `error` with `why` instead of waiting for a host that never comes)."""
+        logger.error("%s; the run's remaining episodes end as error", why)
+        with open(self.endpoint.given_up, "w") as given_up:
+            given_up.write(why)
 
     def _overdue(self) -> bool:
         started = self._figures[CALL_STARTED]
