@@ -12,10 +12,16 @@ of the policy on this machine takes; the MLP shrinks to 64 units so that the CPU
 a GPU call is to the CPU: four unbatched workers then queue for the device one call at a time, while the host answers
 four requests per call; the ratio approaches the batch size.
 
+`--wire` measures instead what an observation costs on its way to the host and back: the median round trip of one
+act through a worker's `HostedAgent` to a host with a trivial policy, for Meta-World's state observation and for the
+same with a 256×256×3 camera frame (observations are pickled over a Unix socket; shared memory would only pay for
+itself if this were a noticeable share of a policy call).
+
 Goal on 2 cores: throughput_ratio ≥ 1.3 with the CPU-bound policy.
 
     python benchmarks/batched_policy.py --json
     python benchmarks/batched_policy.py --json --call-sleep-ms 20
+    python benchmarks/batched_policy.py --json --wire
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import fcntl
 import json
 import logging
 import os
+import pickle
 import statistics
 import sys
 import tempfile
@@ -36,11 +43,15 @@ from typing import Any
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
+import numpy as np
 import psutil
 
 from hylo.agents.mlp import MlpPolicy
+from hylo.core.context import EpisodeContext
+from hylo.envs.metaworld import MetaWorldBenchmark
 from hylo.envs.quiet import stdout_to_stderr
 from hylo.eval.batched import BatchedPool, policy_host
+from hylo.eval.batching import HostedAgent
 from hylo.eval.pool import Pool, ProcessPool
 from hylo.eval.runner import Evaluation
 from hylo.eval.spec import EvalSpec
@@ -95,6 +106,38 @@ def timed(evaluation: Evaluation, pool: Pool, jobs: list[EpisodeJob], root: Path
     return len(jobs) / elapsed, memory
 
 
+def wire_costs(calls: int = 500) -> dict[str, float]:
+    """Median round trips (ms) of one act through the wire, with a state observation and with a camera frame."""
+    benchmark = MetaWorldBenchmark()
+    task = benchmark.task_instance("mt10", "reach-v3", 0, 0)
+    env = benchmark.make_env()
+    spec = EvalSpec(benchmark="metaworld", agent="mlp", agent_args={"hidden": 16, "layers": 1}, workers=1, batch=1,
+                    batch_wait_ms=0)  # fmt: skip
+    host = policy_host(spec)
+    host.start()
+    try:
+        state = env.reset(task)
+        agent = HostedAgent(host.endpoint)
+        agent.reset(EpisodeContext(seed=0, env_spec=env.spec, task=task))
+        frame = np.random.default_rng(0).integers(0, 256, (256, 256, 3), dtype=np.uint8)
+        figures: dict[str, float] = {}
+        for label, obs in (("state", dict(state)), ("image", {**state, "images": {"corner": frame}})):
+            for _ in range(50):
+                agent.act(obs)
+            times = []
+            for _ in range(calls):
+                started = time.perf_counter()
+                agent.act(obs)
+                times.append(time.perf_counter() - started)
+            figures[f"{label}_obs_round_trip_ms"] = round(1000 * statistics.median(times), 3)
+            figures[f"{label}_obs_pickled_bytes"] = len(pickle.dumps(obs, protocol=pickle.HIGHEST_PROTOCOL))
+        agent.close()
+    finally:
+        host.close()
+        env.close()
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=None, help="episodes per task per repeat (default 8; 2 slept)")
@@ -103,7 +146,13 @@ def main() -> None:
     parser.add_argument("--call-sleep-ms", type=float, default=0.0, help="device time per policy call (default 0)")
     parser.add_argument("--batch-wait-ms", type=float, default=10.0, help="the host's --batch-wait-ms (default 10)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--wire", action="store_true", help="measure an observation's round trip to the host")
     args = parser.parse_args()
+    if args.wire:
+        with stdout_to_stderr():
+            costs = wire_costs()
+        print(json.dumps(costs) if args.json else "\n".join(f"  {key:<28} {value}" for key, value in costs.items()))
+        return
     slept = args.call_sleep_ms > 0
     episodes = args.episodes or (2 if slept else 8)
     max_steps = args.max_steps or (100 if slept else 150)
