@@ -193,14 +193,16 @@ class EvalSpec(BaseModel):
             raise ValueError(f"batch wait must be between 0 and {MAX_BATCH_WAIT_MS:g} ms, got {value}")
         return value
 
-    @model_validator(mode="after")
-    def _batch_fits_workers(self) -> EvalSpec:
-        if self.batch is not None and self.batch > self.workers:
+    @field_validator("batch")
+    @classmethod
+    def _batch_fits_workers(cls, value: int | None, info: ValidationInfo) -> int | None:
+        workers = info.data.get("workers")
+        if value is not None and isinstance(workers, int) and value > workers:
             raise ValueError(
-                f"--batch {self.batch} is larger than --workers {self.workers}: a batch holds at most one request "
-                f"per worker (each worker runs one episode at a time); use --batch {self.workers} or more workers"
+                f"--batch {value} is larger than --workers {workers}: a batch holds at most one request per worker "
+                f"(each worker runs one episode at a time); use --batch {workers} or more workers"
             )
-        return self
+        return value
 
     @model_validator(mode="after")
     def _graph_agent(self) -> EvalSpec:
