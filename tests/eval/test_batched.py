@@ -74,6 +74,18 @@ def test_batched_runs_act_and_end_as_unbatched_ones_whatever_the_worker_count(tm
     assert max(sizes) == 2  # with W long, two running episodes always share a call
 
 
+def test_realtime_timing_merges_a_hosted_chunk_as_it_merges_an_inline_one(tmp_path):
+    realtime = {"timing": "realtime", "timing_options": {"latency_s": 0.1, "refill_steps": 1},
+                "agent_args": {"chunk": 4}}  # fmt: skip
+    unbatched = _run(tmp_path, "rt-one", **realtime)
+    batched = _run(tmp_path, "rt-two-b2", workers=2, batch=2, **realtime)
+    assert _keys(batched) == _keys(unbatched)
+    expected = {eid: _comparable(trace) for eid, trace in _traces(unbatched).items()}
+    assert {eid: _comparable(trace) for eid, trace in _traces(batched).items()} == expected
+    dropped = [e["dropped"] for t in _traces(batched).values() for e in t if e["event"] == "agent.chunk"]
+    assert any(dropped)  # the latency's steps ran before the merge, as inline
+
+
 def test_a_failing_batch_costs_its_episodes_with_the_agents_reason_and_the_run_goes_on(tmp_path):
     result = _run(tmp_path, "boom", agent="batch_agents:ExplodingBatch", tasks=["reach-v3"], episodes=4,
                   workers=2, batch=2)  # fmt: skip
