@@ -178,3 +178,9 @@ def test_hylo_eval_refuses_a_batch_larger_than_the_workers(tmp_path, capsys):
     code = main(["eval", "metaworld", "--agent", "mlp", "--workers", "2", "--batch", "3", "--log-dir", str(tmp_path)])
     assert code == 2
     assert "--batch 3 is larger than --workers 2" in capsys.readouterr().err
+
+
+def test_a_graph_run_is_refused_with_batch(tmp_path, capsys):
+    code = main(["graph", "run", "babyai_expert", "--workers", "2", "--batch", "2", "--log-dir", str(tmp_path)])
+    assert code == 2
+    assert "a graph run cannot be batched" in capsys.readouterr().err
