@@ -184,3 +184,12 @@ def test_a_graph_run_is_refused_with_batch(tmp_path, capsys):
     code = main(["graph", "run", "babyai_expert", "--workers", "2", "--batch", "2", "--log-dir", str(tmp_path)])
     assert code == 2
     assert "a graph run cannot be batched" in capsys.readouterr().err
+
+
+def test_an_agent_the_host_cannot_build_refuses_the_run_naming_why(tmp_path, monkeypatch):
+    marker = tmp_path / "gone.marker"
+    marker.touch()  # DiesForGood cannot be built at all
+    monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(marker))
+    with pytest.raises(EvalError, match=r"the policy host could not build its agent: RuntimeError\('the weights"):
+        _run(tmp_path, "unbuilt", agent="batch_agents:DiesForGood", workers=2, batch=2)
+    assert not (tmp_path / "unbuilt").exists()
