@@ -360,6 +360,34 @@ class SeededRandomAgent(AgentBase):
         return ActionChunk(list(self.ctx.rng.uniform(-1.0, 1.0, (3, 2)).astype(np.float32)), execution_steps=2)
 
 
+class BatchedSeededAgent(SeededRandomAgent):
+    """Batched the right way: each episode's actions come from its own context, a batch of one is act."""
+
+    def act_batch(self, observations: Any, contexts: Any) -> list[ActionChunk]:
+        return [
+            ActionChunk(list(ctx.rng.uniform(-1.0, 1.0, (3, 2)).astype(np.float32)), execution_steps=2)
+            for ctx in contexts
+        ]
+
+
+class SharedRngBatchAgent(SeededRandomAgent):
+    """Its act_batch draws from the agent's own generator, not the episode's: a batch of one is not act."""
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng(12345)
+
+    def act_batch(self, observations: Any, contexts: Any) -> list[ActionChunk]:
+        return [
+            ActionChunk(list(self.rng.uniform(-1.0, 1.0, (3, 2)).astype(np.float32)), execution_steps=2)
+            for _ in contexts
+        ]
+
+
+class TwoForOneBatchAgent(SeededRandomAgent):
+    def act_batch(self, observations: Any, contexts: Any) -> list[ActionChunk]:
+        return [self.act(observations[0])] * 2
+
+
 class OutOfBoundsAgent(AgentBase):
     def act(self, obs: Observation) -> ActionChunk:
         return ActionChunk([np.zeros(2, np.float32), np.array([0.0, 1.5], np.float32)])
@@ -407,6 +435,10 @@ def test_an_agent_that_draws_only_from_ctx_rng_passes() -> None:
     check_agent(SeededRandomAgent, WalkEnv)
 
 
+def test_a_batched_agent_whose_batch_of_one_is_act_passes() -> None:
+    check_agent(BatchedSeededAgent, WalkEnv)
+
+
 class TestSeededRandomAgent(AgentConformance):
     max_steps = 10
 
@@ -426,6 +458,8 @@ class TestSeededRandomAgent(AgentConformance):
         (LeakyAgent, Rule.AGENT_RESET, r"run again after .* gave other actions than its first run, at step 0"),
         (CrashingAgent, Rule.AGENT_EPISODES, r"ended as error after 2 steps: agent raised ZeroDivisionError"),
         (NeedsImagesAgent, Rule.AGENT_BINDS, r"needs observation key 'images/wrist'"),
+        (SharedRngBatchAgent, Rule.AGENT_BATCH, r"act\(\) call 1: act and act_batch of one differ \(actions\[0\]"),
+        (TwoForOneBatchAgent, Rule.AGENT_BATCH, r"act_batch of one observation returned 2, not a sequence of one"),
     ],
 )
 def test_a_broken_agent_fails_under_the_rule_it_breaks(agent_class: type[AgentBase], rule: Rule, message: str) -> None:

@@ -30,6 +30,7 @@ EXPERT_TARGET = "(the benchmark's scripted expert)"
 _BUILTIN: dict[str, str] = {
     "random": "hylo.agents.basic:RandomAgent",
     "hold": "hylo.agents.basic:HoldAgent",
+    "mlp": "hylo.agents.mlp:MlpPolicy",
     "expert": EXPERT_TARGET,
     "openpi-remote": "hylo.bridges.openpi_remote:OpenPiRemoteAgent",
     "vlaeval-remote": "hylo.bridges.vlaeval_remote:VlaEvalRemoteAgent",

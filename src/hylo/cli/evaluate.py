@@ -67,6 +67,8 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "max_infra_failures": args.max_infra_failures,
         "episode_timeout": args.episode_timeout,
         "env_timeout": args.env_timeout,
+        "batch": args.batch,
+        "batch_wait_ms": args.batch_wait_ms,
     }
 
 
@@ -137,9 +139,24 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool) -> int:
             f"run {result.run_id}: {len(result.episodes)} episodes ({result.executed_now} run now), "
             f"log {result.log_dir}"
         )
+        if result.batching is not None:
+            out.print(batching_line(result.batching, spec))
     if spec.strict and (result.statuses.get("error", 0) or result.statuses.get("infra_invalid", 0)):
         return EXIT_STRICT
     return 0
+
+
+def batching_line(figures: dict[str, Any], spec: EvalSpec) -> str:
+    """The figures a batched run ends with, from which B and W are tuned (README, Batched inference)."""
+    line = (
+        f"policy host: {figures['calls']} act_batch calls for {figures['requests']} requests, mean batch "
+        f"{figures['mean_batch_size']:.2f} of --batch {spec.batch}, mean queue wait "
+        f"{figures['mean_queue_wait_ms']:.1f} ms (--batch-wait-ms {spec.batch_wait_ms:g}), host busy "
+        f"{100 * figures['host_utilisation']:.0f}% of the time it served"
+    )
+    if figures["host_restarts"]:
+        line += f", restarted {figures['host_restarts']} times"
+    return line
 
 
 def _interrupt_on_sigterm() -> None:

@@ -38,6 +38,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _milliseconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number of milliseconds >= 0, got {text!r}")
+    return value
+
+
 def _add_log_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-dir", type=Path, default=Path("hylo-runs"), help="where runs are kept (default ./hylo-runs)"
@@ -71,6 +81,20 @@ def _add_run_options(parser: argparse.ArgumentParser, *, episodes: bool = True) 
         help="inline (this process), process (isolated workers), ray; auto: inline for 1 worker, else process",
     )
     parser.add_argument("--address", default=None, help="ray: the cluster to join (default: start a local Ray)")
+    parser.add_argument(
+        "--batch",
+        type=positive_int,
+        default=None,
+        metavar="B",
+        help="build the agent once, in a policy host, and batch up to B workers' act calls (needs act_batch)",
+    )
+    parser.add_argument(
+        "--batch-wait-ms",
+        type=_milliseconds,
+        default=10.0,
+        metavar="W",
+        help="how long a batch waits for more requests after its first (default 10)",
+    )
     parser.add_argument(
         "--retry-infra", type=non_negative_int, default=0, metavar="K", help="retry infra_invalid K times"
     )

@@ -1,6 +1,6 @@
 """hylo's core contract: the Kernel and everything that crosses its boundaries."""
 
-from hylo.core.agent import Agent, AgentBase, AgentRequirements, check_compatible
+from hylo.core.agent import Agent, AgentBase, AgentRequirements, BatchAgent, acts_in_batches, check_compatible
 from hylo.core.bus import EventBus, JsonlRecorder, MemoryRecorder
 from hylo.core.chunk import ActionChunk, ChunkExecutor
 from hylo.core.conformance import (
@@ -59,6 +59,7 @@ __all__ = [
     "AgentRequirements",
     "AgentTimeout",
     "BaseEvent",
+    "BatchAgent",
     "BoundsGuard",
     "ChunkExecutor",
     "Clock",
@@ -102,6 +103,7 @@ __all__ = [
     "SyncTiming",
     "TaskInstance",
     "Timing",
+    "acts_in_batches",
     "check_agent",
     "check_compatible",
     "check_environment",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Protocol, runtime_checkable
 
@@ -29,9 +30,53 @@ class Agent(Protocol):
     - `requirements: AgentRequirements` — what it needs from the env (checked at bind time)
     - `containers: Sequence[ContainerSpec]` — its state containers (on `ctx.containers`)
     - `on_signal(signal)` — to hear lifecycle signals (e.g. to forward them to another process)
+    - `act_batch(observations, contexts) -> chunks` — see `BatchAgent`
     """
 
     def act(self, obs: Observation) -> ActionChunk: ...
+
+
+@runtime_checkable
+class BatchAgent(Agent, Protocol):
+    """An agent that can also act for several episodes at once (`hylo eval --batch B`).
+
+    `act_batch(observations, contexts)` gets one observation and the `EpisodeContext` of its episode for each of up
+    to B episodes that run at the same time, and returns one chunk (or one action) per observation, in their order.
+    For a batch of one it must return what `act` returns (`hylo.core.conformance` checks it): a batched evaluation
+    then gives the episodes the actions an unbatched one gives, up to what floating-point batching changes (a matrix
+    product over B rows may round differently from B products over one row; arithmetic that is exact per row, such
+    as integer products, is unchanged).
+
+    Under `--batch` one instance serves every episode: it is built once, in a policy-host process, and `reset(ctx)`,
+    `on_step(result, ctx)` and `on_episode_end(outcome, ctx)` are called for each episode with that episode's own
+    context (a hook that takes one argument is called with one). Per-episode state therefore lives in the context
+    (`ctx.containers`, or a mapping keyed by `ctx.episode_id`), never on `self` alone; randomness comes from each
+    episode's `ctx.rng`. `act` is never called on the shared instance: every request, a batch of one included,
+    goes through `act_batch`.
+    """
+
+    def act_batch(self, observations: Sequence[Observation], contexts: Sequence[EpisodeContext]) -> Sequence[Any]: ...
+
+
+def acts_in_batches(agent: object) -> bool:
+    """Whether `agent` (an instance or a class) implements `act_batch`."""
+    return callable(getattr(agent, "act_batch", None))
+
+
+def shared_hook(agent: object, hook: str) -> Callable[[Any, EpisodeContext], Any] | None:
+    """How one instance that serves many episodes is told about one of them (`BatchAgent`): `hook(arg, ctx)` when
+    the agent's `on_step` / `on_episode_end` takes the context too, else `hook(arg)`; None when it has no such hook."""
+    method = getattr(agent, hook, None)
+    if not callable(method):
+        return None
+    try:
+        parameters = list(inspect.signature(method).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return lambda arg, ctx: method(arg, ctx)
+    return lambda arg, ctx: method(arg)
 
 
 MAX_CHUNK = 10_000

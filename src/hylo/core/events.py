@@ -69,6 +69,17 @@ class AgentChunkEvent(BaseEvent):
     actions: list[Any]
 
 
+class AgentBatchEvent(BaseEvent):
+    """How the chunk that follows was computed under `--batch`: in a call of `act_batch` on `size` requests, after
+    waiting `queue_s` in the policy host's queue, the call itself taking `call_s` (the `agent.chunk` that follows
+    has the latency the episode saw: queue, call and transport)."""
+
+    event: Literal["agent.batch"] = "agent.batch"
+    size: int
+    queue_s: float
+    call_s: float
+
+
 class SafetyReviewEvent(BaseEvent):
     event: Literal["safety.review"] = "safety.review"
     approved: bool
@@ -136,6 +147,7 @@ Event = Annotated[
     | AgentDecisionEvent
     | MemoryRetrievalEvent
     | AgentChunkEvent
+    | AgentBatchEvent
     | SafetyReviewEvent
     | ActionEvent
     | StepResultEvent

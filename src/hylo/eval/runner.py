@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from hylo.agents.registry import make_agent
 from hylo.core.status import EpisodeStatus
 from hylo.core.types import TaskInstance
+from hylo.eval.batched import BatchedPool, check_batched, policy_host
 from hylo.eval.limits import EpisodeLimits, task_limits
 from hylo.eval.logdir import FILENAME, check_log_dir
 from hylo.eval.pool import InlinePool, Pool, ProcessPool
@@ -61,19 +62,15 @@ class EvalResult:
     per_task: dict[str, Summary] = field(default_factory=dict)
     seed_clusters: SeedClusters | None = None
     """A run of several seeds: its episodes clustered by (task, index) (`hylo.eval.stats.seed_clusters`)."""
+    batching: dict[str, Any] | None = None
+    """A batched run's policy-host figures (`--batch`): calls, mean batch size, queue wait, host utilisation."""
 
     @property
     def statuses(self) -> dict[str, int]:
         return self.summary.status_counts
 
     def to_json(self) -> dict[str, Any]:
-        data = self._json()
-        if self.seed_clusters is not None:
-            data["seed_clusters"] = self.seed_clusters.to_json()
-        return data
-
-    def _json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "run_id": self.run_id,
             "log_dir": str(self.log_dir),
             "spec": self.spec,
@@ -95,6 +92,11 @@ class EvalResult:
                 "per_task": {task: summary.to_json() for task, summary in self.per_task.items()},
             },
         }
+        if self.seed_clusters is not None:
+            data["seed_clusters"] = self.seed_clusters.to_json()
+        if self.batching is not None:
+            data["batching"] = self.batching
+        return data
 
 
 def evaluate(
@@ -151,7 +153,10 @@ class Evaluation:
         make_timing(self.spec)  # refuse bad timing options before anything starts
         check_memory(self.spec, self.resolved.benchmark)
         self.agent: object = None
-        if self.backend() == "inline" and self.resolved.plan is None:  # pooled workers and graphs build their own
+        self.batching: dict[str, Any] | None = None  # a batched run's host figures, once it ran
+        if self.spec.batch is not None:
+            check_batched(self.spec, self.resolved, self.backend())
+        elif self.backend() == "inline" and self.resolved.plan is None:  # pooled workers and graphs build their own
             self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)
         self._git = Background(git_commit)  # a subprocess: asked while the run binds, read when the log is made
         self.digest = self.spec.digest(self.resolved.budgets, self.resolved.versions)
@@ -267,6 +272,8 @@ class Evaluation:
             finally:
                 if pool is not None:
                     pool.close(kill=interrupted)
+                    if isinstance(pool, BatchedPool):
+                        self.batching = pool.figures().to_json()
             rows = log.final_episodes()
             log.update_run(status=RunStatus.COMPLETE if len(rows) >= planned else RunStatus.PARTIAL, message="")
             return self._result(rows, executed)
@@ -310,6 +317,13 @@ class Evaluation:
 
     def _pool(self) -> Pool:
         config = WorkerConfig(self.spec, self.run_id, self.run_dir, self.resolved.budgets, self.long_episode_ids)
+        if self.spec.batch is not None:
+            host = policy_host(self.spec)
+            pool = self._workers(replace(config, policy_host=host.endpoint))
+            return BatchedPool(pool, host)
+        return self._workers(config)
+
+    def _workers(self, config: WorkerConfig) -> Pool:
         backend = self.backend()
         if backend == "inline":
             return InlinePool(EpisodeWorker(config, agent=self.agent))
@@ -389,4 +403,5 @@ class Evaluation:
             summary=summarize(recs),
             per_task=summarize_by_task(recs),
             seed_clusters=seed_clusters(recs),
+            batching=self.batching,
         )

@@ -3,8 +3,12 @@
 Fields split in two: those that define the results (benchmark and its options, split, tasks, agent and its args,
 seed, step budget, timing, shield, act timeout), which enter the config digest (the benchmark's `env_args` only when
 it has some, so that a run made before they existed keeps its digest), and display / parallelism knobs (episodes,
-log dir, run id, video, strict, workers, backend, infra retries), which do not — so a run can be resumed or extended
-with more episodes or workers and stay the same run.
+log dir, run id, video, strict, workers, backend, infra retries, batch size and wait), which do not — so a run can
+be resumed or extended with more episodes or workers and stay the same run. Batching is a parallelism knob too: it
+changes where and how many at a time the agent's calls run, not what they answer (an agent's `act_batch` of a batch
+gives each episode what `act` would: checked by the conformance suite), so a run resumed with or without `--batch`
+stays the same run. An agent whose floating-point results change with the batch's size would make them differ in
+the last bits; the trace records the size of every call (`agent.batch`).
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ MAX_JSON_DEPTH = 16
 """How deeply `agent_args`, `env_args` and `timing_options` may nest (an agent's arguments are a few flat values)."""
 MAX_ARGS_BYTES = 64 * 1024
 """The largest `agent_args` (and `env_args`), as JSON."""
+MAX_BATCH_WAIT_MS = 10_000.0
+"""The longest a batch may be told to wait for more requests: ten seconds."""
 
 _RANGES: dict[str, tuple[int, int, str]] = {
     "episodes": (1, MAX_EPISODES, "episodes"),
@@ -67,6 +73,7 @@ _RANGES: dict[str, tuple[int, int, str]] = {
     "max_steps": (1, MAX_STEPS, "step budget"),
     "video": (0, MAX_EPISODES, "video"),
     "workers": (1, MAX_RAY_WORKERS, "workers"),
+    "batch": (1, MAX_RAY_WORKERS, "batch"),
     "retry_infra": (0, MAX_INFRA, "retry-infra"),
     "max_infra_failures": (1, MAX_INFRA, "max infra failures"),
 }
@@ -112,6 +119,10 @@ class EvalSpec(BaseModel):
     max_infra_failures: int | None = None
     episode_timeout: float | None = None
     env_timeout: float | None = None
+    batch: int | None = None
+    """`--batch B`: the agent is built once, in a policy host, and acts for up to B episodes per `act_batch` call."""
+    batch_wait_ms: float = 10.0
+    """`--batch-wait-ms W`: how long a batch waits for more requests after its first one."""
 
     @field_validator(*_RANGES)
     @classmethod
@@ -209,6 +220,24 @@ class EvalSpec(BaseModel):
         if value is None:
             return None
         return parse_graph(value).to_json()
+
+    @field_validator("batch_wait_ms")
+    @classmethod
+    def _batch_wait(cls, value: float) -> float:
+        if not (0 <= value <= MAX_BATCH_WAIT_MS):
+            raise ValueError(f"batch wait must be between 0 and {MAX_BATCH_WAIT_MS:g} ms, got {value}")
+        return value
+
+    @field_validator("batch")
+    @classmethod
+    def _batch_fits_workers(cls, value: int | None, info: ValidationInfo) -> int | None:
+        workers = info.data.get("workers")
+        if value is not None and isinstance(workers, int) and value > workers:
+            raise ValueError(
+                f"--batch {value} is larger than --workers {workers}: a batch holds at most one request per worker "
+                f"(each worker runs one episode at a time); use --batch {workers} or more workers"
+            )
+        return value
 
     @model_validator(mode="after")
     def _graph_agent(self) -> EvalSpec:

@@ -33,6 +33,7 @@ from hylo.core.shield import SafetyShield
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.envs.benchmark import Benchmark
+from hylo.eval.batching.proxy import HostedAgent, HostEndpoint
 from hylo.eval.limits import OBSERVE, RESET, STEP, EpisodeLimits, Meter, Verdict, task_limits
 from hylo.eval.placement import PanelDriver, PlacingPanel
 from hylo.eval.recording import FrameTap, TraceBuffer, TraceEntry, serialize
@@ -63,14 +64,15 @@ class WorkerFailed(HyloError):
 @dataclass(frozen=True)
 class WorkerConfig:
     """What a worker needs to build its env manager: the resolved spec (split, tasks and run id fixed), the per-task
-    step budgets, where the run keeps its files, and whether its episode ids keep the long form (a run logged before
-    its benchmark had a short one)."""
+    step budgets, where the run keeps its files, whether its episode ids keep the long form (a run logged before
+    its benchmark had a short one), and the policy host it sends its agent's calls to (`--batch`)."""
 
     spec: EvalSpec
     run_id: str
     run_dir: Path
     budgets: dict[str, int]
     long_episode_ids: bool = False
+    policy_host: HostEndpoint | None = None  # `--batch`: the agent is the host's, this worker holds a proxy of it
 
 
 @dataclass(frozen=True)
@@ -241,7 +243,9 @@ class EpisodeWorker:
         resolved.benchmark.long_episode_ids = config.long_episode_ids
         built: dict[str, Any] = {}  # a graph's agents, built once, until its nodes take them
         if resolved.plan is None:
-            if self.agent is None:
+            if self.agent is None and config.policy_host is not None:
+                self.agent = HostedAgent(config.policy_host, act_timeout_s=spec.act_timeout)
+            elif self.agent is None:
                 self.agent = make_agent(spec.agent, spec.agent_args, resolved.benchmark)
             images = needs_images(self.agent)
         else:

@@ -9,18 +9,20 @@ from typing import Any
 import gymnasium.spaces as spaces
 import numpy as np
 
-from hylo.core.agent import agent_name, check_compatible
+from hylo.core.agent import acts_in_batches, agent_name, check_compatible, notify, shared_hook
 from hylo.core.bus import EventBus, MemoryRecorder
-from hylo.core.chunk import ActionChunk
+from hylo.core.chunk import ActionChunk, as_chunk
 from hylo.core.conformance.compare import first_difference
 from hylo.core.conformance.errors import ConformanceError, Rule
 from hylo.core.conformance.spec import space_problem, spec_of
 from hylo.core.conformance.tasks import default_tasks, label, reseeded
+from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
 from hylo.core.errors import IncompatibleComponents
 from hylo.core.kernel import Kernel
-from hylo.core.status import EpisodeStatus
-from hylo.core.types import TaskInstance
+from hylo.core.signals import ContainerSet
+from hylo.core.status import EpisodeOutcome, EpisodeStatus
+from hylo.core.types import StepResult, TaskInstance
 
 
 def _chunk_problem(value: Any, space: spaces.Space[Any]) -> str | None:
@@ -67,6 +69,69 @@ class _ActProbe:
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self._agent, name)
+
+
+class _BatchProbe:
+    """Stands in for the agent inside the Kernel and asks a twin of it, built by the same factory, for a batch of one
+    at every `act`: the twin is reset with a context of its own (same seed, task and spec) and told every step, as
+    the policy host tells a shared agent. The first difference is recorded, not raised (see `_ActProbe`)."""
+
+    def __init__(self, agent: Any, twin: Any) -> None:
+        self._agent = agent
+        self._twin = twin
+        self._twin_ctx: EpisodeContext | None = None
+        self._on_step = shared_hook(twin, "on_step")
+        self._on_end = shared_hook(twin, "on_episode_end")
+        self.name = agent_name(agent)
+        self.calls = 0
+        self.problem: str | None = None
+
+    def reset(self, ctx: EpisodeContext) -> None:
+        notify([self._agent], "reset", ctx)
+        self._twin_ctx = EpisodeContext(
+            seed=ctx.seed,
+            env_spec=ctx.env_spec,
+            task=ctx.task,
+            containers=ContainerSet(getattr(self._twin, "containers", ()) or ()),
+        )
+        notify([self._twin], "reset", self._twin_ctx)
+
+    def act(self, obs: Any) -> Any:
+        self.calls += 1
+        value = self._agent.act(obs)
+        if self.problem is None and self._twin_ctx is not None:
+            self.problem = _batch_problem(value, self._twin.act_batch([obs], [self._twin_ctx]), self.calls)
+        return value
+
+    def on_step(self, result: StepResult) -> None:
+        notify([self._agent], "on_step", result)
+        if self._on_step is not None and self._twin_ctx is not None:
+            self._on_step(result, self._twin_ctx)
+
+    def on_episode_end(self, outcome: EpisodeOutcome) -> None:
+        notify([self._agent], "on_episode_end", outcome)
+        if self._on_end is not None and self._twin_ctx is not None:
+            self._on_end(outcome, self._twin_ctx)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._agent, name)
+
+
+def _batch_problem(single: Any, batch: Any, call: int) -> str | None:
+    """How `act_batch([obs], [ctx])` differs from `act(obs)` (`single`), or None."""
+    if isinstance(batch, (str, bytes)) or not isinstance(batch, Sequence) or len(batch) != 1:
+        size = len(batch) if isinstance(batch, Sequence) else type(batch).__name__
+        return f"act() call {call}: act_batch of one observation returned {size!r}, not a sequence of one chunk"
+    try:
+        mine, theirs = as_chunk(single), as_chunk(batch[0])
+    except (TypeError, ValueError) as exc:
+        return f"act() call {call}: act_batch returned an invalid chunk: {exc}"
+    found = first_difference(list(mine.actions), list(theirs.actions), "actions")
+    if found is None and mine.execution_steps != theirs.execution_steps:
+        found = f"execution_steps {mine.execution_steps} vs {theirs.execution_steps}"
+    return None if found is None else f"act() call {call}: act and act_batch of one differ ({found})"
 
 
 _Actions = list[tuple[int, Any, bool]]
@@ -211,6 +276,24 @@ class AgentChecker:
                     "only from ctx.seed (ctx.rng), never from a global or unseeded generator",
                 )
 
+    def rule_agent_batch(self) -> None:
+        with self._pair() as (agent, env, tasks):
+            if not acts_in_batches(agent):
+                return
+            probe = _BatchProbe(agent, self._make_agent())
+            bus = EventBus(run_id="conformance")
+            try:
+                kernel = Kernel(env, probe, max_steps=self._max_steps or env.spec.max_episode_steps or 100, bus=bus)
+            except IncompatibleComponents as exc:
+                raise ConformanceError(Rule.AGENT_BINDS, str(exc)) from exc
+            try:
+                for task in tasks:
+                    kernel.run(task)
+                    if probe.problem is not None:
+                        raise ConformanceError(Rule.AGENT_BATCH, f"in {label(task)}, {probe.problem}")
+            finally:
+                kernel.close()
+
     def rule_agent_reset(self) -> None:
         with self._pair() as (agent, env, tasks):
             order = [*tasks, reseeded(tasks[0], 1), tasks[0]]
@@ -241,6 +324,7 @@ AGENT_RULES: tuple[Rule, ...] = (
     Rule.AGENT_EPISODES,
     Rule.AGENT_DETERMINISTIC,
     Rule.AGENT_RESET,
+    Rule.AGENT_BATCH,
 )
 """The agent rules, in the order `check_agent` checks them; `agent-episodes` is judged on the episodes played for
 `agent-actions`, without playing them again."""

@@ -31,6 +31,7 @@ class Rule(StrEnum):
     AGENT_EPISODES = "agent-episodes"
     AGENT_DETERMINISTIC = "agent-deterministic"
     AGENT_RESET = "agent-reset"
+    AGENT_BATCH = "agent-batch"
 
     @property
     def statement(self) -> str:
@@ -62,6 +63,8 @@ _STATEMENTS: dict[Rule, str] = {
     Rule.AGENT_DETERMINISTIC: "the same seed gives the same actions over a Kernel episode",
     Rule.AGENT_RESET: "reset(ctx) starts every episode afresh: after other episodes, a repeated task gives the same "
     "actions",
+    Rule.AGENT_BATCH: "an agent with act_batch returns, for a batch of one, what act returns: "
+    "act_batch([obs], [ctx])[0] equals act(obs) at every step of a Kernel episode",
 }
 
 

@@ -141,3 +141,6 @@ class AgentConformance:
 
     def test_agent_survives_reset(self) -> None:
         self._check_rule(Rule.AGENT_RESET)
+
+    def test_agent_batch_of_one_is_act(self) -> None:
+        self._check_rule(Rule.AGENT_BATCH)

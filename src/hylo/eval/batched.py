@@ -1,0 +1,98 @@
+"""A pool whose workers share one policy host (`--batch B`): the host starts before the workers and stops after them.
+
+Every worker of the pool (inline, or processes) holds a `HostedAgent` (its `WorkerConfig` names the host), so the
+agent is built once, in the host, and each worker's Kernel sends its `act` there. The pool itself is unchanged: an
+episode's placement, limits and row are those of an unbatched run.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from hylo.agents.registry import agent_factory, make_agent
+from hylo.core.agent import acts_in_batches
+from hylo.eval.batching import BatchFigures, HostFailed, PolicyHost
+from hylo.eval.pool import Pool
+from hylo.eval.resolve import EvalError, Resolved, resolve
+from hylo.eval.spec import EvalSpec
+from hylo.eval.worker import EpisodeJob, EpisodeResult, WorkerFailed, limit_threads
+
+
+def build_agent(spec: EvalSpec) -> Any:
+    """The run's agent, as a worker would build it (in the host's process: it is the factory the host is given).
+    Only a benchmark's expert needs the benchmark: any other agent's host never imports the simulator."""
+    benchmark = resolve(spec).benchmark if spec.agent == "expert" else None
+    return make_agent(spec.agent, spec.agent_args, benchmark)
+
+
+def check_batched(spec: EvalSpec, resolved: Resolved, backend: str) -> None:
+    """Refuse a `--batch` run that cannot be batched, before anything starts: a graph run, a Ray run, an agent whose
+    class has no `act_batch` (the host checks the built agent again)."""
+    if resolved.plan is not None:
+        raise EvalError("--batch batches a bare agent's calls; a graph run cannot be batched", field="batch")
+    if backend == "ray":
+        raise EvalError(
+            "--batch does not run on --backend ray yet: its policy host runs on this machine; use --backend process",
+            field="batch",
+        )
+    factory = agent_factory(spec.agent, resolved.benchmark)
+    if not acts_in_batches(factory):
+        raise EvalError(
+            f"agent {spec.agent!r} has no act_batch(observations, contexts): --batch needs an agent that acts on a "
+            "batch of observations (README, Batched inference); run it without --batch",
+            field="batch",
+        )
+
+
+def policy_host(spec: EvalSpec) -> PolicyHost:
+    """The (unstarted) policy host of a `--batch` run."""
+    assert spec.batch is not None
+    return PolicyHost(
+        functools.partial(build_agent, spec),
+        spec.batch,
+        spec.batch_wait_ms / 1000.0,
+        act_timeout_s=spec.act_timeout,
+        setup=limit_threads,
+    )
+
+
+class BatchedPool:
+    """`pool`, its workers fed by `host` (see the module's docstring)."""
+
+    def __init__(self, pool: Pool, host: PolicyHost) -> None:
+        self.pool = pool
+        self.host = host
+        self.size = pool.size
+
+    def start(self) -> None:
+        try:
+            self.host.start()
+        except HostFailed as exc:
+            raise WorkerFailed(str(exc)) from None
+        try:
+            self.pool.start()
+        except BaseException:
+            self.host.close()
+            raise
+
+    def idle(self) -> int:
+        return self.pool.idle()
+
+    def busy(self) -> int:
+        return self.pool.busy()
+
+    def submit(self, job: EpisodeJob) -> bool:
+        return self.pool.submit(job)
+
+    def poll(self, timeout: float) -> list[EpisodeResult]:
+        return self.pool.poll(timeout)
+
+    def close(self, *, kill: bool = False) -> None:
+        try:
+            self.pool.close(kill=kill)
+        finally:
+            self.host.close()
+
+    def figures(self) -> BatchFigures:
+        return self.host.figures()

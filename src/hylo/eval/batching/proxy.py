@@ -1,0 +1,162 @@
+"""What an env worker's Kernel holds under `--batch`: a stand-in for the agent that forwards its calls to the policy
+host, tagged by a serial number, and waits for the answer to each.
+
+The Kernel neither knows nor cares: it calls `reset`, `act`, `on_step`, `on_episode_end` as on any agent, and only
+when its chunk executor is empty does it call `act` (a step served from a chunk never reaches the host). `act`
+waits at most `act_timeout_s` for its answer, queue wait included (then `AgentTimeout`, and an answer that comes
+later is ignored). A host that dies costs the episode in progress (`PolicyHostDied`, naming the host); the next
+episode connects again, to the host the supervisor started in its place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing.connection as mpc
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hylo.core.agent import AgentRequirements
+from hylo.core.child import rebuild_error
+from hylo.core.context import EpisodeContext
+from hylo.core.errors import AgentTimeout, HyloFailure
+from hylo.core.events import EVENT_TYPES, AgentBatchEvent
+from hylo.core.signals import Signal
+from hylo.core.status import EpisodeOutcome
+from hylo.core.types import Observation, StepResult
+
+CONNECT_TIMEOUT_S = 300.0
+"""How long a worker keeps trying to reach the policy host (a restarted host builds its agent again first)."""
+
+RETRY_S = 0.05
+"""How long a worker waits between two attempts to connect."""
+
+
+class PolicyHostDied(HyloFailure):
+    """The policy host's process died, or could not be reached, while an episode needed it."""
+
+
+@dataclass(frozen=True)
+class HostEndpoint:
+    """Where a policy host listens: a Unix socket, and the key a worker proves itself with. The supervisor writes
+    why at `given_up` when it can no longer start a host: a worker then stops trying to reach one."""
+
+    address: str
+    authkey: bytes
+
+    @property
+    def given_up(self) -> str:
+        return self.address + ".given-up"
+
+
+class HostedAgent:
+    """The agent of one worker under `--batch` (see the module's docstring)."""
+
+    containers = ()  # they live in the host, one set per worker
+
+    def __init__(self, endpoint: HostEndpoint, *, act_timeout_s: float | None = None) -> None:
+        self.endpoint = endpoint
+        self.act_timeout_s = act_timeout_s
+        self._conn: mpc.Connection | None = None
+        self._serial = 0
+        self._ctx: EpisodeContext | None = None
+        self.name = ""
+        self.requirements: AgentRequirements | None = None
+        self._has_on_step = True
+        self._forwards_signals = True
+        self._connect()
+
+    # -- the connection ---------------------------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while True:
+            try:
+                conn = mpc.Client(self.endpoint.address, family="AF_UNIX", authkey=self.endpoint.authkey)
+                break
+            except (FileNotFoundError, ConnectionRefusedError, EOFError, OSError) as exc:
+                with contextlib.suppress(OSError), open(self.endpoint.given_up) as given_up:
+                    raise PolicyHostDied(given_up.read().strip()) from None
+                if time.monotonic() > deadline:
+                    raise PolicyHostDied(
+                        f"the policy host at {self.endpoint.address} could not be reached within "
+                        f"{CONNECT_TIMEOUT_S:.0f} s: {exc}"
+                    ) from None
+                time.sleep(RETRY_S)
+        try:
+            _, _, (name, requirements, hooks) = conn.recv()
+        except (EOFError, OSError):
+            conn.close()
+            raise PolicyHostDied("the policy host closed the connection before it greeted this worker") from None
+        self._conn = conn
+        self.name, self.requirements = name, requirements
+        self._has_on_step, self._forwards_signals = hooks["on_step"], hooks["signals"]
+
+    def _lost(self, op: str) -> PolicyHostDied:
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.close()
+        self._conn = None
+        return PolicyHostDied(f"the policy host died during {op}; the supervisor restarts it")
+
+    def _call(self, op: str, payload: Any, timeout: float | None) -> tuple[Any, list[Any], Any]:
+        if self._conn is None:
+            self._connect()
+        conn = self._conn
+        assert conn is not None
+        self._serial += 1
+        serial = self._serial
+        try:
+            conn.send((op, serial, payload))
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not conn.poll(left):
+                    raise AgentTimeout(None, timeout or 0.0, op)
+                status, answered, result = conn.recv()
+                if answered == serial:
+                    break  # else the late answer to a call this worker gave up on
+        except (EOFError, OSError):
+            raise self._lost(op) from None
+        if status == "err":  # as the agent raised it: the episode's reason is the one an unbatched run gives
+            raise rebuild_error(result)
+        value, events, info = result
+        ctx = self._ctx
+        if ctx is not None and ctx.bus.active:
+            for kind, fields in events:
+                ctx.bus.emit(EVENT_TYPES[kind], **fields)
+            if info is not None:
+                size, queue_s, call_s = info
+                ctx.bus.emit_trusted(AgentBatchEvent, size=size, queue_s=queue_s, call_s=call_s)
+        return value, events, info
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.close()
+        self._conn = None
+
+    # -- the agent interface ----------------------------------------------------------------------------------------
+
+    def reset(self, ctx: EpisodeContext) -> None:
+        self._ctx = ctx
+        payload = (ctx.seed, ctx.env_spec, ctx.task, ctx.bus.active, ctx.clock)
+        self._call("reset", payload, CONNECT_TIMEOUT_S)
+
+    def act(self, obs: Observation) -> Any:
+        return self._call("act", obs, self.act_timeout_s)[0]
+
+    def on_step(self, result: StepResult) -> None:
+        if self._has_on_step:
+            self._call("on_step", result._replace(info=dict(result.info)), self.act_timeout_s)
+
+    def on_episode_end(self, outcome: EpisodeOutcome) -> None:
+        if self._conn is not None:
+            self._call("on_episode_end", outcome, CONNECT_TIMEOUT_S)
+
+    def on_signal(self, signal: Signal) -> None:
+        if self._forwards_signals and self._conn is not None:
+            try:
+                self._conn.send(("signal", 0, signal.value))
+            except OSError:
+                self._lost("a signal")

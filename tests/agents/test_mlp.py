@@ -1,0 +1,56 @@
+"""`mlp`: a seeded numpy MLP whose act_batch is one matrix product per layer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hylo.agents.mlp import MlpPolicy
+from hylo.agents.registry import AgentSpecError, make_agent, registered_agents
+
+
+def _obs(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {"state": rng.uniform(-1, 1, 39)}
+
+
+def test_it_is_registered_by_name_and_built_with_its_arguments() -> None:
+    assert registered_agents()["mlp"] == "hylo.agents.mlp:MlpPolicy"
+    agent = make_agent("mlp", {"hidden": 16, "layers": 1})
+    assert [w.shape for w in agent.weights] == [(16, 39), (4, 16)]
+
+
+def test_its_weights_come_from_its_seed() -> None:
+    obs = _obs(np.random.default_rng(0))
+    one, again, other = MlpPolicy(hidden=32), MlpPolicy(hidden=32), MlpPolicy(seed=1, hidden=32)
+    assert np.array_equal(one.act(obs).actions[0], again.act(obs).actions[0])
+    assert not np.array_equal(one.act(obs).actions[0], other.act(obs).actions[0])
+
+
+def test_a_batch_answers_each_observation_as_act_does() -> None:
+    rng = np.random.default_rng(3)
+    agent = MlpPolicy(hidden=64)
+    observations = [_obs(rng) for _ in range(5)]
+    batch = agent.act_batch(observations, [])
+    assert len(batch) == 5
+    for obs, chunk in zip(observations, batch, strict=True):
+        single = agent.act(obs).actions[0]
+        assert chunk.actions[0].dtype == np.float32 and chunk.actions[0].shape == (4,)
+        np.testing.assert_allclose(chunk.actions[0], single, rtol=0, atol=1e-5)  # float rounding only
+        assert np.all(np.abs(single) <= 1.0)
+
+
+def test_bad_arguments_are_refused_by_name() -> None:
+    with pytest.raises(AgentSpecError, match=r"hidden: Input should be less than or equal to 8192, got 100000"):
+        make_agent("mlp", {"hidden": 100_000})
+    with pytest.raises(AgentSpecError, match=r"call_sleep_ms: Input should be greater than or equal to 0"):
+        make_agent("mlp", {"call_sleep_ms": -1.0})
+
+
+def test_it_passes_the_agent_conformance_suite_its_batch_of_one_included() -> None:
+    pytest.importorskip("metaworld")
+    from hylo.core.conformance import check_agent
+    from hylo.envs.metaworld import MetaWorldBenchmark
+
+    benchmark = MetaWorldBenchmark()
+    tasks = [benchmark.task_instance("mt10", "reach-v3", index, 0) for index in range(2)]
+    check_agent(lambda: MlpPolicy(hidden=64), benchmark.make_env, tasks, max_steps=10)

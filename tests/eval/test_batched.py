@@ -1,0 +1,195 @@
+"""`--batch B`: one agent in a policy host, fed by every worker; the same results, statuses and trace as unbatched."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from hylo.cli import main
+from hylo.eval import EvalLog, EvalSpec, evaluate
+from hylo.eval.runner import EvalError
+
+pytest.importorskip("metaworld")
+
+HERE = Path(__file__).parent
+TASKS = ["reach-v3", "push-v3"]
+SKIP = {"run_id", "seq", "wall_time", "latency_s"}
+
+
+def _run(tmp_path, run_id, agent="batch_agents:ExactPolicy", **kw):
+    options = {"tasks": TASKS, "episodes": 2, "max_steps": 20, "log_dir": str(tmp_path), "run_id": run_id}
+    return evaluate("metaworld", agent=agent, **{**options, **kw})
+
+
+def _keys(result):
+    return [
+        (r.episode_id, r.seed, r.status.value, r.reason, r.steps, {k: v for k, v in r.metrics.items() if k != "wall_s"})
+        for r in result.episodes
+    ]
+
+
+def _traces(result):
+    log = EvalLog.open(result.log_dir)
+    try:
+        return {r.episode_id: log.trace(r.episode_id) for r in result.episodes}
+    finally:
+        log.close()
+
+
+def _comparable(trace):
+    """A trace as two runs of the same episodes must agree on: every event but the batch records, less clocks."""
+    return [{k: v for k, v in event.items() if k not in SKIP} for event in trace if event["event"] != "agent.batch"]
+
+
+@pytest.mark.parametrize(("agent", "chunk"), [("batch_agents:ExactPolicy", 1), ("batch_agents:RememberingPolicy", 4)])
+def test_batched_runs_act_and_end_as_unbatched_ones_whatever_the_worker_count(tmp_path, agent, chunk):
+    args = {"agent": agent, "agent_args": {"chunk": chunk}}
+    unbatched = _run(tmp_path, "one", **args)
+    runs = {
+        "two": _run(tmp_path, "two", workers=2, **args),
+        "one-b1": _run(tmp_path, "one-b1", batch=1, **args),
+        "two-b2": _run(tmp_path, "two-b2", workers=2, batch=2, batch_wait_ms=1000, **args),
+    }
+    expected = {eid: _comparable(trace) for eid, trace in _traces(unbatched).items()}
+    assert {row.status.value for row in unbatched.episodes} == {"failure"}
+    for name, result in runs.items():
+        assert _keys(result) == _keys(unbatched), name
+        traces = _traces(result)
+        assert {eid: _comparable(trace) for eid, trace in traces.items()} == expected, name
+        if result.batching is None:
+            continue
+        chunks = sum(event["event"] == "agent.chunk" for trace in traces.values() for event in trace)
+        batches = [event for trace in traces.values() for event in trace if event["event"] == "agent.batch"]
+        assert len(batches) == chunks == result.batching["requests"]  # steps served from a chunk never asked
+        assert chunks == 4 * -(-20 // chunk)
+        assert {event["size"] for event in batches} <= set(range(1, (result.spec["batch"] or 0) + 1))
+    sizes = [event["size"] for t in _traces(runs["two-b2"]).values() for event in t if event["event"] == "agent.batch"]
+    assert max(sizes) == 2  # with W long, two running episodes always share a call
+
+
+def test_realtime_timing_merges_a_hosted_chunk_as_it_merges_an_inline_one(tmp_path):
+    realtime = {"timing": "realtime", "timing_options": {"latency_s": 0.1, "refill_steps": 1},
+                "agent_args": {"chunk": 4}}  # fmt: skip
+    unbatched = _run(tmp_path, "rt-one", **realtime)
+    batched = _run(tmp_path, "rt-two-b2", workers=2, batch=2, **realtime)
+    assert _keys(batched) == _keys(unbatched)
+    expected = {eid: _comparable(trace) for eid, trace in _traces(unbatched).items()}
+    assert {eid: _comparable(trace) for eid, trace in _traces(batched).items()} == expected
+    dropped = [e["dropped"] for t in _traces(batched).values() for e in t if e["event"] == "agent.chunk"]
+    assert any(dropped)  # the latency's steps ran before the merge, as inline
+
+
+def test_a_failing_batch_costs_its_episodes_with_the_agents_reason_and_the_run_goes_on(tmp_path):
+    result = _run(tmp_path, "boom", agent="batch_agents:ExplodingBatch", tasks=["reach-v3"], episodes=4,
+                  workers=2, batch=2)  # fmt: skip
+    rows = {row.index: row for row in result.episodes}
+    assert len(rows) == 4
+    assert (rows[1].status.value, rows[1].reason) == ("error", "agent raised RuntimeError: policy exploded")
+    errors = [row for row in rows.values() if row.status.value == "error"]
+    assert all(row.reason == "agent raised RuntimeError: policy exploded" for row in errors)
+    assert len(errors) <= 2  # episode 1's batch: itself and at most one other
+    assert all(row.status.value == "failure" and row.steps == 20 for row in rows.values() if row not in errors)
+
+
+def test_a_dead_host_costs_its_in_flight_episodes_and_is_restarted(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(tmp_path / "killed.marker"))
+    result = _run(tmp_path, "killed", agent="batch_agents:HostKiller", tasks=["reach-v3"], episodes=4,
+                  workers=2, batch=2)  # fmt: skip
+    rows = {row.index: row for row in result.episodes}
+    assert rows[1].status.value == "error" and "policy host died" in rows[1].reason
+    lost = [row for row in rows.values() if row.status.value != "failure"]
+    assert all(row.status.value == "error" and "policy host died" in row.reason for row in lost)
+    assert len(lost) <= 2 and len(rows) == 4
+    assert result.batching is not None and result.batching["host_restarts"] == 1
+
+
+def test_a_host_that_cannot_be_restarted_ends_the_remaining_episodes_as_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(tmp_path / "gone.marker"))
+    result = _run(tmp_path, "gone", agent="batch_agents:DiesForGood", tasks=["reach-v3"], episodes=6, workers=2,
+                  batch=2)  # fmt: skip
+    rows = {row.index: row for row in result.episodes}
+    assert len(rows) == 6
+    assert rows[1].status.value == "error" and "policy host died" in rows[1].reason
+    after = [row for row in rows.values() if "could not be restarted" in row.reason]
+    assert after and all(row.status.value == "error" for row in after)
+    assert "could not be restarted 3 times" in after[0].reason and "the weights are gone" in after[0].reason
+    assert rows[5] in after  # episodes started after it gave up did not wait for a host
+
+
+def test_act_timeout_covers_a_call_that_hangs_in_the_host(tmp_path, monkeypatch):
+    monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(tmp_path / "hung.marker"))
+    result = _run(tmp_path, "hung", agent="batch_agents:HangOnce", tasks=["reach-v3"], episodes=4, workers=2,
+                  batch=2, act_timeout=2.0)  # fmt: skip
+    rows = {row.index: row for row in result.episodes}
+    assert (rows[1].status.value, rows[1].reason) == ("error", "timeout")
+    assert any(row.status.value == "failure" and row.steps == 20 for row in rows.values())  # the run went on
+    assert result.batching is not None and result.batching["host_restarts"] == 1  # the hung host was replaced
+
+
+def test_an_agent_without_act_batch_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(EvalError, match=r"'batch_agents:ActOnly' has no act_batch\(observations, contexts\)"):
+        _run(tmp_path, "refused", agent="batch_agents:ActOnly", batch=1)
+    assert not (tmp_path / "refused").exists()
+
+
+def test_a_batch_larger_than_the_worker_count_is_refused():
+    with pytest.raises(ValidationError, match="--batch 3 is larger than --workers 2"):
+        EvalSpec(benchmark="metaworld", agent="mlp", workers=2, batch=3)
+    with pytest.raises(ValidationError, match="batch wait must be between 0 and 10000 ms, got -1"):
+        EvalSpec(benchmark="metaworld", agent="mlp", workers=2, batch=2, batch_wait_ms=-1)
+
+
+def test_batch_settings_leave_the_digest_alone():
+    plain = EvalSpec(benchmark="metaworld", agent="mlp", workers=4)
+    batched = EvalSpec(benchmark="metaworld", agent="mlp", workers=4, batch=4, batch_wait_ms=50)
+    assert batched.digest() == plain.digest()
+
+
+def _hylo(*args, cwd):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "hylo", *args], capture_output=True, text=True, timeout=240,
+                          cwd=cwd, env=env)  # fmt: skip
+
+
+def test_hylo_eval_batch_prints_the_hosts_figures_and_resumes_as_the_same_run_without_it(tmp_path):
+    command = ["eval", "metaworld", "--agent", "mlp", "-A", "hidden=32", "--task", "reach-v3", "--episodes", "2",
+               "--max-steps", "10", "--workers", "2"]  # fmt: skip
+    batched = _hylo(*command, "--batch", "2", "--batch-wait-ms", "50", cwd=tmp_path)
+    assert batched.returncode == 0, batched.stderr
+    assert re.search(r"policy host: \d+ act_batch calls for 20 requests, mean batch [12]\.\d\d of --batch 2, mean "
+                     r"queue wait [\d.]+ ms \(--batch-wait-ms 50\), host busy \d+% of the time it served",
+                     batched.stdout)  # fmt: skip
+    run_id = re.search(r"^run (\S+): 2 episodes \(2 run now\)", batched.stdout, re.M).group(1)
+    again = _hylo(*command, "--json", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    resumed = json.loads(again.stdout)
+    assert (resumed["run_id"], resumed["executed_now"], len(resumed["episodes"])) == (run_id, 0, 2)
+    assert "batching" not in resumed
+
+
+def test_hylo_eval_refuses_a_batch_larger_than_the_workers(tmp_path, capsys):
+    code = main(["eval", "metaworld", "--agent", "mlp", "--workers", "2", "--batch", "3", "--log-dir", str(tmp_path)])
+    assert code == 2
+    assert "--batch 3 is larger than --workers 2" in capsys.readouterr().err
+
+
+def test_a_graph_run_is_refused_with_batch(tmp_path, capsys):
+    code = main(["graph", "run", "babyai_expert", "--workers", "2", "--batch", "2", "--log-dir", str(tmp_path)])
+    assert code == 2
+    assert "a graph run cannot be batched" in capsys.readouterr().err
+
+
+def test_an_agent_the_host_cannot_build_refuses_the_run_naming_why(tmp_path, monkeypatch):
+    marker = tmp_path / "gone.marker"
+    marker.touch()  # DiesForGood cannot be built at all
+    monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(marker))
+    with pytest.raises(EvalError, match=r"the policy host could not build its agent: RuntimeError\('the weights"):
+        _run(tmp_path, "unbuilt", agent="batch_agents:DiesForGood", workers=2, batch=2)
+    assert not (tmp_path / "unbuilt").exists()
