@@ -100,7 +100,8 @@ def timed(evaluation: Evaluation, pool: Pool, jobs: list[EpisodeJob], root: Path
         memory = rss_mb()
     finally:
         log.close()
-    statuses = {row.status.value for row in EvalLog.open(run_dir).attempts()}
+    with EvalLog.open(run_dir) as written:
+        statuses = {row.status.value for row in written.attempts()}
     if executed != len(jobs) or not statuses <= {"success", "failure"}:
         raise SystemExit(f"{label}: expected {len(jobs)} scored episodes, got {executed} with {statuses}")
     return len(jobs) / elapsed, memory
@@ -164,8 +165,8 @@ def main() -> None:
         agent = "batched_policy:OneDeviceMlp" if slept else "mlp"
         agent_args: dict[str, Any] = {"call_sleep_ms": args.call_sleep_ms, "hidden": 64} if slept else {}
         spec = EvalSpec(benchmark="metaworld", agent=agent, tasks=TASKS, episodes=episodes, max_steps=max_steps,
-                        agent_args=agent_args, log_dir=tmp)  # fmt: skip
-        evaluation = Evaluation(spec)
+                        agent_args=agent_args, log_dir=tmp, workers=WORKERS)  # fmt: skip
+        evaluation = Evaluation(spec)  # pooled: it builds no agent in this process (the RSS counts the workers' copies)
         config = WorkerConfig(evaluation.spec, evaluation.run_id, root / "files", evaluation.resolved.budgets)
         jobs = [EpisodeJob(task) for task in evaluation._plan()]
         limits = evaluation.episode_limits()

@@ -64,6 +64,17 @@ class ExactPolicy(AgentBase):
         return self._actions(np.stack([np.asarray(o["state"]) for o in observations]), contexts)
 
 
+class OneArgumentHooks(ExactPolicy):
+    """`ExactPolicy` whose hooks take one argument and read the episode from `self.ctx`, as an `AgentBase` agent
+    written for one episode at a time does: served many at once, each hook must still see its own episode."""
+
+    def on_step(self, result):
+        super().on_step(result, self.ctx)
+
+    def on_episode_end(self, outcome):
+        super().on_episode_end(outcome, self.ctx)
+
+
 class RememberingPolicy(ExactPolicy):
     """`ExactPolicy` that also counts its acts in an episode-lifetime container (cleared by the episode's signals
     only): a container not cleared between two episodes of a worker would change the second one's actions."""

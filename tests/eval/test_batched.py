@@ -7,13 +7,20 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
 from hylo.cli import main
+from hylo.core.context import EpisodeContext
+from hylo.core.status import EpisodeOutcome, EpisodeStatus
+from hylo.envs.registry import get_benchmark
 from hylo.eval import EvalLog, EvalSpec, evaluate
+from hylo.eval.batched import build_agent, policy_host
+from hylo.eval.batching import HostedAgent
 from hylo.eval.runner import EvalError
 
 pytest.importorskip("metaworld")
@@ -48,7 +55,10 @@ def _comparable(trace):
     return [{k: v for k, v in event.items() if k not in SKIP} for event in trace if event["event"] != "agent.batch"]
 
 
-@pytest.mark.parametrize(("agent", "chunk"), [("batch_agents:ExactPolicy", 1), ("batch_agents:RememberingPolicy", 4)])
+@pytest.mark.parametrize(
+    ("agent", "chunk"),
+    [("batch_agents:ExactPolicy", 1), ("batch_agents:RememberingPolicy", 4), ("batch_agents:OneArgumentHooks", 1)],
+)
 def test_batched_runs_act_and_end_as_unbatched_ones_whatever_the_worker_count(tmp_path, agent, chunk):
     args = {"agent": agent, "agent_args": {"chunk": chunk}}
     unbatched = _run(tmp_path, "one", **args)
@@ -70,8 +80,15 @@ def test_batched_runs_act_and_end_as_unbatched_ones_whatever_the_worker_count(tm
         assert len(batches) == chunks == result.batching["requests"]  # steps served from a chunk never asked
         assert chunks == 4 * -(-20 // chunk)
         assert {event["size"] for event in batches} <= set(range(1, (result.spec["batch"] or 0) + 1))
-    sizes = [event["size"] for t in _traces(runs["two-b2"]).values() for event in t if event["event"] == "agent.batch"]
-    assert max(sizes) == 2  # with W long, two running episodes always share a call
+
+
+def test_requests_of_running_episodes_share_one_call(tmp_path):
+    # both workers are built before either episode starts, and a batch waits up to 5 s for the other's request
+    result = _run(tmp_path, "shared", tasks=["reach-v3"], episodes=2, max_steps=40, workers=2, batch=2,
+                  batch_wait_ms=5000)  # fmt: skip
+    sizes = [event["size"] for t in _traces(result).values() for event in t if event["event"] == "agent.batch"]
+    assert max(sizes) == 2 and sizes.count(2) > len(sizes) / 2
+    assert result.batching is not None and result.batching["mean_batch_size"] > 1.5
 
 
 def test_realtime_timing_merges_a_hosted_chunk_as_it_merges_an_inline_one(tmp_path):
@@ -93,8 +110,11 @@ def test_a_failing_batch_costs_its_episodes_with_the_agents_reason_and_the_run_g
     assert len(rows) == 4
     assert (rows[1].status.value, rows[1].reason) == ("error", "agent raised RuntimeError: policy exploded")
     errors = [row for row in rows.values() if row.status.value == "error"]
-    assert all(row.reason == "agent raised RuntimeError: policy exploded" for row in errors)
-    assert len(errors) <= 2  # episode 1's batch: itself and at most one other
+    exploded = [row for row in errors if row.reason == "agent raised RuntimeError: policy exploded"]
+    # an episode that ran outside the failed batch lost its state with the agent: it fails too, saying so
+    orphaned = [row for row in errors if "rebuilt after another episode's act_batch raised" in row.reason]
+    assert rows[1] in exploded and len(exploded) + len(orphaned) == len(errors)
+    assert len(errors) <= 2  # episode 1's batch, or the episode running beside it: at most one other
     assert all(row.status.value == "failure" and row.steps == 20 for row in rows.values() if row not in errors)
 
 
@@ -193,3 +213,33 @@ def test_an_agent_the_host_cannot_build_refuses_the_run_naming_why(tmp_path, mon
     with pytest.raises(EvalError, match=r"the policy host could not build its agent: RuntimeError\('the weights"):
         _run(tmp_path, "unbuilt", agent="batch_agents:DiesForGood", workers=2, batch=2)
     assert not (tmp_path / "unbuilt").exists()
+
+
+def test_a_worker_idle_when_its_host_died_starts_its_next_episode_on_the_new_host(tmp_path):
+    spec = EvalSpec(benchmark="metaworld", agent="batch_agents:ExactPolicy", workers=2, batch=2, log_dir=str(tmp_path))
+    benchmark = get_benchmark("metaworld")
+    env = benchmark.make_env()
+    reference = build_agent(spec)  # the same policy in this process, for what each episode's first act must be
+    host = policy_host(spec)
+    host.start()
+    try:
+        agent = HostedAgent(host.endpoint)
+        for index in range(2):
+            task = benchmark.task_instance("mt10", "reach-v3", index, 0)
+            obs = env.reset(task)
+            agent.reset(EpisodeContext(seed=task.seed, env_spec=env.spec, task=task))  # 1: on the new host
+            answer = agent.act(obs)
+            expected = reference.act_batch([obs], [EpisodeContext(seed=task.seed, env_spec=env.spec, task=task)])
+            assert np.array_equal(np.asarray(answer.actions), np.asarray(expected[0].actions))
+            agent.on_episode_end(EpisodeOutcome(EpisodeStatus.FAILURE, 1, "max_steps"))
+            if index == 0:  # the host dies while this worker is between episodes
+                killed = host.pid
+                host.kill()
+                deadline = time.monotonic() + 120
+                while (host.restarts == 0 or host.pid == killed) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert host.restarts == 1
+        agent.close()
+    finally:
+        host.close()
+        env.close()

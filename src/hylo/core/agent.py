@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -65,7 +66,9 @@ def acts_in_batches(agent: object) -> bool:
 
 def shared_hook(agent: object, hook: str) -> Callable[[Any, EpisodeContext], Any] | None:
     """How one instance that serves many episodes is told about one of them (`BatchAgent`): `hook(arg, ctx)` when
-    the agent's `on_step` / `on_episode_end` takes the context too, else `hook(arg)`; None when it has no such hook."""
+    the agent's `on_step` / `on_episode_end` takes the context too, else `hook(arg)` with `agent.ctx` set to that
+    episode's context first (what `AgentBase.reset` set it to for that episode: a one-argument hook that reads
+    `self.ctx` reads its own episode); None when it has no such hook."""
     method = getattr(agent, hook, None)
     if not callable(method):
         return None
@@ -76,7 +79,13 @@ def shared_hook(agent: object, hook: str) -> Callable[[Any, EpisodeContext], Any
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters):
         return lambda arg, ctx: method(arg, ctx)
-    return lambda arg, ctx: method(arg)
+
+    def told(arg: Any, ctx: EpisodeContext) -> Any:
+        with contextlib.suppress(AttributeError):  # an agent with read-only attributes keeps its own
+            agent.ctx = ctx  # type: ignore[attr-defined]
+        return method(arg)
+
+    return told
 
 
 MAX_CHUNK = 10_000

@@ -8,11 +8,13 @@ episode's placement, limits and row are those of an unbatched run.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from typing import Any
 
 from hylo.agents.registry import agent_factory, make_agent
 from hylo.core.agent import acts_in_batches
 from hylo.eval.batching import BatchFigures, HostFailed, PolicyHost
+from hylo.eval.limits import EpisodeLimits
 from hylo.eval.pool import Pool
 from hylo.eval.resolve import EvalError, Resolved, resolve
 from hylo.eval.spec import EvalSpec
@@ -45,16 +47,29 @@ def check_batched(spec: EvalSpec, resolved: Resolved, backend: str) -> None:
         )
 
 
-def policy_host(spec: EvalSpec) -> PolicyHost:
-    """The (unstarted) policy host of a `--batch` run."""
+def policy_host(spec: EvalSpec, limits: Iterable[EpisodeLimits] = ()) -> PolicyHost:
+    """The (unstarted) policy host of a `--batch` run, killed (and started again) when one `act_batch` call runs
+    longer than any episode's agent may run between env calls (`overdue_s`)."""
     assert spec.batch is not None
     return PolicyHost(
         functools.partial(build_agent, spec),
         spec.batch,
         spec.batch_wait_ms / 1000.0,
-        act_timeout_s=spec.act_timeout,
+        overdue_s=overdue_limit(limits),
         setup=limit_threads,
     )
+
+
+def overdue_limit(limits: Iterable[EpisodeLimits]) -> float | None:
+    """How long one `act_batch` call may run: as long as the most lenient episode lets its agent run between env
+    calls (the act timeout with its grace; without one, its agent allowance or its time cap). A call past it cannot
+    be answered in time for any episode in it, and without the kill it would hold every later batch back forever."""
+    allowances = [
+        min(x for x in (each.act_kill_s, each.agent_s, each.episode_s) if x is not None)
+        for each in limits
+        if any(x is not None for x in (each.act_kill_s, each.agent_s, each.episode_s))
+    ]
+    return max(allowances) if allowances else None
 
 
 class BatchedPool:

@@ -56,6 +56,9 @@ class _Client:
     ctx: EpisodeContext | None = None
     tracing: bool = False
     signal_error: dict[str, Any] | None = None
+    orphaned: dict[str, Any] | None = None
+    """Set when the agent was rebuilt while this worker's episode ran outside the failed batch: the new agent never
+    saw that episode's reset or steps, so its next call fails instead of acting on state it does not have."""
 
     def collect(self, event: BaseEvent) -> None:
         self.events.append((event.event, event.model_dump(include={"content", "name", "value"})))
@@ -190,6 +193,9 @@ class Host:
         if op == "signal":
             self._signal(client, payload)
             return
+        if op in ("act", "on_step") and client.orphaned is not None:
+            self._send(client, ("err", serial, client.orphaned))
+            return
         if op == "act":
             if client.ctx is None:
                 failure = error_payload(HyloError("act before reset: the host holds no episode for this worker"))
@@ -220,6 +226,7 @@ class Host:
             elif not tracing and client.tracing:
                 client.bus.unsubscribe(client.collect)
             client.tracing = tracing
+            client.orphaned = None
             client.bus.begin_episode(task.episode_id)
             client.ctx = EpisodeContext(
                 seed=seed, env_spec=env_spec, task=task, containers=client.containers, bus=client.bus, clock=clock
@@ -263,11 +270,22 @@ class Host:
             for request, client in zip(batch, clients, strict=True):
                 self._send(client, ("err", request.serial, failure))
             self.agent = self._build()  # a failed agent is not trusted with the next batch
+            self._orphan(set(map(id, clients)), exc)
             return
         call_s = self._settle(batch, started)
         for request, client, chunk in zip(batch, clients, chunks, strict=True):
             info = (len(batch), started - request.received, call_s)
             self._send(client, ("ok", request.serial, (chunk, list(client.events), info)))
+
+    def _orphan(self, failed: set[int], exc: Exception) -> None:
+        """The episodes running outside a failed batch lost their state with the agent: each fails at its next call."""
+        why = error_payload(HyloError(
+            f"the policy agent was rebuilt after another episode's act_batch raised {exc!r}; the new agent holds "
+            "none of this episode's state"
+        ))  # fmt: skip
+        for client in self.clients.values():
+            if client.ctx is not None and id(client) not in failed:
+                client.orphaned = why
 
     def _settle(self, batch: list[Request], started: float) -> float:
         ended = time.monotonic()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing.connection as mpc
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hylo.core.agent import AgentRequirements
@@ -31,6 +31,10 @@ CONNECT_TIMEOUT_S = 300.0
 RETRY_S = 0.05
 """How long a worker waits between two attempts to connect."""
 
+LATE_S = 0.5
+"""A connection that closes this close to a call's deadline, or after it, was closed for the call's lateness: the
+supervisor kills a host whose call ran past `act_timeout` (plus its grace), so the call's verdict is `timeout`."""
+
 
 class PolicyHostDied(HyloFailure):
     """The policy host's process died, or could not be reached, while an episode needed it."""
@@ -42,7 +46,7 @@ class HostEndpoint:
     why at `given_up` when it can no longer start a host: a worker then stops trying to reach one."""
 
     address: str
-    authkey: bytes
+    authkey: bytes = field(repr=False)
 
     @property
     def given_up(self) -> str:
@@ -69,10 +73,15 @@ class HostedAgent:
     # -- the connection ---------------------------------------------------------------------------------------------
 
     def _connect(self) -> None:
+        """Reach the host and take its greeting, retrying (a host being restarted) until `CONNECT_TIMEOUT_S`."""
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
         while True:
             try:
                 conn = mpc.Client(self.endpoint.address, family="AF_UNIX", authkey=self.endpoint.authkey)
+                if not conn.poll(max(0.0, deadline - time.monotonic())):
+                    conn.close()
+                    raise TimeoutError("it accepted the connection but did not greet this worker")
+                _, _, (name, requirements, hooks) = conn.recv()
                 break
             except (FileNotFoundError, ConnectionRefusedError, EOFError, OSError) as exc:
                 with contextlib.suppress(OSError), open(self.endpoint.given_up) as given_up:
@@ -80,14 +89,9 @@ class HostedAgent:
                 if time.monotonic() > deadline:
                     raise PolicyHostDied(
                         f"the policy host at {self.endpoint.address} could not be reached within "
-                        f"{CONNECT_TIMEOUT_S:.0f} s: {exc}"
+                        f"{CONNECT_TIMEOUT_S:.0f} s: {exc or type(exc).__name__}"
                     ) from None
                 time.sleep(RETRY_S)
-        try:
-            _, _, (name, requirements, hooks) = conn.recv()
-        except (EOFError, OSError):
-            conn.close()
-            raise PolicyHostDied("the policy host closed the connection before it greeted this worker") from None
         self._conn = conn
         self.name, self.requirements = name, requirements
         self._has_on_step, self._forwards_signals = hooks["on_step"], hooks["signals"]
@@ -106,9 +110,9 @@ class HostedAgent:
         assert conn is not None
         self._serial += 1
         serial = self._serial
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             conn.send((op, serial, payload))
-            deadline = None if timeout is None else time.monotonic() + timeout
             while True:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if not conn.poll(left):
@@ -117,6 +121,9 @@ class HostedAgent:
                 if answered == serial:
                     break  # else the late answer to a call this worker gave up on
         except (EOFError, OSError):
+            if deadline is not None and time.monotonic() >= deadline - LATE_S:
+                self._lost(op)  # the host was killed for running this call past its time: the call's timeout
+                raise AgentTimeout(None, timeout or 0.0, op) from None
             raise self._lost(op) from None
         if status == "err":  # as the agent raised it: the episode's reason is the one an unbatched run gives
             raise rebuild_error(result)
@@ -141,14 +148,19 @@ class HostedAgent:
     def reset(self, ctx: EpisodeContext) -> None:
         self._ctx = ctx
         payload = (ctx.seed, ctx.env_spec, ctx.task, ctx.bus.active, ctx.clock)
-        self._call("reset", payload, CONNECT_TIMEOUT_S)
+        try:
+            self._call("reset", payload, CONNECT_TIMEOUT_S)
+        except PolicyHostDied:
+            # The host this worker knew died between episodes (or while it took this reset): nothing of this episode
+            # has run yet, so it starts on the host the supervisor started in its place.
+            self._call("reset", payload, CONNECT_TIMEOUT_S)
 
     def act(self, obs: Observation) -> Any:
         return self._call("act", obs, self.act_timeout_s)[0]
 
     def on_step(self, result: StepResult) -> None:
         if self._has_on_step:
-            self._call("on_step", result._replace(info=dict(result.info)), self.act_timeout_s)
+            self._call("on_step", result._replace(info=dict(result.info)), CONNECT_TIMEOUT_S)  # as unbatched: no limit
 
     def on_episode_end(self, outcome: EpisodeOutcome) -> None:
         if self._conn is not None:

@@ -3,7 +3,8 @@
 `PolicyHost.start()` spawns the host (`hylo.core.child`: it dies with the run, and a kill ends whatever it started)
 and waits until its agent is built; a first build that fails is the run's error (`HostFailed`: a bad agent, or one
 without `act_batch`), as a worker's is. A thread then watches it: a host that dies (or whose `act_batch` call runs
-past `act_timeout`, which every request in it has then passed) is killed and started again, and the workers'
+past `overdue_s`, the act timeout with its grace or the agent's allowance, which every request in it has then
+passed) is killed and started again, and the workers'
 next episodes connect to the new one. The figures the host keeps in shared memory outlive it: `figures()` reads
 them for the end of the run.
 """
@@ -88,13 +89,13 @@ class PolicyHost:
         max_batch: int,
         wait_s: float,
         *,
-        act_timeout_s: float | None = None,
+        overdue_s: float | None = None,
         setup: Callable[[], None] | None = None,
     ) -> None:
         self.factory = factory
         self.max_batch = max_batch
         self.wait_s = wait_s
-        self.act_timeout_s = act_timeout_s
+        self.overdue_s = overdue_s
         self.setup = setup
         self._dir = tempfile.mkdtemp(prefix="hylo-host-")  # short: a Unix socket's path has at most 107 bytes
         self.endpoint = HostEndpoint(os.path.join(self._dir, "host.sock"), os.urandom(32))
@@ -156,7 +157,7 @@ class PolicyHost:
                     if self._closing.is_set():
                         return
                     self._end(kill_it=True)
-                why = f"ran an act_batch call past {self.act_timeout_s:g} s" if overdue else _died(process.exitcode)
+                why = f"ran an act_batch call past {self.overdue_s:g} s" if overdue else _died(process.exitcode)
                 logger.warning("the policy host %s; starting a new one", why)
             with self._lock:
                 if self._closing.is_set():
@@ -180,7 +181,7 @@ class PolicyHost:
 
     def _overdue(self) -> bool:
         started = self._figures[CALL_STARTED]
-        limit = self.act_timeout_s
+        limit = self.overdue_s
         return limit is not None and started > 0 and time.monotonic() - started > limit
 
     def _end(self, *, kill_it: bool) -> None:
