@@ -17,6 +17,7 @@ answered like the others; its reply is not delivered and its episode is recorded
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import itertools
 import logging
 import threading
@@ -52,6 +53,20 @@ def check_batchable(agent: Any) -> None:
             f"agent {agent_name(agent)!r} has no act_batch(observations, contexts): --batch needs an agent that acts "
             "on a batch of observations (README, Batched inference); run the bridge without --batch"
         )
+
+
+def copy_of(exc: BaseException) -> BaseException:
+    """A copy of `exc` for one of the episodes it costs: each waiting thread raises its own (raising one exception in
+    several threads would splice their tracebacks together). Of the same type, message and traceback when it can be
+    copied, else rebuilt by name (`hylo.core.child.rebuild_error`): the episode's reason is the same either way."""
+    try:
+        clone = copy.copy(exc)
+        if type(clone) is not type(exc) or clone.args != exc.args:
+            raise TypeError("not copied")
+    except Exception:
+        return rebuild_error(error_payload(exc))
+    clone.__cause__, clone.__context__ = exc.__cause__, exc.__context__
+    return clone.with_traceback(exc.__traceback__)
 
 
 @dataclass(frozen=True)
@@ -187,7 +202,13 @@ class BatchedAgent:
                 if self._closing:
                     return
                 batch = self._batcher.take()
-            self._act(batch)
+            try:
+                self._act(batch)
+            except Exception as exc:  # a fault of the bridge's own: still answer every request, keep serving
+                log.exception("answering a batch failed")
+                for request in batch:
+                    if not request.obs.answer.done():
+                        request.obs.answer.set_exception(exc)
 
     def _act(self, batch: list[Request]) -> None:
         """One `act_batch` call on `batch`, each request answered with its chunk or its copy of the error."""
@@ -200,7 +221,7 @@ class BatchedAgent:
                     raise ValueError(f"act_batch returned {len(chunks)} chunks for {len(batch)} observations")
                 failure = None
             except BaseException as exc:  # whatever the agent raised costs the episodes of this batch only
-                failure = error_payload(exc)
+                failure = exc
             ended = time.monotonic()
         with self._cond:
             self._calls += 1
@@ -210,7 +231,7 @@ class BatchedAgent:
             self._last = ended
         for index, (request, item) in enumerate(zip(batch, waiting, strict=True)):
             if failure is not None:
-                item.answer.set_exception(rebuild_error(failure))
+                item.answer.set_exception(copy_of(failure))
             else:
                 item.answer.set_result((chunks[index], len(batch), started - request.received, ended - started))
 
