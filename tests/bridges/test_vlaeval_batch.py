@@ -7,6 +7,7 @@ exact: every episode gets the actions and the record it gets unbatched, batches 
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 import time
@@ -316,3 +317,22 @@ def test_an_agent_without_act_batch_is_refused_at_start(tmp_path: Path, capsys: 
         "a batch of observations (README, Batched inference); run the bridge without --batch\n"
     )
     assert not any(tmp_path.iterdir())
+
+
+def test_a_stop_while_a_request_waits_for_its_batch_records_every_open_episode(tmp_path: Path) -> None:
+    served = BridgeProcess("--agent", AGENT, "--batch", "2", "--batch-wait-ms", "10000", log_dir=tmp_path)
+    try:
+        waiting, quiet = Client(served.url), Client(served.url)
+        waiting.start("waiting")
+        quiet.start("quiet")
+        waiting.observe()  # waits for `quiet`, which never asks
+        served.proc.send_signal(signal.SIGTERM)
+        assert served.proc.wait(timeout=60) == 0
+        rows = rows_by_task(served, "waiting", "quiet")
+        assert {task: rows[task].status.value for task in ("waiting", "quiet")} == {
+            "waiting": "infra_invalid",
+            "quiet": "infra_invalid",
+        }
+        assert all(rows[task].reason.startswith("the bridge stopped mid-episode") for task in ("waiting", "quiet"))
+    finally:
+        served.stop()
