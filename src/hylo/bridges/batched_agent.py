@@ -118,7 +118,7 @@ class BatchedAgent:
         return 1
 
     def figures(self) -> dict[str, Any]:
-        """What the batching did, for choosing B and W (the names `hylo eval --batch` ends with)."""
+        """What the batching did, for choosing B and W (the figures `hylo eval --batch` ends with)."""
         with self._cond:
             calls, requests, queue_s, busy_s = self._calls, self._requests, self._queue_s, self._busy_s
             serving = self._last - self._first if self._first is not None else 0.0
