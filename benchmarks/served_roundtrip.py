@@ -14,8 +14,17 @@ figure is the median over repeats. Goals: `ratio` (hylo / reference steps per se
 per observation at most the reference's. The hylo bridge records everything it serves (EvalLog with the trace,
 default shield on), as it does in use.
 
+`--clients N` measures batched serving instead: N vla-eval clients at once, each on its own connection, against
+the bridge with one agent per connection and against `--batch N` (one agent answering every connection in
+`act_batch` calls). The policy's call costs `--call-sleep-ms` (default 20) on one device that every copy of it shares
+(a lock held for the call, as a GPU is to the CPU): unbatched, the N agents queue for the device one call at a time,
+batched one call answers up to N, so `throughput_ratio` (batched / unbatched steps per second, all clients together)
+should approach N. It prints `clients`, `call_sleep_ms`, `unbatched_steps_per_s`, `batched_steps_per_s`,
+`throughput_ratio` and the batched bridge's `mean_batch_size`.
+
     python benchmarks/served_roundtrip.py            # a short table
     python benchmarks/served_roundtrip.py --json     # one JSON object on stdout
+    python benchmarks/served_roundtrip.py --json --clients 4 --call-sleep-ms 20
 """
 
 from __future__ import annotations
@@ -70,20 +79,36 @@ def _flush(samples: list[float], timing_file: Path) -> None:
         out.write(json.dumps(samples) + "\n")
 
 
-def serve_hylo(timing_file: Path) -> None:
+def serve_hylo(timing_file: Path, batch: int | None = None, call_sleep_ms: float = 0.0) -> None:
+    import threading
+
     import gymnasium.spaces as spaces
 
+    from hylo.bridges.batched_agent import BatchedAgent
+    from hylo.bridges.connections import Agents
     from hylo.bridges.served_run import ServedRun
     from hylo.bridges.vlaeval_server import AgentPool, VlaEvalBridge
     from hylo.core.agent import AgentBase, AgentRequirements
     from hylo.core.chunk import ActionChunk
 
+    device = threading.Lock()  # every copy of the policy shares the one device
+
     class ZeroAgent(AgentBase):
         requirements = AgentRequirements(action_space=spaces.Box(-1.0, 1.0, shape=(ACTION_DIM,), dtype=np.float32))
         zero = np.zeros(ACTION_DIM, dtype=np.float32)
 
+        def _call(self) -> None:
+            if call_sleep_ms:
+                with device:
+                    time.sleep(call_sleep_ms / 1000.0)
+
         def act(self, obs: Any) -> ActionChunk:
+            self._call()
             return ActionChunk.single(self.zero)
+
+        def act_batch(self, observations: list[Any], contexts: list[Any]) -> list[ActionChunk]:
+            self._call()  # one call of the device for the whole batch
+            return [ActionChunk.single(self.zero) for _ in observations]
 
     class TimedBridge(VlaEvalBridge):
         async def handle_connection(self, ws: Any) -> None:
@@ -96,9 +121,8 @@ def serve_hylo(timing_file: Path) -> None:
     log_dir = Path(tempfile.mkdtemp(prefix="hylo-served-bench-"))
     run = ServedRun(log_dir, run_id="bench", agent="zero", spec={})
     agent = ZeroAgent()
-    bridge = TimedBridge(
-        AgentPool(ZeroAgent, agent), run, agent_label="zero", action_space=agent.requirements.action_space
-    )
+    agents: Agents = AgentPool(ZeroAgent, agent) if batch is None else BatchedAgent(agent, batch, 0.010)
+    bridge = TimedBridge(agents, run, agent_label="zero", action_space=agent.requirements.action_space)
     asyncio.run(bridge.serve("127.0.0.1", 0, started=lambda port: print(f"PORT {port}", flush=True)))
 
 
@@ -197,11 +221,20 @@ def client_run(url: str, size: int, steps: int, episodes: int) -> float:
     return float(anyio.run(main))
 
 
+def clients_run(url: str, clients: int, size: int, steps: int, episodes: int) -> float:
+    """Steps per second of `clients` connections stepping at once: the sum of their rates (each over its own timed
+    episodes, which overlap)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(clients) as pool:
+        return sum(pool.map(lambda _: client_run(url, size, steps, episodes), range(clients)))
+
+
 class Server:
-    def __init__(self, kind: str, timing_file: Path) -> None:
+    def __init__(self, kind: str, timing_file: Path, *flags: str) -> None:
         self.timing_file = timing_file
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve", kind, "--timing-file", str(timing_file)],
+            [sys.executable, __file__, "--serve", kind, "--timing-file", str(timing_file), *flags],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -251,6 +284,40 @@ def measure(size: int, steps: int, episodes: int, repeats: int) -> dict[str, flo
     }
 
 
+def measure_batched(
+    clients: int, call_sleep_ms: float, size: int, steps: int, episodes: int, repeats: int
+) -> dict[str, float]:
+    """`--clients N`: N clients at once against one agent per connection and against `--batch N`."""
+    import urllib.request
+
+    sleep = ["--call-sleep-ms", str(call_sleep_ms)]
+    with tempfile.TemporaryDirectory() as tmp:
+        servers = {
+            "unbatched": Server("hylo", Path(tmp) / "unbatched.timing", *sleep),
+            "batched": Server("hylo", Path(tmp) / "batched.timing", *sleep, "--batch", str(clients)),
+        }
+        rates: dict[str, list[float]] = {kind: [] for kind in servers}
+        try:
+            for _ in range(repeats):
+                for kind, server in servers.items():
+                    rates[kind].append(clients_run(server.url, clients, size, steps, episodes))
+            health_url = servers["batched"].url.replace("ws://", "http://") + "/health"
+            with urllib.request.urlopen(health_url, timeout=10) as response:
+                batch = json.loads(response.read())["batch"]
+        finally:
+            for server in servers.values():
+                server.stop()
+    unbatched, batched = statistics.median(rates["unbatched"]), statistics.median(rates["batched"])
+    return {
+        "clients": clients,
+        "call_sleep_ms": call_sleep_ms,
+        "unbatched_steps_per_s": round(unbatched, 2),
+        "batched_steps_per_s": round(batched, 2),
+        "throughput_ratio": round(batched / unbatched, 4),
+        "mean_batch_size": batch["mean_batch_size"],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -258,13 +325,27 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50, help="steps per episode (default 50)")
     parser.add_argument("--episodes", type=int, default=4, help="episodes per repeat (default 4)")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats per server (default 5)")
+    parser.add_argument(
+        "--clients", type=int, default=None, help="measure batched serving with this many clients at once (below)"
+    )
+    parser.add_argument(
+        "--call-sleep-ms", type=float, default=None, help="with --clients: the device's time per policy call (20)"
+    )
     parser.add_argument("--serve", choices=("hylo", "reference"), help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--timing-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve is not None:
-        (serve_hylo if args.serve == "hylo" else serve_reference)(args.timing_file)
+    if args.serve == "hylo":
+        serve_hylo(args.timing_file, args.batch, args.call_sleep_ms or 0.0)
         return
-    figures = measure(args.size, args.steps, args.episodes, args.repeats)
+    if args.serve == "reference":
+        serve_reference(args.timing_file)
+        return
+    if args.clients is not None:
+        sleep_ms = 20.0 if args.call_sleep_ms is None else args.call_sleep_ms
+        figures = measure_batched(args.clients, sleep_ms, args.size, args.steps, args.episodes, args.repeats)
+    else:
+        figures = measure(args.size, args.steps, args.episodes, args.repeats)
     if args.json:
         print(json.dumps(figures))
         return

@@ -30,3 +30,28 @@ def test_served_roundtrip_prints_its_figures_as_one_json_object() -> None:
     assert all(value > 0 for value in figures.values())
     expected = figures["hylo_bridge_steps_per_s"] / figures["vlaeval_reference_steps_per_s"]
     assert abs(figures["ratio"] - expected) <= 1e-3 * expected
+
+
+def test_batched_serving_prints_both_rates_and_their_ratio() -> None:
+    flags = ["--clients", "2", "--call-sleep-ms", "5", "--size", "16", "--steps", "5"]
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--json", *flags, "--episodes", "1", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stdout.splitlines()
+    figures = json.loads(line)
+    assert set(figures) == {
+        "clients",
+        "call_sleep_ms",
+        "unbatched_steps_per_s",
+        "batched_steps_per_s",
+        "throughput_ratio",
+        "mean_batch_size",
+    }
+    assert (figures["clients"], figures["call_sleep_ms"]) == (2, 5.0)
+    assert 1 <= figures["mean_batch_size"] <= 2  # the batched bridge answered in batches of at most --clients
+    expected = figures["batched_steps_per_s"] / figures["unbatched_steps_per_s"]
+    assert abs(figures["throughput_ratio"] - expected) <= 1e-3 * expected

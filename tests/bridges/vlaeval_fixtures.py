@@ -92,6 +92,43 @@ class ScriptedAgent(AgentBase):
         return ActionChunk.single(np.full(ACTION_DIM, 0.25, dtype=np.float32))
 
 
+class ExactBatchAgent(AgentBase):
+    """A batched agent whose arithmetic is exact whatever the batch: an integer network over the 5-d state, plus
+    per-episode noise from `ctx.rng` and a term from how often that episode asked (kept by episode id, as one
+    instance serving every connection must), in chunks of 2. An episode given another's observation, context or
+    count would act otherwise. On an `explode` task, the call that holds its second request raises."""
+
+    name = "exact-batch"
+    requirements = AgentRequirements(
+        action_space=spaces.Box(-1.0, 1.0, shape=(ACTION_DIM,), dtype=np.float32), needs_images=False
+    )
+
+    def __init__(self) -> None:
+        self.weights = np.random.default_rng(0).integers(-50, 50, size=(5, ACTION_DIM), dtype=np.int64)
+        self.asked: dict[str, int] = {}
+
+    def on_episode_end(self, outcome: Any, ctx: EpisodeContext | None = None) -> None:
+        self.asked.pop((ctx or self.ctx).episode_id, None)
+
+    def act(self, obs: Observation) -> Any:
+        return self.act_batch([obs], [self.ctx])[0]
+
+    def act_batch(self, observations: list[Observation], contexts: list[EpisodeContext]) -> list[ActionChunk]:
+        for ctx in contexts:
+            self.asked[ctx.episode_id] = self.asked.get(ctx.episode_id, 0) + 1
+            if ctx.task.task == "explode" and self.asked[ctx.episode_id] == 2:
+                raise RuntimeError("policy exploded")
+        states = np.stack([np.asarray(obs["state"], dtype=np.float64) for obs in observations])
+        hidden = np.rint(states * 1000).astype(np.int64) @ self.weights  # exact whatever the batch
+        base = ((hidden % 2001) - 1000).astype(np.float32) / np.float32(2000.0)
+        chunks = []
+        for row, ctx in zip(base, contexts, strict=True):
+            noise = ctx.rng.integers(-100, 100, size=(2, ACTION_DIM)).astype(np.float32) / np.float32(400.0)
+            asked = np.float32(self.asked[ctx.episode_id] % 7) / np.float32(100.0)
+            chunks.append(ActionChunk([row + n - asked for n in noise]))
+        return chunks
+
+
 def _sums(images: dict[str, Any]) -> dict[str, int]:
     return {name: int(np.asarray(image, dtype=np.int64).sum()) for name, image in images.items()}
 

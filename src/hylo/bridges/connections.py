@@ -1,5 +1,7 @@
 """What each connection of a served bridge owns: its own thread (`ConnectionWorker`) and an agent from the pool
-(`AgentPool`), which keeps the agents of closed connections for the next ones up to a bound.
+(`AgentPool`), which keeps the agents of closed connections for the next ones up to a bound. `Agents` is what the
+bridge asks of where its connections' agents come from: this pool, or one shared agent that batches
+(`hylo.bridges.batched_agent`).
 
 Apart from the WebSocket server (`hylo.bridges.vlaeval_server`) so that these two are read, and tested, on their
 own: neither knows the protocol or the socket.
@@ -12,7 +14,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,22 @@ class ConnectionWorker:
                     self._pending -= 1
 
 
+class Agents(Protocol):
+    """Where a bridge's connections get their agents: `acquire` on a connection's thread when it opens, `release`
+    once it closed; `size` the agents alive; `figures` what batching did (None when nothing batches)."""
+
+    def acquire(self) -> Any: ...
+
+    def release(self, agent: Any) -> None: ...
+
+    @property
+    def size(self) -> int: ...
+
+    def figures(self) -> dict[str, Any] | None: ...
+
+    def close(self) -> None: ...
+
+
 class AgentPool:
     """One agent per live connection (agents keep episode state); up to `keep` of them are kept for the next
     connections once theirs closed, the others closed (`close()`, when they have one) and dropped, so the memory a
@@ -103,6 +121,10 @@ class AgentPool:
         """The agents alive: acting on a connection or kept."""
         with self._lock:
             return self._live
+
+    def figures(self) -> None:
+        """One agent per connection: nothing is batched."""
+        return None
 
     def close(self) -> None:
         """Close every idle agent that has a `close` (a remote policy's socket, a worker process); an agent still

@@ -26,3 +26,9 @@ MAX_BACKOFF_S = 600.0
 
 MAX_KEYS = 256
 """The most entries an openpi agent's `obs_map` and `extra` may have."""
+
+DEFAULT_BATCH_WAIT_MS = 10.0
+"""How long a batch of the batched bridge (`--batch`) waits for more requests after its first, as `hylo eval`'s."""
+
+MAX_BATCH_WAIT_MS = 10_000.0
+"""The longest a batch may be told to wait: ten seconds (as `hylo eval --batch-wait-ms`)."""

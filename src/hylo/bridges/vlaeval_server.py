@@ -6,9 +6,10 @@ action as `{"actions": ndarray}`, or an ERROR saying why there is none. Nothing 
 
 Each connection has its own worker thread: its agent is built or taken from the pool there, and each of its messages
 is decoded, handled and encoded there (the agent's `act` included), so a slow agent on one connection never holds up
-the others, however many there are, and the event loop only moves frames. `GET /health` answers 200 on the same
-port. Stopping (`request_stop`) stops accepting, gives acts in flight `SHUTDOWN_GRACE_S` to finish, then records
-every open episode `infra_invalid`.
+the others, however many there are, and the event loop only moves frames. With `--batch` the connections share one
+agent instead, and their threads wait there for the `act_batch` call that answers them. `GET /health` answers 200 on
+the same port. Stopping (`request_stop`) stops accepting, gives acts in flight `SHUTDOWN_GRACE_S` to finish, then
+records every open episode `infra_invalid`.
 
 Any page in a browser on this machine can reach a loopback port, so every request must name this bridge in `Host`
 (DNS rebinding) and come from no page or an allowed one (`Origin`), by the rules of `hylo.hosts`. What one client
@@ -41,7 +42,7 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 
-from hylo.bridges.connections import AgentPool, ConnectionWorker
+from hylo.bridges.connections import AgentPool, Agents, ConnectionWorker
 from hylo.bridges.limits import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
 from hylo.bridges.served_run import ServedRun
 from hylo.bridges.session import ServedSession, wants_images
@@ -94,7 +95,8 @@ class _Connection:
 
 
 class VlaEvalBridge:
-    """Serves an agent (one per connection, from `agents`) to vla-eval harnesses, recording into `run`.
+    """Serves an agent to vla-eval harnesses, recording into `run`: one per connection from an `AgentPool`, or one
+    shared by every connection that batches their acts (`hylo.bridges.batched_agent.BatchedAgent`).
 
     `shield` makes each session's shield (`SafetyShield` for the default one); `action_space` bounds it and is
     announced in HELLO. `max_frame_bytes` bounds the frames it reads and `max_frame_pixels` the images one frame may
@@ -104,7 +106,7 @@ class VlaEvalBridge:
 
     def __init__(
         self,
-        agents: AgentPool,
+        agents: Agents,
         run: ServedRun,
         *,
         agent_label: str,
@@ -171,7 +173,7 @@ class VlaEvalBridge:
     def health(self) -> dict[str, Any]:
         with self._lock:
             live = sum(connection.open for connection in self._connections.values())
-        return {
+        health: dict[str, Any] = {
             "status": "ok",
             "agent": self.agent_label,
             "run_id": self.run.run_id,
@@ -179,6 +181,10 @@ class VlaEvalBridge:
             "max_connections": self.max_connections,
             "agents": self.agents.size,
         }
+        figures = self.agents.figures()
+        if figures is not None:
+            health["batch"] = figures
+        return health
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
         """Before the handshake (on the event loop): refuse a request for another host or from another page (403),

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from hylo.argtypes import int_in, port
-from hylo.bridges.limits import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES, MAX_ACTION_DIM
+from hylo.bridges.limits import (
+    DEFAULT_BATCH_WAIT_MS,
+    DEFAULT_IDLE_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_FRAME_BYTES,
+    MAX_ACTION_DIM,
+    MAX_BATCH_WAIT_MS,
+)
 from hylo.hosts import HostPolicy, is_loopback
 
 EXIT_BAD_INPUT = 2
@@ -30,6 +37,7 @@ _MAX_NAME = 253  # the longest DNS name
 
 _action_dim = int_in(1, MAX_ACTION_DIM, f"an action length from 1 to {MAX_ACTION_DIM}")
 _max_connections = int_in(1, MAX_CONNECTIONS, f"a number of connections from 1 to {MAX_CONNECTIONS}")
+_batch = int_in(1, MAX_CONNECTIONS, f"a batch size from 1 to {MAX_CONNECTIONS}")
 
 
 def _bound(text: str) -> float:
@@ -60,6 +68,17 @@ def _seconds(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(expected) from None
     if not 0 < value <= MAX_IDLE_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(expected)
+    return value
+
+
+def _wait_ms(text: str) -> float:
+    expected = f"expected a number of milliseconds from 0 to {MAX_BATCH_WAIT_MS:g}, got {text!r}"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(expected) from None
+    if not 0 <= value <= MAX_BATCH_WAIT_MS:
         raise argparse.ArgumentTypeError(expected)
     return value
 
@@ -150,6 +169,20 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
         help=f"close a connection silent this long while the bridge waits for it (default {DEFAULT_IDLE_TIMEOUT_S:g})",
     )
     vla.add_argument(
+        "--batch",
+        type=_batch,
+        default=None,
+        metavar="B",
+        help="build the agent once and answer every connection from it, batching up to B acts (needs act_batch)",
+    )
+    vla.add_argument(
+        "--batch-wait-ms",
+        type=_wait_ms,
+        default=None,
+        metavar="W",
+        help=f"how long a batch waits for more requests after its first (default {DEFAULT_BATCH_WAIT_MS:g})",
+    )
+    vla.add_argument(
         "--allow-host",
         dest="allow_hosts",
         type=_host_name,
@@ -179,13 +212,56 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         agent_args = parse_agent_args(args.agent_args)
+        _check_batch(args)
         first = make_agent(args.agent, agent_args, None, allow_import=True)  # the command line is the operator
+        if args.batch is not None:
+            from hylo.bridges.batched_agent import check_batchable
+
+            check_batchable(first)
         space = _action_space(args, first)
         return _serve(args, first, agent_args, space)
     except HyloFailure:
         raise  # broke at run time: not bad input
     except (HyloError, ValueError, LookupError) as exc:
         return _fail(str(exc))
+
+
+def _check_batch(args: argparse.Namespace) -> None:
+    """`--batch B` fits `--max-connections` (a batch holds at most one request per connection); `--batch-wait-ms`
+    needs `--batch`."""
+    if args.batch is None:
+        if args.batch_wait_ms is not None:
+            raise ValueError(f"--batch-wait-ms {args.batch_wait_ms:g} needs --batch")
+        return
+    if args.batch > args.max_connections:
+        raise ValueError(
+            f"--batch {args.batch} is larger than --max-connections {args.max_connections}: a batch holds at most "
+            f"one request per connection (each runs one episode at a time); use --batch {args.max_connections} or "
+            "more connections"
+        )
+    if args.batch_wait_ms is None:
+        args.batch_wait_ms = DEFAULT_BATCH_WAIT_MS
+
+
+def _agents(args: argparse.Namespace, first: Any, agent_args: dict[str, Any]) -> Any:
+    """One agent per connection (a pool), or, with `--batch`, `first` shared by every connection."""
+    from hylo.agents.registry import make_agent
+    from hylo.bridges.batched_agent import BatchedAgent
+    from hylo.bridges.connections import AgentPool
+
+    if args.batch is not None:
+        return BatchedAgent(first, args.batch, args.batch_wait_ms / 1000.0)
+    return AgentPool(lambda: make_agent(args.agent, agent_args, None, allow_import=True), first)
+
+
+def _batching_line(figures: dict[str, Any]) -> str:
+    """What a batched bridge ends with, from which B and W are tuned (as `hylo eval --batch` ends)."""
+    return (
+        f"hylo bridge: {figures['calls']} act_batch calls for {figures['requests']} requests, mean batch "
+        f"{figures['mean_batch_size']:.2f} of --batch {figures['max_batch']}, mean queue wait "
+        f"{figures['mean_queue_wait_ms']:.1f} ms (--batch-wait-ms {figures['wait_ms']:g}), agent busy "
+        f"{100 * figures['utilisation']:.0f}% of the time it served"
+    )
 
 
 def _action_space(args: argparse.Namespace, agent: Any) -> Any:
@@ -203,23 +279,20 @@ def _action_space(args: argparse.Namespace, agent: Any) -> Any:
 
 
 def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], space: Any) -> int:
-    from hylo.agents.registry import make_agent
     from hylo.bridges.served_run import ServedRun, default_run_id
-    from hylo.bridges.vlaeval_server import AgentPool, VlaEvalBridge
+    from hylo.bridges.vlaeval_server import VlaEvalBridge
     from hylo.core.shield import SafetyShield
 
     run_id = args.run_id or default_run_id(args.agent)
+    spec = {"harness": "vla-eval", "agent": args.agent, "agent_args": agent_args, "shield": not args.no_shield}
+    if args.batch is not None:
+        spec.update(batch=args.batch, batch_wait_ms=args.batch_wait_ms)
     try:
-        served = ServedRun(
-            args.log_dir,
-            run_id=run_id,
-            agent=args.agent,
-            spec={"harness": "vla-eval", "agent": args.agent, "agent_args": agent_args, "shield": not args.no_shield},
-        )
+        served = ServedRun(args.log_dir, run_id=run_id, agent=args.agent, spec=spec)
     except (OSError, sqlite3.Error) as exc:
         return _fail(f"cannot create run {run_id} in {args.log_dir}: {getattr(exc, 'strerror', None) or exc}")
     bridge = VlaEvalBridge(
-        AgentPool(lambda: make_agent(args.agent, agent_args, None, allow_import=True), first),
+        _agents(args, first, agent_args),
         served,
         agent_label=args.agent,
         shield=SafetyShield.permissive if args.no_shield else SafetyShield,
@@ -268,6 +341,9 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
     except KeyboardInterrupt:
         bridge.stopping = True
     bridge.close()
+    figures = bridge.agents.figures()
+    if figures is not None:
+        print(_batching_line(figures), file=sys.stderr, flush=True)
     return 0
 
 
