@@ -25,6 +25,7 @@ from typing import Any
 
 from hylo.core.errors import HyloError
 from hylo.eval.logdir import AB_DIR, FILENAME
+from hylo.eval.resolve import resolve
 from hylo.eval.rows import EpisodeRow
 from hylo.eval.runner import EvalResult, Evaluation
 from hylo.eval.sequential import PairedSequentialTest
@@ -186,14 +187,10 @@ def run_ab(spec_a: EvalSpec, spec_b: EvalSpec, *, max_pairs: int, alpha: float =
     """Compare A (`spec_a`) and B (`spec_b`, the same but for the agent) for at most `max_pairs` pairs."""
     if max_pairs < 1:
         raise ABError(f"--max-episodes must be at least 1, got {max_pairs}")
-    per_key = len(spec_a.seed_list)
-    episodes = math.ceil(max_pairs / (len(spec_a.tasks) * per_key)) if spec_a.tasks else None
-    sides = {side: _sized(spec, episodes) for side, spec in zip(SIDES, (spec_a, spec_b), strict=True)}
+    tasks = spec_a.tasks or resolve(spec_a).tasks  # none named: every task of the split
+    per_task = math.ceil(max_pairs / (len(tasks) * len(spec_a.seed_list)))
+    sides = {side: _sized(spec, per_task) for side, spec in zip(SIDES, (spec_a, spec_b), strict=True)}
     evaluations = {side: Evaluation(spec) for side, spec in sides.items()}
-    if not spec_a.tasks:  # every task of the split: size the runs now that the tasks are known
-        per_task = math.ceil(max_pairs / (len(evaluations["a"].resolved.tasks) * per_key))
-        sides = {side: _sized(spec, per_task) for side, spec in sides.items()}
-        evaluations = {side: Evaluation(spec) for side, spec in sides.items()}
     a, b = evaluations["a"], evaluations["b"]
     if a.run_id == b.run_id:
         raise ABError(f"A and B are the same run ({a.run_id}): give them different agents or agent arguments")
@@ -213,9 +210,8 @@ def run_ab(spec_a: EvalSpec, spec_b: EvalSpec, *, max_pairs: int, alpha: float =
     return result
 
 
-def _sized(spec: EvalSpec, episodes: int | None) -> EvalSpec:
-    if episodes is None:
-        return spec
+def _sized(spec: EvalSpec, episodes: int) -> EvalSpec:
+    """`spec` planning `episodes` per task (a comparison sizes its runs to its pairs)."""
     return EvalSpec.model_validate({**spec.model_dump(), "episodes": episodes})
 
 
