@@ -111,9 +111,12 @@ def test_realtime_timing_merges_a_hosted_chunk_as_it_merges_an_inline_one(tmp_pa
     assert any(dropped)  # the latency's steps ran before the merge, as inline
 
 
-def test_a_failing_batch_costs_its_episodes_with_the_agents_reason_and_the_run_goes_on(tmp_path):
+@pytest.mark.parametrize("backend", ["process", "ray"])
+def test_a_failing_batch_costs_its_episodes_with_the_agents_reason_and_the_run_goes_on(tmp_path, request, backend):
+    if backend == "ray":
+        request.getfixturevalue("local_ray")
     result = _run(tmp_path, "boom", agent="batch_agents:ExplodingBatch", tasks=["reach-v3"], episodes=4,
-                  workers=2, batch=2)  # fmt: skip
+                  workers=2, batch=2, backend=backend)  # fmt: skip
     rows = {row.index: row for row in result.episodes}
     assert len(rows) == 4
     assert (rows[1].status.value, rows[1].reason) == ("error", "agent raised RuntimeError: policy exploded")
@@ -162,11 +165,14 @@ def test_act_timeout_covers_a_call_that_hangs_in_the_host(tmp_path, monkeypatch)
     assert result.batching is not None and result.batching["host_restarts"] == 1  # the hung host was replaced
 
 
-def test_host_gpus_are_asked_of_ray_for_a_batched_run_only(tmp_path, request):
+def test_host_gpus_are_asked_of_ray_for_a_batched_run_only(tmp_path, request, capsys):
     with pytest.raises(ValidationError, match="--host-gpus 1 gives the policy host GPUs, and there is none without"):
         EvalSpec(benchmark="metaworld", agent="mlp", workers=2, host_gpus=1)
     with pytest.raises(ValidationError, match=r"host gpus must be between 0 and 64, got -0\.5"):
         EvalSpec(benchmark="metaworld", agent="mlp", workers=2, batch=2, host_gpus=-0.5)
+    flags = ["--workers", "2", "--host-gpus", "1", "--log-dir", str(tmp_path)]
+    code = main(["eval", "metaworld", "--agent", "mlp", *flags])
+    assert code == 2 and "--host-gpus 1 gives the policy host GPUs" in capsys.readouterr().err
     with pytest.raises(EvalError, match=r"--host-gpus 0.5 asks Ray for the policy host's GPUs: it needs --backend ray"):
         _run(tmp_path, "process-gpus", workers=2, batch=2, host_gpus=0.5)
     request.getfixturevalue("local_ray")  # a Ray of CPUs only

@@ -19,6 +19,7 @@ import multiprocessing.connection as mpc
 import os
 import secrets
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -46,21 +47,39 @@ HOST_CPUS = 1
 """The CPU the host actor reserves (it runs the agent's code around the GPU call)."""
 
 
-def _no_delay(conn: mpc.Connection) -> None:
-    """Send each message at once: a large one goes out as a header and a body, which Nagle's algorithm would hold
-    back for the peer's delayed acknowledgement (tens of ms)."""
+HANDSHAKE_S = 5
+"""How long a peer has to prove the run's key once it connected: one that stays silent would otherwise hold the
+host's accepting thread, and with it every worker's next connection, for ever."""
+
+
+def _set(conn: mpc.Connection | socket.socket, level: int, option: int, value: int | bytes) -> None:
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(level, option, value)
     finally:
         sock.close()
 
 
+def _no_delay(conn: mpc.Connection) -> None:
+    """Send each message at once: a large one goes out as a header and a body, which Nagle's algorithm would hold
+    back for the peer's delayed acknowledgement (tens of ms)."""
+    _set(conn, socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class _Listener(mpc.Listener):
-    """The host's TCP listener: its connections send without delay."""
+    """The host's TCP listener: a connection that has not proved the key within `HANDSHAKE_S` is dropped (the
+    listening socket's receive timeout, which Linux copies to each accepted socket, bounds the handshake's reads; it
+    is lifted once the peer is in), and connections send without delay."""
+
+    def __init__(self, address: tuple[str, int], authkey: bytes) -> None:
+        super().__init__(address, family="AF_INET", authkey=authkey)
+        listening = getattr(getattr(self, "_listener", None), "_socket", None)  # multiprocessing keeps it private
+        if isinstance(listening, socket.socket):
+            _set(listening, socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", HANDSHAKE_S, 0))
 
     def accept(self) -> mpc.Connection:
-        conn = super().accept()
+        conn = super().accept()  # a silent peer: BlockingIOError, an OSError the host's accepting thread ignores
+        _set(conn, socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
         _no_delay(conn)
         return conn
 
@@ -129,7 +148,7 @@ class _HostActor:
         """`("ready", (address, pid))`, or `("err", payload)` naming why the agent could not be built."""
         try:
             node: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
-            listener = _Listener((node, 0), family="AF_INET", authkey=authkey)
+            listener = _Listener((node, 0), authkey)
             self._figures = list(figures)  # its predecessors', added to
             stop, control = mpc.Pipe()
             host = Host(control, listener, factory, Batcher(max_batch, wait_s), self._figures)
