@@ -46,6 +46,14 @@ def local_ray(tmp_path_factory):
         os.environ.update(saved)
 
 
+def _marker(request, monkeypatch, backend, path):
+    """A fresh marker for an agent that fails once: on Ray, the one its actors were started with, removed first."""
+    if backend == "ray":
+        request.getfixturevalue("local_ray").unlink(missing_ok=True)
+    else:
+        monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(path))
+
+
 def _keys(result):
     return [
         (r.episode_id, r.seed, r.status.value, r.reason, r.steps, {k: v for k, v in r.metrics.items() if k != "wall_s"})
@@ -128,10 +136,7 @@ def test_a_failing_batch_costs_its_episodes_with_the_agents_reason_and_the_run_g
 
 @pytest.mark.parametrize("backend", ["process", "ray"])
 def test_a_dead_host_costs_its_in_flight_episodes_and_is_restarted(tmp_path, monkeypatch, request, backend):
-    if backend == "ray":  # the host actor dies; its marker is the one the Ray was started with
-        assert not request.getfixturevalue("local_ray").exists()
-    else:
-        monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(tmp_path / "killed.marker"))
+    _marker(request, monkeypatch, backend, tmp_path / "killed.marker")
     result = _run(tmp_path, "killed", agent="batch_agents:HostKiller", tasks=["reach-v3"], episodes=4,
                   workers=2, batch=2, backend=backend)  # fmt: skip
     rows = {row.index: row for row in result.episodes}
@@ -155,10 +160,11 @@ def test_a_host_that_cannot_be_restarted_ends_the_remaining_episodes_as_error(tm
     assert rows[5] in after  # episodes started after it gave up did not wait for a host
 
 
-def test_act_timeout_covers_a_call_that_hangs_in_the_host(tmp_path, monkeypatch):
-    monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(tmp_path / "hung.marker"))
+@pytest.mark.parametrize("backend", ["process", "ray"])
+def test_act_timeout_covers_a_call_that_hangs_in_the_host(tmp_path, monkeypatch, request, backend):
+    _marker(request, monkeypatch, backend, tmp_path / "hung.marker")
     result = _run(tmp_path, "hung", agent="batch_agents:HangOnce", tasks=["reach-v3"], episodes=4, workers=2,
-                  batch=2, act_timeout=2.0)  # fmt: skip
+                  batch=2, act_timeout=2.0, backend=backend)  # fmt: skip
     rows = {row.index: row for row in result.episodes}
     assert (rows[1].status.value, rows[1].reason) == ("error", "timeout")
     assert any(row.status.value == "failure" and row.steps == 20 for row in rows.values())  # the run went on

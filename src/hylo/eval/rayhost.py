@@ -272,6 +272,7 @@ class RayPolicyHost(PolicyHost):
         actor = self._process
         self._process = self._control = None
         self._call_s = 0.0
+        self._figures[CALL_STARTED] = 0.0  # a call it died in is not its successor's
         if actor is None:
             return
         with contextlib.suppress(RayError):
