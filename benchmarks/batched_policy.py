@@ -114,7 +114,7 @@ def wire_costs(calls: int = 500) -> dict[str, float]:
     env = benchmark.make_env()
     spec = EvalSpec(benchmark="metaworld", agent="mlp", agent_args={"hidden": 16, "layers": 1}, workers=1, batch=1,
                     batch_wait_ms=0)  # fmt: skip
-    host = policy_host(spec)
+    host = policy_host(spec, "process")
     host.start()
     try:
         state = env.reset(task)
@@ -178,7 +178,7 @@ def main() -> None:
             return ProcessPool(config, WORKERS, limits)
 
         def batched() -> Pool:
-            host = policy_host(batched_spec)
+            host = policy_host(batched_spec, "process", limits.values())
             hosted = WorkerConfig(batched_spec, evaluation.run_id, root / "files", evaluation.resolved.budgets,
                                   policy_host=host.endpoint)  # fmt: skip
             return BatchedPool(ProcessPool(hosted, WORKERS, limits), host)

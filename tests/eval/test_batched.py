@@ -35,6 +35,32 @@ def _run(tmp_path, run_id, agent="batch_agents:ExactPolicy", **kw):
     return evaluate("metaworld", agent=agent, **{**options, **kw})
 
 
+@pytest.fixture(scope="module")
+def local_ray(tmp_path_factory):
+    """One local Ray for the module's Ray runs (two worker actors and the host's): its actors import the agents here
+    and see the marker (`HYLO_TEST_BATCH_MARKER`) through the environment it was started with."""
+    ray = pytest.importorskip("ray")
+    marker = tmp_path_factory.mktemp("ray") / "host.marker"
+    saved = dict(os.environ)
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    os.environ["HYLO_TEST_BATCH_MARKER"] = str(marker)
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        yield marker
+    finally:
+        ray.shutdown()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _marker(request, monkeypatch, backend, path):
+    """A fresh marker for an agent that fails once: on Ray, the one its actors were started with, removed first."""
+    if backend == "ray":
+        request.getfixturevalue("local_ray").unlink(missing_ok=True)
+    else:
+        monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(path))
+
+
 def _keys(result):
     return [
         (r.episode_id, r.seed, r.status.value, r.reason, r.steps, {k: v for k, v in r.metrics.items() if k != "wall_s"})
@@ -55,18 +81,23 @@ def _comparable(trace):
     return [{k: v for k, v in event.items() if k not in SKIP} for event in trace if event["event"] != "agent.batch"]
 
 
+@pytest.mark.parametrize("backend", ["process", "ray"])
 @pytest.mark.parametrize(
     ("agent", "chunk"),
     [("batch_agents:ExactPolicy", 1), ("batch_agents:RememberingPolicy", 4), ("batch_agents:OneArgumentHooks", 1)],
 )
-def test_batched_runs_act_and_end_as_unbatched_ones_whatever_the_worker_count(tmp_path, agent, chunk):
+def test_batched_runs_act_and_end_as_unbatched_ones_whatever_the_worker_count(tmp_path, request, agent, chunk, backend):
     args = {"agent": agent, "agent_args": {"chunk": chunk}}
     unbatched = _run(tmp_path, "one", **args)
-    runs = {
-        "two": _run(tmp_path, "two", workers=2, **args),
-        "one-b1": _run(tmp_path, "one-b1", batch=1, **args),
-        "two-b2": _run(tmp_path, "two-b2", workers=2, batch=2, batch_wait_ms=1000, **args),
-    }
+    if backend == "ray":  # the host is a Ray actor, the workers Ray actors that reach it over TCP
+        request.getfixturevalue("local_ray")
+        runs = {"two-b2": _run(tmp_path, "ray-b2", workers=2, batch=2, batch_wait_ms=1000, backend="ray", **args)}
+    else:
+        runs = {
+            "two": _run(tmp_path, "two", workers=2, **args),
+            "one-b1": _run(tmp_path, "one-b1", batch=1, **args),
+            "two-b2": _run(tmp_path, "two-b2", workers=2, batch=2, batch_wait_ms=1000, **args),
+        }
     expected = {eid: _comparable(trace) for eid, trace in _traces(unbatched).items()}
     assert {row.status.value for row in unbatched.episodes} == {"failure"}
     for name, result in runs.items():
@@ -103,9 +134,12 @@ def test_realtime_timing_merges_a_hosted_chunk_as_it_merges_an_inline_one(tmp_pa
     assert any(dropped)  # the latency's steps ran before the merge, as inline
 
 
-def test_a_failing_batch_costs_its_episodes_with_the_agents_reason_and_the_run_goes_on(tmp_path):
+@pytest.mark.parametrize("backend", ["process", "ray"])
+def test_a_failing_batch_costs_its_episodes_with_the_agents_reason_and_the_run_goes_on(tmp_path, request, backend):
+    if backend == "ray":
+        request.getfixturevalue("local_ray")
     result = _run(tmp_path, "boom", agent="batch_agents:ExplodingBatch", tasks=["reach-v3"], episodes=4,
-                  workers=2, batch=2)  # fmt: skip
+                  workers=2, batch=2, backend=backend)  # fmt: skip
     rows = {row.index: row for row in result.episodes}
     assert len(rows) == 4
     assert (rows[1].status.value, rows[1].reason) == ("error", "agent raised RuntimeError: policy exploded")
@@ -118,10 +152,11 @@ def test_a_failing_batch_costs_its_episodes_with_the_agents_reason_and_the_run_g
     assert all(row.status.value == "failure" and row.steps == 20 for row in rows.values() if row not in errors)
 
 
-def test_a_dead_host_costs_its_in_flight_episodes_and_is_restarted(tmp_path, monkeypatch):
-    monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(tmp_path / "killed.marker"))
+@pytest.mark.parametrize("backend", ["process", "ray"])
+def test_a_dead_host_costs_its_in_flight_episodes_and_is_restarted(tmp_path, monkeypatch, request, backend):
+    _marker(request, monkeypatch, backend, tmp_path / "killed.marker")
     result = _run(tmp_path, "killed", agent="batch_agents:HostKiller", tasks=["reach-v3"], episodes=4,
-                  workers=2, batch=2)  # fmt: skip
+                  workers=2, batch=2, backend=backend)  # fmt: skip
     rows = {row.index: row for row in result.episodes}
     assert rows[1].status.value == "error" and "policy host died" in rows[1].reason
     lost = [row for row in rows.values() if row.status.value != "failure"]
@@ -143,14 +178,31 @@ def test_a_host_that_cannot_be_restarted_ends_the_remaining_episodes_as_error(tm
     assert rows[5] in after  # episodes started after it gave up did not wait for a host
 
 
-def test_act_timeout_covers_a_call_that_hangs_in_the_host(tmp_path, monkeypatch):
-    monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(tmp_path / "hung.marker"))
+@pytest.mark.parametrize("backend", ["process", "ray"])
+def test_act_timeout_covers_a_call_that_hangs_in_the_host(tmp_path, monkeypatch, request, backend):
+    _marker(request, monkeypatch, backend, tmp_path / "hung.marker")
     result = _run(tmp_path, "hung", agent="batch_agents:HangOnce", tasks=["reach-v3"], episodes=4, workers=2,
-                  batch=2, act_timeout=2.0)  # fmt: skip
+                  batch=2, act_timeout=2.0, backend=backend)  # fmt: skip
     rows = {row.index: row for row in result.episodes}
     assert (rows[1].status.value, rows[1].reason) == ("error", "timeout")
     assert any(row.status.value == "failure" and row.steps == 20 for row in rows.values())  # the run went on
     assert result.batching is not None and result.batching["host_restarts"] == 1  # the hung host was replaced
+
+
+def test_host_gpus_are_asked_of_ray_for_a_batched_run_only(tmp_path, request, capsys):
+    with pytest.raises(ValidationError, match="--host-gpus 1 gives the policy host GPUs, and there is none without"):
+        EvalSpec(benchmark="metaworld", agent="mlp", workers=2, host_gpus=1)
+    with pytest.raises(ValidationError, match=r"host gpus must be between 0 and 64, got -0\.5"):
+        EvalSpec(benchmark="metaworld", agent="mlp", workers=2, batch=2, host_gpus=-0.5)
+    flags = ["--workers", "2", "--host-gpus", "1", "--log-dir", str(tmp_path)]
+    code = main(["eval", "metaworld", "--agent", "mlp", *flags])
+    assert code == 2 and "--host-gpus 1 gives the policy host GPUs" in capsys.readouterr().err
+    with pytest.raises(EvalError, match=r"--host-gpus 0.5 asks Ray for the policy host's GPUs: it needs --backend ray"):
+        _run(tmp_path, "process-gpus", workers=2, batch=2, host_gpus=0.5)
+    request.getfixturevalue("local_ray")  # a Ray of CPUs only
+    with pytest.raises(EvalError, match=r"--host-gpus 1 asks for more GPUs than the Ray cluster has \(0\)"):
+        _run(tmp_path, "ray-gpus", workers=2, batch=2, host_gpus=1, backend="ray")
+    assert not (tmp_path / "process-gpus").exists() and not (tmp_path / "ray-gpus").exists()
 
 
 def test_an_agent_without_act_batch_is_refused_before_anything_runs(tmp_path):
@@ -220,7 +272,7 @@ def test_a_worker_idle_when_its_host_died_starts_its_next_episode_on_the_new_hos
     benchmark = get_benchmark("metaworld")
     env = benchmark.make_env()
     reference = build_agent(spec)  # the same policy in this process, for what each episode's first act must be
-    host = policy_host(spec)
+    host = policy_host(spec, "process")
     host.start()
     try:
         agent = HostedAgent(host.endpoint)

@@ -42,6 +42,29 @@ def test_defaults_follow_the_spec_workers():
     assert declared(4, cpus=2, ram_gb=0.5).cpus == 2
 
 
+def test_a_batched_job_counts_its_policy_host_as_one_more_cpu_within_the_machine():
+    assert declared(2, policy_host=True) == Resources(cpus=3, ram_gb=2.0)
+    assert declared(2, policy_host=True, machine_cpus=8).cpus == 3
+    assert declared(2, policy_host=True, machine_cpus=2).cpus == 2  # what `hylo eval` runs here is admitted
+    assert declared(2, policy_host=True, cpus=5).cpus == 5  # a declared figure is taken as given
+
+
+def test_a_batched_job_reserves_its_gpu_memory_once_whatever_its_workers():
+    batched = Job(
+        job_id="vla",
+        run_id="vla",
+        state=JobState.QUEUED,
+        resources=declared(6, gpu_mem_gb=12.0, policy_host=True, machine_cpus=GPU_BOX.cpus),
+        spec=SPEC.model_copy(update={"workers": 6, "batch": 6}),
+        submitted_at=time.time(),
+    )
+    assert never_fits(batched.resources, GPU_BOX) is None  # 6 workers, one copy of the model: 12 GB, not 72
+    assert batched.resources.cpus == 7
+    assert admit([batched], [], GPU_BOX).start == [(batched, 0)]
+    beside = Placement(declared(1, gpu_mem_gb=10.0), gpu=0)  # GPU 0 keeps 10 GB free, GPU 1 16 GB
+    assert admit([batched], [beside], GPU_BOX).start == [(batched, 1)]
+
+
 @pytest.mark.parametrize(
     ("resources", "field"),
     [

@@ -132,6 +132,17 @@ def test_a_gpu_job_is_placed_on_a_gpu_of_a_simulated_gpu_machine(tmp_path: Path)
     assert done.state is JobState.DONE and done.gpu == 0 and done.resources.exclusive_gpu
 
 
+def test_a_batched_job_is_admitted_with_its_policy_host_and_one_copy_of_its_gpu_memory(tmp_path: Path):
+    gpu = (Gpu(0, "Simulated", 16.0, 16.0),)
+    with JobScheduler(tmp_path / "four", machine=Machine(4, 8.0, 8.0, gpu)) as scheduler:
+        batched = scheduler.submit(quick(workers=2, batch=2), gpu_mem_gb=10.0)
+        assert batched.resources.cpus == 3 and batched.resources.gpu_mem_gb == 10.0  # two workers and the host
+        assert scheduler.submit(quick(workers=2, seed=1)).resources.cpus == 2
+    with JobScheduler(tmp_path / "two", machine=Machine(2, 8.0, 8.0, gpu)) as scheduler:
+        whole = scheduler.submit(quick(workers=2, batch=2), gpu_mem_gb=10.0)
+        assert whole.resources.cpus == 2  # the whole machine, not a job that can never fit
+
+
 def test_stopping_the_scheduler_stops_running_jobs_resumably(tmp_path: Path):
     log_dir = tmp_path / "runs"
     scheduler = JobScheduler(log_dir).start()

@@ -69,6 +69,7 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "env_timeout": args.env_timeout,
         "batch": args.batch,
         "batch_wait_ms": args.batch_wait_ms,
+        "host_gpus": args.host_gpus,
     }
 
 

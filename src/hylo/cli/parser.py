@@ -38,6 +38,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _gpus(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of GPUs, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number of GPUs >= 0, got {text!r}")
+    return value
+
+
 def _milliseconds(text: str) -> float:
     try:
         value = float(text)
@@ -94,6 +104,13 @@ def _add_run_options(parser: argparse.ArgumentParser, *, episodes: bool = True) 
         default=10.0,
         metavar="W",
         help="how long a batch waits for more requests after its first (default 10)",
+    )
+    parser.add_argument(
+        "--host-gpus",
+        type=_gpus,
+        default=0.0,
+        metavar="G",
+        help="--backend ray --batch: the GPUs Ray gives the policy host (num_gpus; a fraction shares one)",
     )
     parser.add_argument(
         "--retry-infra", type=non_negative_int, default=0, metavar="K", help="retry infra_invalid K times"

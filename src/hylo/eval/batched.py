@@ -29,14 +29,15 @@ def build_agent(spec: EvalSpec) -> Any:
 
 
 def check_batched(spec: EvalSpec, resolved: Resolved, backend: str) -> None:
-    """Refuse a `--batch` run that cannot be batched, before anything starts: a graph run, a Ray run, an agent whose
-    class has no `act_batch` (the host checks the built agent again)."""
+    """Refuse a `--batch` run that cannot be batched, before anything starts: a graph run, GPUs asked for a host
+    that is not a Ray actor, an agent whose class has no `act_batch` (the host checks the built agent again)."""
     if resolved.plan is not None:
         raise EvalError("--batch batches a bare agent's calls; a graph run cannot be batched", field="batch")
-    if backend == "ray":
+    if spec.host_gpus and backend != "ray":
         raise EvalError(
-            "--batch does not run on --backend ray yet: its policy host runs on this machine; use --backend process",
-            field="batch",
+            f"--host-gpus {spec.host_gpus:g} asks Ray for the policy host's GPUs: it needs --backend ray (on "
+            f"--backend {backend} the host sees the GPUs hylo eval was started with: CUDA_VISIBLE_DEVICES)",
+            field="host_gpus",
         )
     factory = agent_factory(spec.agent, resolved.benchmark)
     if not acts_in_batches(factory):
@@ -47,10 +48,26 @@ def check_batched(spec: EvalSpec, resolved: Resolved, backend: str) -> None:
         )
 
 
-def policy_host(spec: EvalSpec, limits: Iterable[EpisodeLimits] = ()) -> PolicyHost:
-    """The (unstarted) policy host of a `--batch` run, killed (and started again) when one `act_batch` call runs
-    longer than any episode's agent may run between env calls (`overdue_s`)."""
+def policy_host(spec: EvalSpec, backend: str, limits: Iterable[EpisodeLimits] = ()) -> PolicyHost:
+    """The (unstarted) policy host of a `--batch` run: a process beside the run's, or on Ray an actor. It is killed
+    (and started again) when one `act_batch` call runs longer than any episode's agent may run between env calls
+    (`overdue_limit`)."""
     assert spec.batch is not None
+    if backend == "ray":
+        try:
+            from hylo.eval.rayhost import RayPolicyHost
+        except ImportError as exc:
+            raise EvalError(f"--backend ray needs Ray ({exc}): pip install 'hylo[ray]'") from None
+        return RayPolicyHost(
+            functools.partial(build_agent, spec),
+            spec.batch,
+            spec.batch_wait_ms / 1000.0,
+            overdue_s=overdue_limit(limits),
+            setup=limit_threads,
+            gpus=spec.host_gpus,
+            address=spec.address,
+            workers=spec.workers,
+        )
     return PolicyHost(
         functools.partial(build_agent, spec),
         spec.batch,

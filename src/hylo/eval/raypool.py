@@ -50,10 +50,29 @@ Watch = tuple[Verdict | None, float, list[float] | None]
 ages; None when it is not running the episode it was asked about)."""
 
 
+def join_ray(address: str | None, cpus: int) -> bool:
+    """Connect this process to Ray at `address` (a local Ray of at least `cpus` CPUs when none is given), unless it
+    is connected already; True when this call connected it (the caller then shuts it down)."""
+    if ray.is_initialized():
+        return False
+    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    address = address or LOCAL  # never a cluster found on this machine: another user may have started it
+    if address == LOCAL:
+        options["num_cpus"] = max(cpus, usable_cpus())
+    try:
+        ray.init(address=address, **options)
+    except (ConnectionError, RayError, ValueError) as exc:
+        where = "start a Ray on this machine" if address == LOCAL else f"join the Ray cluster at {address!r}"
+        raise WorkerFailed(f"cannot {where}: {exc}") from None
+    return True
+
+
 class _ActorWorker:
     """The actor: an `EpisodeWorker` on one thread, and a second thread that judges its record while it runs."""
 
     def __init__(self, config: WorkerConfig, name: str) -> None:
+        if config.policy_host is not None:  # `--batch`: the agent, and the GPU, are the host's (Ray leaves a worker
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""  # that asked for no GPU every GPU of its node)
         self.worker = EpisodeWorker(config, name=name)
         self.job: tuple[str, int] | None = None
 
@@ -134,18 +153,7 @@ class RayPool(SlotPool):
     # -- lifecycle ----------------------------------------------------------------------------------------------------
 
     def _connect(self) -> None:
-        if ray.is_initialized():
-            return
-        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-        address = self.address or LOCAL  # never a cluster found on this machine: another user may have started it
-        if address == LOCAL:
-            options["num_cpus"] = max(self.size, usable_cpus())
-        try:
-            ray.init(address=address, **options)
-        except (ConnectionError, RayError, ValueError) as exc:
-            where = "start a Ray on this machine" if address == LOCAL else f"join the Ray cluster at {address!r}"
-            raise WorkerFailed(f"cannot {where}: {exc}") from None
-        self._owns_ray = True
+        self._owns_ray = join_ray(self.address, self.size)
 
     def _spawn(self, index: int, *, replacement: bool = False) -> _Slot:
         name = self._name("ray", index)

@@ -318,7 +318,7 @@ class Evaluation:
     def _pool(self) -> Pool:
         config = WorkerConfig(self.spec, self.run_id, self.run_dir, self.resolved.budgets, self.long_episode_ids)
         if self.spec.batch is not None:
-            host = policy_host(self.spec, self.episode_limits().values())
+            host = policy_host(self.spec, self.backend(), self.episode_limits().values())
             pool = self._workers(replace(config, policy_host=host.endpoint))
             return BatchedPool(pool, host)
         return self._workers(config)

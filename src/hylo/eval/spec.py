@@ -66,6 +66,8 @@ MAX_ARGS_BYTES = 64 * 1024
 """The largest `agent_args` (and `env_args`), as JSON."""
 MAX_BATCH_WAIT_MS = 10_000.0
 """The longest a batch may be told to wait for more requests: ten seconds."""
+MAX_HOST_GPUS = 64.0
+"""The most GPUs a policy host may ask Ray for."""
 
 _RANGES: dict[str, tuple[int, int, str]] = {
     "episodes": (1, MAX_EPISODES, "episodes"),
@@ -123,6 +125,9 @@ class EvalSpec(BaseModel):
     """`--batch B`: the agent is built once, in a policy host, and acts for up to B episodes per `act_batch` call."""
     batch_wait_ms: float = 10.0
     """`--batch-wait-ms W`: how long a batch waits for more requests after its first one."""
+    host_gpus: float = 0.0
+    """`--host-gpus G` (`--backend ray --batch`): the GPUs Ray gives the policy-host actor (`num_gpus`; a fraction
+    shares one); the env workers' actors get none."""
 
     @field_validator(*_RANGES)
     @classmethod
@@ -227,6 +232,21 @@ class EvalSpec(BaseModel):
         if not (0 <= value <= MAX_BATCH_WAIT_MS):
             raise ValueError(f"batch wait must be between 0 and {MAX_BATCH_WAIT_MS:g} ms, got {value}")
         return value
+
+    @field_validator("host_gpus")
+    @classmethod
+    def _host_gpus(cls, value: float) -> float:
+        if not (0 <= value <= MAX_HOST_GPUS):
+            raise ValueError(f"host gpus must be between 0 and {MAX_HOST_GPUS:g}, got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _gpus_for_a_host(self) -> EvalSpec:
+        if self.host_gpus and self.batch is None:
+            raise ValueError(
+                f"--host-gpus {self.host_gpus:g} gives the policy host GPUs, and there is none without --batch"
+            )
+        return self
 
     @field_validator("batch")
     @classmethod

@@ -20,8 +20,8 @@ MAX_GB = 1024.0**2
 
 class JobRequest(EvalSpec):
     """What `POST /api/eval/v2/start` takes: every `EvalSpec` field, plus `priority` (higher first), and the declared
-    resources `cpus` (default: `workers`), `ram_gb` (default: 1.0 per worker), `gpu_mem_gb` (default 0) and
-    `exclusive_gpu` (default false). Unknown fields are refused."""
+    resources `cpus` (default: `workers`, one more for a batched job's policy host), `ram_gb` (default: 1.0 per
+    worker), `gpu_mem_gb` (default 0) and `exclusive_gpu` (default false). Unknown fields are refused."""
 
     priority: int = Field(default=0, ge=-MAX_PRIORITY, le=MAX_PRIORITY)
     cpus: int | None = Field(default=None, ge=1, le=MAX_CPUS)

@@ -97,12 +97,23 @@ def declared(
     gpu_mem_gb: float = 0.0,
     exclusive_gpu: bool = False,
     env_ram_gb: float | None = None,
+    policy_host: bool = False,
+    machine_cpus: int | None = None,
 ) -> Resources:
-    """A job's declared resources, defaults filled in: `cpus` = workers, `ram_gb` = per worker the RAM of one of
-    its benchmark's envs (`env_ram_gb`, when the benchmark declares it) or else 1.0."""
+    """A job's declared resources, defaults filled in: `cpus` = its processes, `ram_gb` = per worker the RAM of one
+    of its benchmark's envs (`env_ram_gb`, when the benchmark declares it) or else 1.0.
+
+    A batched job (`policy_host`: `--batch`) runs one process more than its workers, the host that builds the agent,
+    so its default `cpus` counts it; a default never asks for more than the machine's `machine_cpus`, so a batched
+    run that `hylo eval` runs here is admitted too (it then holds the whole machine). `gpu_mem_gb` is the job's own
+    figure, reserved once on one GPU: under `--batch` that is one copy of the model, whatever the worker count."""
     per_worker = RAM_GB_PER_WORKER if env_ram_gb is None else max(RAM_GB_PER_WORKER, env_ram_gb)
+    if cpus is None:
+        cpus = spec_workers + 1 if policy_host else spec_workers
+        if machine_cpus is not None and policy_host:
+            cpus = max(spec_workers, min(cpus, machine_cpus))
     return Resources(
-        cpus=spec_workers if cpus is None else cpus,
+        cpus=cpus,
         ram_gb=per_worker * spec_workers if ram_gb is None else ram_gb,
         gpu_mem_gb=gpu_mem_gb,
         exclusive_gpu=exclusive_gpu,

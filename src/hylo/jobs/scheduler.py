@@ -194,6 +194,7 @@ class JobScheduler:
             raise JobRefused("ram_gb", f"ram_gb must be > 0, got {ram_gb}")
         if not gpu_mem_gb >= 0:
             raise JobRefused("gpu_mem_gb", f"gpu_mem_gb must be >= 0, got {gpu_mem_gb}")
+        machine = self.machine()
         resources = declared(
             spec.workers,
             cpus=cpus,
@@ -201,8 +202,10 @@ class JobScheduler:
             gpu_mem_gb=gpu_mem_gb,
             exclusive_gpu=exclusive_gpu,
             env_ram_gb=_env_ram_gb(spec.benchmark),
+            policy_host=spec.batch is not None,
+            machine_cpus=machine.cpus,
         )
-        never = never_fits(resources, self.machine())
+        never = never_fits(resources, machine)
         if never is not None:
             raise JobRefused(*never)
         planned = check_spec(spec, self.log_dir, check_url)

@@ -52,6 +52,16 @@ class HostEndpoint:
     def given_up(self) -> str:
         return self.address + ".given-up"
 
+    def connect(self) -> mpc.Connection:
+        """A connection to the host serving now; raises `OSError` while there is none (it is being started)."""
+        return mpc.Client(self.address, family="AF_UNIX", authkey=self.authkey)
+
+    def why_given_up(self) -> str | None:
+        """Why the supervisor stopped starting hosts (None: it has not)."""
+        with contextlib.suppress(OSError), open(self.given_up) as given_up:
+            return given_up.read().strip()
+        return None
+
 
 class HostedAgent:
     """The agent of one worker under `--batch` (see the module's docstring)."""
@@ -77,15 +87,16 @@ class HostedAgent:
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
         while True:
             try:
-                conn = mpc.Client(self.endpoint.address, family="AF_UNIX", authkey=self.endpoint.authkey)
+                conn = self.endpoint.connect()
                 if not conn.poll(max(0.0, deadline - time.monotonic())):
                     conn.close()
                     raise TimeoutError("it accepted the connection but did not greet this worker")
                 _, _, (name, requirements, hooks) = conn.recv()
                 break
-            except (FileNotFoundError, ConnectionRefusedError, EOFError, OSError) as exc:
-                with contextlib.suppress(OSError), open(self.endpoint.given_up) as given_up:
-                    raise PolicyHostDied(given_up.read().strip()) from None
+            except (EOFError, OSError) as exc:
+                why = self.endpoint.why_given_up()
+                if why is not None:
+                    raise PolicyHostDied(why) from None
                 if time.monotonic() > deadline:
                     raise PolicyHostDied(
                         f"the policy host at {self.endpoint.address} could not be reached within "

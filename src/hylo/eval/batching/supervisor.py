@@ -139,9 +139,7 @@ class PolicyHost:
             if message is None:
                 why = "it was not built in time" if not ready else _died(process.exitcode)
                 raise HostFailed(f"the policy host could not start: {why}")
-            error = rebuild_error(message[1])
-            plain = isinstance(error, NotBatched) or type(error).__name__ == "NotBatched"
-            raise HostFailed(str(error) if plain else f"the policy host could not build its agent: {error!r}")
+            raise build_failure(message[1])
         self._process, self._control, self.pid = process, parent, message[1]
 
     def _watch(self) -> None:
@@ -149,15 +147,15 @@ class PolicyHost:
         while not self._closing.is_set():
             process = self._process
             if process is not None:  # else the last start failed: try again
-                process.join(WATCH_S)
+                alive = self._alive(process, WATCH_S)
                 overdue = self._overdue()
-                if self._closing.is_set() or (process.is_alive() and not overdue):
+                if self._closing.is_set() or (alive and not overdue):
                     continue
                 with self._lock:
                     if self._closing.is_set():
                         return
                     self._end(kill_it=True)
-                why = f"ran an act_batch call past {self.overdue_s:g} s" if overdue else _died(process.exitcode)
+                why = f"ran an act_batch call past {self.overdue_s:g} s" if overdue else self._death(process)
                 logger.warning("the policy host %s; starting a new one", why)
             with self._lock:
                 if self._closing.is_set():
@@ -172,6 +170,15 @@ class PolicyHost:
                     if failures >= RESTART_ATTEMPTS:
                         self._give_up(f"the policy host could not be restarted {failures} times: {exc}")
                         return
+
+    def _alive(self, process: Any, wait_s: float) -> bool:
+        """Whether the host still runs, after waiting at most `wait_s` for it to end."""
+        process.join(wait_s)
+        return bool(process.is_alive())
+
+    def _death(self, process: Any) -> str:
+        """How the host ended."""
+        return _died(process.exitcode)
 
     def _give_up(self, why: str) -> None:
         """Tell the workers (their episodes end `error` with `why` instead of waiting for a host that never comes)."""
@@ -226,6 +233,13 @@ class PolicyHost:
             utilisation=min(1.0, f[BUSY_S] / serving) if serving > 0 else 0.0,
             restarts=self.restarts,
         )
+
+
+def build_failure(payload: dict[str, Any]) -> HostFailed:
+    """The run's error for a host whose agent could not be built (`payload`: what the host sent)."""
+    error = rebuild_error(payload)
+    plain = isinstance(error, NotBatched) or type(error).__name__ == "NotBatched"
+    return HostFailed(str(error) if plain else f"the policy host could not build its agent: {error!r}")
 
 
 def _died(exitcode: int | None) -> str:
