@@ -10,16 +10,18 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "served_roundtrip.py"
 
 
-def test_served_roundtrip_prints_its_figures_as_one_json_object() -> None:
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--json", "--size", "32", "--steps", "5", "--episodes", "1", "--repeats", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def _figures(*flags: str) -> dict[str, float]:
+    """The one JSON object the script prints for a short run with `flags`."""
+    command = [sys.executable, str(SCRIPT), "--json", *flags, "--steps", "5", "--episodes", "1", "--repeats", "1"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     (line,) = result.stdout.splitlines()
-    figures = json.loads(line)
+    figures: dict[str, float] = json.loads(line)
+    return figures
+
+
+def test_served_roundtrip_prints_its_figures_as_one_json_object() -> None:
+    figures = _figures("--size", "32")
     assert set(figures) == {
         "hylo_bridge_steps_per_s",
         "vlaeval_reference_steps_per_s",
@@ -33,16 +35,7 @@ def test_served_roundtrip_prints_its_figures_as_one_json_object() -> None:
 
 
 def test_batched_serving_prints_both_rates_and_their_ratio() -> None:
-    flags = ["--clients", "2", "--call-sleep-ms", "5", "--size", "16", "--steps", "5"]
-    result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--json", *flags, "--episodes", "1", "--repeats", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    (line,) = result.stdout.splitlines()
-    figures = json.loads(line)
+    figures = _figures("--clients", "2", "--call-sleep-ms", "5", "--size", "16")
     assert set(figures) == {
         "clients",
         "call_sleep_ms",

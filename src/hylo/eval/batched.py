@@ -53,28 +53,16 @@ def policy_host(spec: EvalSpec, backend: str, limits: Iterable[EpisodeLimits] = 
     (and started again) when one `act_batch` call runs longer than any episode's agent may run between env calls
     (`overdue_limit`)."""
     assert spec.batch is not None
+    serves = (functools.partial(build_agent, spec), spec.batch, spec.batch_wait_ms / 1000.0)
+    overdue = overdue_limit(limits)
     if backend == "ray":
         try:
             from hylo.eval.rayhost import RayPolicyHost
         except ImportError as exc:
             raise EvalError(f"--backend ray needs Ray ({exc}): pip install 'hylo[ray]'") from None
-        return RayPolicyHost(
-            functools.partial(build_agent, spec),
-            spec.batch,
-            spec.batch_wait_ms / 1000.0,
-            overdue_s=overdue_limit(limits),
-            setup=limit_threads,
-            gpus=spec.host_gpus,
-            address=spec.address,
-            workers=spec.workers,
-        )
-    return PolicyHost(
-        functools.partial(build_agent, spec),
-        spec.batch,
-        spec.batch_wait_ms / 1000.0,
-        overdue_s=overdue_limit(limits),
-        setup=limit_threads,
-    )
+        return RayPolicyHost(*serves, overdue_s=overdue, setup=limit_threads, gpus=spec.host_gpus,
+                             address=spec.address, workers=spec.workers)  # fmt: skip
+    return PolicyHost(*serves, overdue_s=overdue, setup=limit_threads)
 
 
 def overdue_limit(limits: Iterable[EpisodeLimits]) -> float | None:
