@@ -272,3 +272,33 @@ def test_the_openapi_document_lists_every_endpoint(make_server):
     assert {"benchmark", "agent", "priority", "cpus", "gpu_mem_gb"} <= set(
         document["components"]["schemas"]["JobRequest"]["properties"]
     )
+
+
+def test_an_ab_comparison_is_listed_and_served_as_recorded_and_an_unknown_id_is_404(make_server, log_dir: Path):
+    from hylo.eval.ab import run_ab
+    from hylo.eval.spec import EvalSpec
+
+    client = make_server().client
+    assert client.get(f"{API}/ab").json() == {"comparisons": []}
+    sides = [
+        EvalSpec(benchmark="babyai", agent=agent, tasks=["GoToLocal"], max_steps=30, log_dir=str(log_dir))
+        for agent in ("expert", "random")
+    ]
+    result = run_ab(*sides, max_pairs=40)
+    recorded = json.loads(result.record.read_text())
+
+    listed = client.get(f"{API}/ab").json()["comparisons"]
+    summary = ("ab_id", "agent_a", "agent_b", "run_a", "run_b", "decision", "pairs_used", "max_pairs")
+    assert listed == [{key: recorded[key] for key in summary}]
+    served = client.get(f"{API}/ab/{result.ab_id}")
+    assert served.status_code == 200 and served.json() == recorded
+    assert recorded["decision"] == "A better"
+    assert len(recorded["path"]) == recorded["pairs_used"] - recorded["abstentions"]
+
+    missing = client.get(f"{API}/ab/ab-000000000000")
+    assert missing.status_code == 404
+    assert "ab-000000000000" in missing.json()["detail"] and result.ab_id in missing.json()["detail"]
+    assert client.get(f"{API}/ab/..%2Fx").status_code == 404  # an A/B id, never a path
+    for bad in ("ab-..", "x", f"{result.ab_id}0", "ab-" + "0" * 200, f"{result.ab_id}.json", result.ab_id.upper()):
+        refused = client.get(f"{API}/ab/{bad}")
+        assert refused.status_code == 404 and bad in refused.json()["detail"], bad

@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +35,16 @@ from hylo.eval.store import EvalLog
 from hylo.eval.worker import EpisodeJob
 
 SIDES = ("a", "b")
+AB_ID = re.compile(r"ab-[0-9a-f]{12}")
+"""What an A/B id looks like: `ab-` and 12 hex digits (`ab_id`)."""
 
 
 class ABError(HyloError, ValueError):
     """An A/B comparison that cannot be made as asked (its two runs would not pair), or a record that is not there."""
+
+
+class ABNotFound(ABError, LookupError):
+    """An A/B id with no record in the log dir (or no A/B id at all)."""
 
 
 class PairCoordinator:
@@ -257,11 +264,32 @@ def _write_record(result: ABResult) -> None:
 
 def read_ab(log_dir: Path, identity: str) -> dict[str, Any]:
     """An A/B record by its id."""
-    if not identity.startswith("ab-") or not identity[3:].isalnum():
-        raise ABError(f"{identity!r} is not an A/B id (ab-<12 hex digits>)")
+    if not AB_ID.fullmatch(identity):
+        raise ABNotFound(f"{identity!r} is not an A/B id (ab-<12 hex digits>)")
     path = log_dir / AB_DIR / f"{identity}.json"
     if not path.is_file():
-        known = sorted(p.stem for p in (log_dir / AB_DIR).glob("ab-*.json")) if (log_dir / AB_DIR).is_dir() else []
-        raise ABError(f"no A/B comparison {identity!r} in {log_dir}; there are: {', '.join(known) or 'none'}")
+        known = ", ".join(p.stem for p in _record_paths(log_dir)) or "none"
+        raise ABNotFound(f"no A/B comparison {identity!r} in {log_dir}; there are: {known}")
     record: dict[str, Any] = json.loads(path.read_text())
     return record
+
+
+def list_ab(log_dir: Path) -> list[dict[str, Any]]:
+    """Every A/B record of the log dir, oldest first (a file that no longer reads as a record is left out)."""
+    records = []
+    for path in _record_paths(log_dir):
+        try:
+            written, record = path.stat().st_mtime, json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict):
+            records.append((written, record))
+    return [record for _, record in sorted(records, key=lambda entry: entry[0])]
+
+
+def _record_paths(log_dir: Path) -> list[Path]:
+    """The A/B records' files, by id."""
+    directory = log_dir / AB_DIR
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.glob("ab-*.json") if AB_ID.fullmatch(p.stem) and p.is_file())

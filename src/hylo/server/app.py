@@ -19,6 +19,7 @@ from starlette.routing import Match, Mount
 
 from hylo.core.status import EpisodeStatus
 from hylo.core.types import MAX_SEED
+from hylo.eval.ab import list_ab, read_ab
 from hylo.eval.logdir import GRAPHS_DIR, RunNotFound, find_run
 from hylo.eval.stats import compare_runs, summary_json
 from hylo.eval.store import EvalLog, list_runs, records
@@ -37,6 +38,8 @@ from hylo.server.live import live_routes
 from hylo.server.models import (
     PANEL_PROBLEMS,
     PROBLEMS,
+    ABRecord,
+    ABRecords,
     Comparison,
     Episodes,
     EpisodeTrace,
@@ -247,6 +250,18 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
         except ValueError as exc:
             raise JobRefused(None, str(exc)) from exc
         return Comparison(run_a=run_a, run_b=run_b, **comparison.to_json())
+
+    @router.get("/ab", response_model=ABRecords, summary="Every A/B comparison in the log dir")
+    def ab_list() -> ABRecords:
+        """The comparisons `hylo ab` recorded, oldest first: agents, runs, decision, pairs used of the most allowed."""
+        return ABRecords.model_validate({"comparisons": list_ab(scheduler.log_dir)})
+
+    @router.get("/ab/{ab_id}", response_model=ABRecord, summary="An A/B comparison's record")
+    def ab_record(ab_id: str) -> ABRecord:
+        """As `hylo ab show --json`: the decision, the pairs used, the difference with its confidence sequence, the
+        flips, the abstentions and the path of log E against its threshold. 404 for an unknown id (an id is `ab-`
+        and 12 hex digits, never a path)."""
+        return ABRecord.model_validate(read_ab(scheduler.log_dir, ab_id))
 
     @router.post("/runs/{run}/cancel", response_model=JobStatus, summary="Cancel the queued or running job of a run")
     def cancel(run: str) -> JobStatus:

@@ -86,6 +86,40 @@ class Comparison(BaseModel):
     )
 
 
+class ABSummary(BaseModel):
+    """An A/B comparison as listed: its id, the two agents and runs, the decision and how many pairs it took."""
+
+    ab_id: str
+    agent_a: str
+    agent_b: str
+    run_a: str
+    run_b: str
+    decision: str | None = Field(description='"A better", "B better", or null when the test did not decide')
+    pairs_used: int
+    max_pairs: int
+
+
+class ABRecords(BaseModel):
+    """Every A/B comparison of the log dir, oldest first."""
+
+    comparisons: list[ABSummary]
+
+
+class ABRecord(ABSummary):
+    """An A/B comparison's record (`hylo ab show --json`): the difference `rate_b - rate_a` with its confidence
+    sequence, the flips, the abstentions, and the path of the statistic (log E after each scored pair) with the
+    threshold `log(1/alpha)` it decides at."""
+
+    difference: float | None
+    confidence_sequence: list[float]
+    flips: dict[str, int]
+    abstentions: int
+    alpha: float
+    log_evalue: float
+    threshold: float
+    path: list[float]
+
+
 class Problem(BaseModel):
     """A refusal: `detail` says why, as a sentence or (422) as one entry per problem, each naming where it is
     (`loc`, as FastAPI's validation errors do) or which graph node it is about; `message` sums a list up."""
@@ -98,7 +132,7 @@ _WHY = {
     400: "the body could not be parsed",
     401: "the token is missing or wrong (a server started with --token)",
     403: "a foreign Host or Origin, or a cross-site read (docs/api.md, Security)",
-    404: "no such run, job, graph, panel or session",
+    404: "no such run, job, A/B comparison, graph, panel or session",
     409: "the request contradicts the state: a run with an active job, a busy panel, a full server",
     413: "the body is larger than the route accepts",
     415: "the body is not declared JSON",

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
 from hylo.core.errors import HyloError, shown
+from hylo.eval.ab import ABNotFound
 from hylo.eval.logdir import RunNotFound
 from hylo.graph.compile import GraphInvalid
 from hylo.graph.model import GraphFormatError
@@ -37,6 +38,7 @@ PLAIN: Mapping[type[Exception], int] = {
     GraphNameError: 400,
     JobNotFound: 404,
     RunNotFound: 404,
+    ABNotFound: 404,
     GraphNotFound: 404,
     NotFound: 404,
     NoRoute: 404,
