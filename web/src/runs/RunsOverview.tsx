@@ -1,28 +1,31 @@
-// `#/runs`: the start form, the queue of jobs and every run with its live progress. Polled every second while a
-// job is queued or running, every few seconds otherwise (runs written by other processes appear too).
+// `#/runs`: the start form, the queue of jobs, every run with its live progress and the A/B comparisons `hylo ab`
+// recorded. Polled every second while a job is queued or running, every few seconds otherwise (runs written by other
+// processes appear too).
 import { api } from "../api";
 import { href } from "../router";
 import { CancelButton } from "./CancelButton";
 import { ProgressBar, StatusBadge } from "./Progress";
 import { StartForm } from "./StartForm";
-import { EVAL_API, type JobStatus, type RunInfo } from "./types";
+import { EVAL_API, type ABSummary, type JobStatus, type RunInfo } from "./types";
 import { usePoll } from "./usePoll";
 import { when } from "./format";
 
 interface Overview {
   runs: RunInfo[];
   jobs: JobStatus[];
+  comparisons: ABSummary[];
 }
 
 const FAST_MS = 1000;
 const SLOW_MS = 5000;
 
 async function loadOverview(): Promise<Overview> {
-  const [runs, queue] = await Promise.all([
+  const [runs, queue, ab] = await Promise.all([
     api<{ runs: RunInfo[] }>(`${EVAL_API}/runs`),
     api<{ jobs: JobStatus[] }>(`${EVAL_API}/queue`),
+    api<{ comparisons: ABSummary[] }>(`${EVAL_API}/ab`),
   ]);
-  return { runs: runs.runs, jobs: queue.jobs };
+  return { runs: runs.runs, jobs: queue.jobs, comparisons: ab.comparisons };
 }
 
 function isActive(data: Overview | null): boolean {
@@ -47,6 +50,12 @@ export function RunsOverview() {
         </div>
         {error && <div className="error-message">{error}</div>}
         {data ? <RunsTable runs={data.runs} /> : <p className="muted">Loading…</p>}
+        <div className="ab-section">
+          <div className="section-head">
+            <h2>A/B comparisons</h2>
+          </div>
+          {data ? <ABTable comparisons={data.comparisons} /> : <p className="muted">Loading…</p>}
+        </div>
       </div>
     </div>
   );
@@ -130,6 +139,46 @@ function RunsTable({ runs }: { runs: RunInfo[] }) {
               <ProgressBar done={run.n_done} planned={run.n_planned} testId={`run-progress-${run.run_id}`} />
             </td>
             <td className="muted">{when(run.created_at)}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function ABTable({ comparisons }: { comparisons: ABSummary[] }) {
+  if (comparisons.length === 0) {
+    return (
+      <p className="muted" data-testid="ab-list">
+        No A/B comparison yet: <span className="mono">hylo ab BENCH --a X --b Y --max-episodes N</span> records one.
+      </p>
+    );
+  }
+  return (
+    <table className="ab-table" data-testid="ab-list">
+      <thead>
+        <tr>
+          <th>Comparison</th>
+          <th>A</th>
+          <th>B</th>
+          <th>Decision</th>
+          <th>Pairs used</th>
+        </tr>
+      </thead>
+      <tbody>
+        {[...comparisons].reverse().map((ab) => (
+          <tr key={ab.ab_id} data-testid={`ab-row-${ab.ab_id}`}>
+            <td className="mono">
+              <a href={href(["ab", ab.ab_id])} data-testid={`ab-link-${ab.ab_id}`}>
+                {ab.ab_id}
+              </a>
+            </td>
+            <td>{ab.agent_a}</td>
+            <td>{ab.agent_b}</td>
+            <td className={ab.decision ? "significant" : "muted"}>{ab.decision ?? "no decision"}</td>
+            <td className="num">
+              {ab.pairs_used} of {ab.max_pairs}
+            </td>
           </tr>
         ))}
       </tbody>

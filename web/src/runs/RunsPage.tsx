@@ -1,6 +1,7 @@
 // The runs dashboard: the list of runs with the queue and the start form (`#/runs`), one run (`#/runs/<id>`) and the
-// comparison of two runs (`#/compare?a=&b=`).
+// comparison of two runs (`#/compare?a=&b=`) and an A/B comparison's record (`#/ab/<id>`).
 import type { Route } from "../router";
+import { ABPage } from "./ABPage";
 import { ComparePage } from "./ComparePage";
 import { RunPage } from "./RunPage";
 import { RunsOverview } from "./RunsOverview";
@@ -10,6 +11,7 @@ export function RunsPage({ route }: { route: Route }) {
   if (route.parts[0] === "compare") {
     return <ComparePage a={route.query.get("a") ?? ""} b={route.query.get("b") ?? ""} />;
   }
+  if (route.parts[0] === "ab" && route.parts[1]) return <ABPage key={route.parts[1]} abId={route.parts[1]} />;
   const runId = route.parts[1];
   if (runId) return <RunPage key={runId} runId={runId} />;
   return <RunsOverview />;

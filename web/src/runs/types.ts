@@ -122,6 +122,34 @@ export interface Comparison {
   flips: Flip[];
 }
 
+/** An A/B comparison as `GET /ab` lists it. */
+export interface ABSummary {
+  ab_id: string;
+  agent_a: string;
+  agent_b: string;
+  run_a: string;
+  run_b: string;
+  /** "A better", "B better", or null when the test did not decide within `max_pairs`. */
+  decision: string | null;
+  pairs_used: number;
+  max_pairs: number;
+}
+
+/** An A/B record (`hylo ab show --json`): the sequential test's decision, its difference and path. */
+export interface ABRecord extends ABSummary {
+  /** rate_b − rate_a over the scored pairs. */
+  difference: number | null;
+  confidence_sequence: [number, number];
+  flips: { b_wins: number; a_wins: number; both: number; neither: number };
+  abstentions: number;
+  alpha: number;
+  log_evalue: number;
+  /** log(1/alpha): the test decides once log E reaches it. */
+  threshold: number;
+  /** log E after each scored pair. */
+  path: number[];
+}
+
 export interface BenchmarkInfo {
   name: string;
   display_name?: string;

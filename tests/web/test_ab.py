@@ -1,0 +1,83 @@
+"""An A/B comparison's page in a browser against a real `hylo serve`: a record `hylo ab` made for real (BabyAI's
+expert against a random agent) listed on the runs overview, and its page showing the API's decision, pairs, flips and
+the path of the statistic against the decision boundary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser import HyloServe, snap
+from playwright.sync_api import Page, expect
+
+from hylo.eval.ab import run_ab
+from hylo.eval.spec import EvalSpec
+
+EVAL = "/api/eval/v2"
+
+
+@pytest.fixture(scope="module")
+def recorded(server: HyloServe) -> dict[str, Any]:
+    """An A/B record made into the server's log dir, as the API serves it."""
+    sides = [
+        EvalSpec(benchmark="babyai", agent=agent, tasks=["GoToLocal"], max_steps=30, log_dir=str(server.log_dir))
+        for agent in ("expert", "random")
+    ]
+    result = run_ab(*sides, max_pairs=40)
+    response = server.api.get(f"{EVAL}/ab/{result.ab_id}")
+    assert response.status_code == 200, response.text
+    record: dict[str, Any] = response.json()
+    return record
+
+
+def test_the_runs_overview_lists_the_comparison_and_links_to_its_page(
+    page: Page, server: HyloServe, recorded: dict[str, Any]
+) -> None:
+    ab_id = recorded["ab_id"]
+    page.goto(f"{server.url}/#/runs")
+    row = page.get_by_test_id(f"ab-row-{ab_id}")
+    expect(row).to_contain_text(recorded["agent_a"])
+    expect(row).to_contain_text(recorded["decision"])
+    expect(row).to_contain_text(f"{recorded['pairs_used']} of {recorded['max_pairs']}")
+    page.get_by_test_id(f"ab-link-{ab_id}").click()
+    expect(page).to_have_url(f"{server.url}/#/ab/{ab_id}")
+    expect(page.get_by_test_id("ab-decision")).to_have_text(recorded["decision"])
+
+
+def test_the_page_shows_the_decision_the_flips_and_the_path_the_api_recorded(
+    page: Page, server: HyloServe, recorded: dict[str, Any], tmp_path: Path
+) -> None:
+    assert recorded["decision"] == "A better" and recorded["pairs_used"] < recorded["max_pairs"]
+    page.goto(f"{server.url}/#/ab/{recorded['ab_id']}")
+    expect(page.get_by_test_id("ab-decision")).to_have_text(recorded["decision"])
+    expect(page.get_by_test_id("ab-pairs")).to_have_text(f"{recorded['pairs_used']} of {recorded['max_pairs']}")
+    flips = recorded["flips"]
+    for name, key in (("ab-both", "both"), ("ab-a-wins", "a_wins"), ("ab-b-wins", "b_wins"), ("ab-neither", "neither")):
+        expect(page.get_by_test_id(name)).to_have_text(str(flips[key]))
+    expect(page.get_by_test_id("ab-abstentions")).to_have_text(str(recorded["abstentions"]))
+    for side in ("a", "b"):
+        link = page.get_by_test_id(f"ab-run-{side}")
+        expect(link).to_have_text(recorded[f"run_{side}"])
+        expect(link).to_have_attribute("href", f"#/runs/{recorded[f'run_{side}']}")
+
+    chart = page.get_by_test_id("path-chart")
+    expect(chart.get_by_test_id("path-point")).to_have_count(len(recorded["path"]))
+    boundary = chart.get_by_test_id("path-boundary")
+    expect(boundary).to_have_attribute("data-threshold", str(recorded["threshold"]))
+    decided = chart.get_by_test_id("deciding-point")
+    expect(decided).to_have_attribute("data-pair", str(len(recorded["path"])))
+    # a point is drawn on or above the boundary line (SVG y grows downwards) exactly when log E reached the threshold
+    boundary_y = float(boundary.locator("line").get_attribute("y1") or "nan")
+    ys = chart.get_by_test_id("path-point").evaluate_all("points => points.map(p => Number(p.getAttribute('cy')))")
+    reached = [log_e >= recorded["threshold"] for log_e in recorded["path"]]
+    assert [y <= boundary_y for y in ys] == reached and reached[-1]
+    snap(page, tmp_path, "ab")
+
+    page.get_by_test_id("ab-run-a").click()
+    expect(page).to_have_url(f"{server.url}/#/runs/{recorded['run_a']}")
+
+
+def test_an_unknown_comparison_says_so(page: Page, server: HyloServe) -> None:
+    page.goto(f"{server.url}/#/ab/ab-000000000000")
+    expect(page.get_by_test_id("ab-error")).to_contain_text("no A/B comparison 'ab-000000000000'")

@@ -1,0 +1,128 @@
+// `#/ab/<id>`: an A/B comparison's record, as `hylo ab` wrote it — the sequential test's decision, the pairs it
+// used of the most allowed, the difference with its confidence sequence, the flips, the abstentions, both runs, and
+// the path of log E against the decision boundary.
+import { useEffect, useState } from "react";
+import { api, errorMessage } from "../api";
+import { href } from "../router";
+import { PathChart } from "./PathChart";
+import { points } from "./format";
+import { EVAL_API, type ABRecord } from "./types";
+
+export function ABPage({ abId }: { abId: string }) {
+  const [record, setRecord] = useState<ABRecord | null>(null);
+  const [error, setError] = useState<string | null>(null);
+
+  useEffect(() => {
+    let cancelled = false;
+    api<ABRecord>(`${EVAL_API}/ab/${encodeURIComponent(abId)}`)
+      .then((answer) => !cancelled && setRecord(answer))
+      .catch((e: unknown) => !cancelled && setError(errorMessage(e)));
+    return () => {
+      cancelled = true;
+    };
+  }, [abId]);
+
+  return (
+    <div className="compare-page ab-page">
+      <div className="crumbs">
+        <a href={href(["runs"])}>← Runs</a>
+      </div>
+      {error && (
+        <div className="error-message" data-testid="ab-error">
+          {error}
+        </div>
+      )}
+      {!record && !error && <p className="muted">Loading…</p>}
+      {record && <ABResult record={record} />}
+    </div>
+  );
+}
+
+function ABResult({ record: r }: { record: ABRecord }) {
+  const [low, high] = r.confidence_sequence;
+  return (
+    <>
+      <section className="panel" data-testid="ab-result">
+        <h2 className="mono">{r.ab_id}</h2>
+        <p className="muted">
+          A is {r.agent_a}, B is {r.agent_b}, on the same episodes pair by pair, until the sequential paired test
+          decides (alpha {r.alpha}). The difference is B − A.
+        </p>
+        <div className="compare-stats">
+          <dl className="run-facts">
+            <dt>Decision</dt>
+            <dd data-testid="ab-decision" className={r.decision ? "significant" : "muted"}>
+              {r.decision ?? "no decision"}
+            </dd>
+            <dt>Pairs used</dt>
+            <dd data-testid="ab-pairs">
+              {r.pairs_used} of {r.max_pairs}
+            </dd>
+            <dt>Difference (B − A)</dt>
+            <dd data-testid="ab-difference">{points(r.difference)}</dd>
+            <dt>Confidence sequence</dt>
+            <dd data-testid="ab-confidence">
+              [{points(low)}, {points(high)}]
+            </dd>
+            <dt>Abstentions</dt>
+            <dd data-testid="ab-abstentions">{r.abstentions}</dd>
+            <dt>log E</dt>
+            <dd data-testid="ab-log-evalue">
+              {r.log_evalue.toFixed(3)} <span className="muted">(decides at {r.threshold.toFixed(3)})</span>
+            </dd>
+            <dt>Run A ({r.agent_a})</dt>
+            <dd className="mono">
+              <a href={href(["runs", r.run_a])} data-testid="ab-run-a">
+                {r.run_a}
+              </a>
+            </dd>
+            <dt>Run B ({r.agent_b})</dt>
+            <dd className="mono">
+              <a href={href(["runs", r.run_b])} data-testid="ab-run-b">
+                {r.run_b}
+              </a>
+            </dd>
+          </dl>
+          <table className="pair-table" data-testid="ab-flips">
+            <thead>
+              <tr>
+                <th />
+                <th>B success</th>
+                <th>B not</th>
+              </tr>
+            </thead>
+            <tbody>
+              <tr>
+                <th scope="row">A success</th>
+                <td className="num" data-testid="ab-both">
+                  {r.flips.both}
+                </td>
+                <td className="num" data-testid="ab-a-wins">
+                  {r.flips.a_wins}
+                </td>
+              </tr>
+              <tr>
+                <th scope="row">A not</th>
+                <td className="num" data-testid="ab-b-wins">
+                  {r.flips.b_wins}
+                </td>
+                <td className="num" data-testid="ab-neither">
+                  {r.flips.neither}
+                </td>
+              </tr>
+            </tbody>
+          </table>
+        </div>
+        <p>
+          <a href={href(["compare"], { a: r.run_a, b: r.run_b })} data-testid="ab-compare-link">
+            Compare the two runs episode by episode
+          </a>
+        </p>
+      </section>
+      <section className="panel">
+        <h3>The path of the statistic</h3>
+        <PathChart record={r} />
+      </section>
+    </>
+  );
+}
