@@ -51,7 +51,7 @@ QUICK = {"benchmark": "babyai", "agent": "random", "tasks": ["GoToLocal"], "epis
 def test_a_foreign_host_is_refused_on_every_route_and_loopback_names_are_served(served: Served) -> None:
     port = port_of(served)
     for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1:{port + 1}", f"localhost.evil.example:{port}"):
-        for path in (f"{API}/queue", f"{API}/runs", "/api/sessions", "/", "/openapi.json"):
+        for path in (f"{API}/queue", f"{API}/runs", f"{API}/ab", "/api/sessions", "/", "/openapi.json"):
             answer = served.client.get(path, headers={"Host": host})
             assert answer.status_code == 403, (host, path, answer.text)
             assert "--allow-host" in answer.json()["detail"] and host in answer.json()["detail"]
