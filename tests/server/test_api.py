@@ -287,6 +287,7 @@ def test_an_ab_comparison_is_listed_and_served_as_recorded_and_an_unknown_id_is_
     result = run_ab(*sides, max_pairs=40)
     recorded = json.loads(result.record.read_text())
 
+    (log_dir / "ab" / "ab-ffffffffffff.json").write_text('{"ab_id": "ab-ffffffffffff"}')  # no record: left out
     listed = client.get(f"{API}/ab").json()["comparisons"]
     summary = ("ab_id", "agent_a", "agent_b", "run_a", "run_b", "decision", "pairs_used", "max_pairs")
     assert listed == [{key: recorded[key] for key in summary}]

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import FileResponse, Response, StreamingResponse
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Match, Mount
 
@@ -40,6 +41,7 @@ from hylo.server.models import (
     PROBLEMS,
     ABRecord,
     ABRecords,
+    ABSummary,
     Comparison,
     Episodes,
     EpisodeTrace,
@@ -135,6 +137,17 @@ def _run_name(run: str) -> str:
     if not run or run.startswith(".") or not all(c.isalnum() or c in "-_." for c in run):
         raise RunNotFound(f"no run {run!r}")
     return run
+
+
+def _ab_summaries(records: list[dict[str, Any]]) -> list[ABSummary]:
+    """The records that read as A/B records, as listed."""
+    summaries = []
+    for record in records:
+        try:
+            summaries.append(ABSummary.model_validate(record))
+        except ValidationError:
+            continue
+    return summaries
 
 
 def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
@@ -253,8 +266,9 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
 
     @router.get("/ab", response_model=ABRecords, summary="Every A/B comparison in the log dir")
     def ab_list() -> ABRecords:
-        """The comparisons `hylo ab` recorded, oldest first: agents, runs, decision, pairs used of the most allowed."""
-        return ABRecords.model_validate({"comparisons": list_ab(scheduler.log_dir)})
+        """The comparisons `hylo ab` recorded, oldest first: agents, runs, decision, pairs used of the most allowed. A
+        file that does not hold a record (edited by hand) is left out."""
+        return ABRecords(comparisons=_ab_summaries(list_ab(scheduler.log_dir)))
 
     @router.get("/ab/{ab_id}", response_model=ABRecord, summary="An A/B comparison's record")
     def ab_record(ab_id: str) -> ABRecord:
