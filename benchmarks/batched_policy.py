@@ -165,7 +165,7 @@ def main() -> None:
         agent = "batched_policy:OneDeviceMlp" if slept else "mlp"
         agent_args: dict[str, Any] = {"call_sleep_ms": args.call_sleep_ms, "hidden": 64} if slept else {}
         spec = EvalSpec(benchmark="metaworld", agent=agent, tasks=TASKS, episodes=episodes, max_steps=max_steps,
-                        agent_args=agent_args, log_dir=tmp, workers=WORKERS)  # fmt: skip
+                        agent_args=agent_args, log_dir=tmp, backend="process")  # fmt: skip
         evaluation = Evaluation(spec)  # pooled: it builds no agent in this process (the RSS counts the workers' copies)
         config = WorkerConfig(evaluation.spec, evaluation.run_id, root / "files", evaluation.resolved.budgets)
         jobs = [EpisodeJob(task) for task in evaluation._plan()]
