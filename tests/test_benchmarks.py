@@ -118,3 +118,13 @@ def test_sequential_savings_prints_each_case_with_its_ratio():
     for c in cases:
         assert c["fixed_pairs"] > 0 and 0 < c["sequential_mean_pairs"] <= c["max_pairs"]
         assert abs(c["pairs_ratio"] - c["sequential_mean_pairs"] / c["fixed_pairs"]) < 1e-9
+
+
+def test_batched_policy_prints_both_rates_their_ratio_and_the_memory_of_each():
+    result = run_benchmark("batched_policy.py", "--json", "--episodes", "1", "--repeats", "1", "--max-steps", "5",
+                           timeout=300)  # fmt: skip
+    figures = json.loads(result.stdout)
+    assert figures["workers"] == figures["batch"] == 4 and 1 <= figures["mean_batch_size"] <= 4
+    ratio = figures["batched_eps_per_s"] / figures["unbatched_eps_per_s"]
+    assert abs(figures["throughput_ratio"] - ratio) < 1e-2 * ratio
+    assert figures["rss_mb"]["unbatched"] > 0 and figures["rss_mb"]["batched"] > 0
