@@ -108,3 +108,17 @@ def test_with_several_seeds_each_key_is_paired_under_each_seed(tmp_path: Path) -
     ids = [row.episode_id for row in result.run_a.episodes]
     assert {row.episode_id for row in result.run_b.episodes} == set(ids)
     assert any(i.endswith("@s0") for i in ids) and any(i.endswith("@s5") for i in ids)
+
+
+def test_a_retried_attempt_completes_its_pair_whatever_was_queued_after_it(tmp_path: Path) -> None:
+    # A's worker dies in episode 1: its retry goes to the back of A's queue, behind keys the pairing holds back
+    common = {"benchmark": "gym:pool_fixtures:Counted-v0", "episodes": 1, "max_steps": 5, "workers": 2,
+              "retry_infra": 1, "log_dir": str(tmp_path)}  # fmt: skip
+    killer = EvalSpec(agent="pool_fixtures:KillOnce", agent_args={"marker": str(tmp_path / "killed"), "index": 1},
+                      **common)  # type: ignore[arg-type]  # fmt: skip
+    forward = EvalSpec(agent="pool_fixtures:Forward", **common)  # type: ignore[arg-type]
+    result = run_ab(killer, forward, max_pairs=6)
+    assert result.test.decision is None and result.pairs_used == 6  # both succeed on every key: nothing to tell
+    retried = next(row for row in result.run_a.episodes if row.index == 1)
+    assert (retried.attempt, retried.status.value) == (2, "success")
+    assert result.test.pairs == 6 and result.test.abstentions == 0  # the pair took A's final attempt

@@ -99,6 +99,20 @@ class EvalResult:
         return data
 
 
+def _next_job(queue: deque[EpisodeJob], gate: DispatchGate | None) -> EpisodeJob | None:
+    """The next job to start: the queue's first, or with a gate the first it lets start (a retried attempt queued
+    behind later episodes may be the one the gate waits for); None when the gate holds them all back."""
+    if gate is None:
+        return queue.popleft()
+    if gate.stopped:
+        return None
+    for position, job in enumerate(queue):
+        if gate.may_start(job):
+            del queue[position]
+            return job
+    return None
+
+
 def evaluate(
     spec: EvalSpec | str | None = None, /, *, progress: ProgressCallback | None = None, **kwargs: Any
 ) -> EvalResult:
@@ -351,12 +365,12 @@ class Evaluation:
         committer = EvalLogWriter(log)
         try:
             while (queue and broken is None and not (gate is not None and gate.stopped)) or pool.busy():
-                held = False  # the gate holds the next episode back
+                held = False  # the gate holds every queued episode back
                 while queue and broken is None and pool.idle():
-                    if gate is not None and (gate.stopped or not gate.may_start(queue[0])):
+                    job = _next_job(queue, gate)
+                    if job is None:
                         held = True
                         break
-                    job = queue.popleft()
                     if not pool.submit(job):  # the worker died idle: the job never started
                         queue.appendleft(job)
                 if held and not pool.busy():
