@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,6 +18,21 @@ def int_in(minimum: int, maximum: int | None, expected: str) -> Callable[[str], 
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
         if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
+
+
+def float_in(minimum: float, maximum: float, expected: str) -> Callable[[str], float]:
+    """An argparse type: a finite number in [`minimum`, `maximum`] (`math.inf`: no upper bound)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not (math.isfinite(value) and minimum <= value <= maximum):
             raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
         return value
 

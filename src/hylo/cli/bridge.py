@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hylo.argtypes import int_in, port
+from hylo.argtypes import float_in, int_in, port
 from hylo.bridges.limits import (
     DEFAULT_BATCH_WAIT_MS,
     DEFAULT_IDLE_TIMEOUT_S,
@@ -72,15 +72,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _wait_ms(text: str) -> float:
-    expected = f"expected a number of milliseconds from 0 to {MAX_BATCH_WAIT_MS:g}, got {text!r}"
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(expected) from None
-    if not 0 <= value <= MAX_BATCH_WAIT_MS:
-        raise argparse.ArgumentTypeError(expected)
-    return value
+_wait_ms = float_in(0.0, MAX_BATCH_WAIT_MS, f"a number of milliseconds from 0 to {MAX_BATCH_WAIT_MS:g}")
 
 
 def _address(text: str) -> str:

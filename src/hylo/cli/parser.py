@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import NoReturn
 
-from hylo.argtypes import non_negative_int, positive_int
+from hylo.argtypes import float_in, non_negative_int, positive_int
 from hylo.cli.bridge import add_parser as add_bridge_parser
 from hylo.cli.graph import add_parsers as add_graph_parsers
 from hylo.cli.output import EXIT_BAD_INPUT
@@ -38,24 +39,8 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _gpus(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of GPUs, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number of GPUs >= 0, got {text!r}")
-    return value
-
-
-def _milliseconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number of milliseconds >= 0, got {text!r}")
-    return value
+_gpus = float_in(0.0, math.inf, "a finite number of GPUs >= 0")
+_milliseconds = float_in(0.0, math.inf, "a finite number of milliseconds >= 0")
 
 
 def _add_log_dir(parser: argparse.ArgumentParser) -> None:

@@ -8,11 +8,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
 from hylo.eval.sequential import pair_probabilities, simulate
+
+_NORMAL = NormalDist()
 
 MAX_PAIRS = 100_000
 """The most pairs `mcnemar_pairs` looks at before it says the difference is too small to plan for."""
@@ -76,7 +79,7 @@ def mcnemar_pairs(p_a: float, p_b: float, *, correlation: float = 0.0, alpha: fl
 
     only_a, only_b = pair_probabilities(p_a, p_b, correlation)[1:3]
     d, delta = only_a + only_b, abs(only_b - only_a)
-    z_alpha, z_power = _z(1 - alpha / 2), _z(power)
+    z_alpha, z_power = _NORMAL.inv_cdf(1 - alpha / 2), _NORMAL.inv_cdf(power)
     guess = ((z_alpha * math.sqrt(d) + z_power * math.sqrt(d - delta**2)) / delta) ** 2  # the normal approximation
     return _fewest(lambda n: mcnemar_power(p_a, p_b, n, correlation=correlation, alpha=alpha) >= power, guess,
                    f"telling {p_a} from {p_b} at power {power}")  # fmt: skip
@@ -100,7 +103,7 @@ def two_proportion_power(p_a: float, p_b: float, per_side: int, *, alpha: float 
     spread = np.sqrt(pooled * (1 - pooled) * 2 / n)
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(spread > 0, (b - a) / n / spread, 0.0)
-    z_alpha = _z(1 - alpha / 2)
+    z_alpha = _NORMAL.inv_cdf(1 - alpha / 2)
     rejects = z >= z_alpha if p_b >= p_a else z <= -z_alpha
     if p_a == p_b:
         rejects = np.abs(z) >= z_alpha
@@ -115,7 +118,7 @@ def two_proportion_per_side(p_a: float, p_b: float, *, alpha: float = 0.05, powe
     if not 0.0 < power < 1.0:
         raise ValueError(f"power must be in (0, 1), got {power!r}")
     mean = (p_a + p_b) / 2
-    z_alpha, z_power = _z(1 - alpha / 2), _z(power)
+    z_alpha, z_power = _NORMAL.inv_cdf(1 - alpha / 2), _NORMAL.inv_cdf(power)
     guess = ((z_alpha * math.sqrt(2 * mean * (1 - mean)) + z_power * math.sqrt(p_a * (1 - p_a) + p_b * (1 - p_b)))
              / (p_b - p_a)) ** 2  # fmt: skip  # Fleiss's normal approximation
     return _fewest(lambda n: two_proportion_power(p_a, p_b, n, alpha=alpha) >= power, guess,
@@ -177,18 +180,6 @@ def _fewest(reaches: Callable[[int], bool], guess: float, what: str) -> int:
     return high
 
 
-def _z(p: float) -> float:
-    """The standard normal quantile (bisection on erf: exact enough for planning)."""
-    low, high = -10.0, 10.0
-    for _ in range(80):
-        mid = (low + high) / 2
-        if 0.5 * (1 + math.erf(mid / math.sqrt(2))) < p:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2
-
-
 def detectable_difference(rate: float, n: int, *, alpha: float = 0.05, power: float = 0.8) -> float | None:
     """The smallest difference from success rate `rate` that comparing two runs of `n` scored episodes each detects
     with `power` (the unpaired two-proportion z-test's normal approximation, up or down, whichever is smaller); None
@@ -196,13 +187,13 @@ def detectable_difference(rate: float, n: int, *, alpha: float = 0.05, power: fl
     their outcomes correlate."""
     if n <= 0 or not 0.0 <= rate <= 1.0:
         return None
-    z_alpha = _z(1 - alpha / 2)
+    z_alpha = _NORMAL.inv_cdf(1 - alpha / 2)
 
     def approximate_power(other: float) -> float:
         mean = (rate + other) / 2
         spread = math.sqrt(rate * (1 - rate) + other * (1 - other)) or 1e-12
         shift = abs(other - rate) * math.sqrt(n) - z_alpha * math.sqrt(2 * mean * (1 - mean))
-        return 0.5 * (1 + math.erf(shift / spread / math.sqrt(2)))
+        return _NORMAL.cdf(shift / spread)
 
     found = []
     for sign, bound in ((1, 1.0 - rate), (-1, rate)):  # up, then down
