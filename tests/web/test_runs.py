@@ -170,6 +170,14 @@ def test_a_realtime_run_shows_its_protocol_timing_and_realtime_figures(
     expect(panel.get_by_test_id("realtime-watchdog")).to_have_text(str(figures["watchdog_ends"]))
     episodes = get(server, f"{EVAL}/runs/{run_id}/episodes", limit=300)["episodes"]
     assert sum(e["realtime"]["watchdog_ends"] for e in episodes) == figures["watchdog_ends"]
+    page.get_by_test_id("episode-row").first.click()
+    first = episodes[0]["realtime"]
+    expect(page.get_by_test_id("episode-realtime")).to_have_text(
+        f"realtime: act latency p50 {fixed(first['latency_s']['p50'] * 1000, 1)} ms · "
+        f"virtual {fixed(first['virtual_latency_s']['p50'] * 1000, 1)} ms · "
+        f"{fixed(first['control_rate_hz'], 2)} actions/s · stale {pct(first['stale_ratio'])} · "
+        f"hold {pct(first['hold_ratio'])} · {first['chunks']} chunks"
+    )
     snap(page, tmp_path, "realtime-run")
 
 
