@@ -73,7 +73,7 @@ def _realtime(rng: random.Random, steps: int, reason: str) -> dict[str, object]:
         "holds": holds,
         "dropped": sum(min(4, math.ceil(v / 0.05)) for v in virtual[1:]),
         "chunks": chunks,
-        "latency_s": [round(v / 10, 5) for v in virtual],
+        "latency_s": [round(v / 60, 6) for v in virtual],
         "virtual_latency_s": virtual,
         "delay_steps": [math.ceil(v / 0.05) for v in virtual],
     }

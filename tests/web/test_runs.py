@@ -137,6 +137,10 @@ def fixed(value: float, places: int) -> str:
     return str(Decimal(value).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
 
 
+def ms(seconds: float) -> str:
+    return f"{fixed(seconds * 1000, 1 if seconds >= 0.001 else 3)} ms"
+
+
 def test_a_realtime_run_shows_its_protocol_timing_and_realtime_figures(
     server: HyloServe, page: Page, tmp_path: Path
 ) -> None:
@@ -154,9 +158,7 @@ def test_a_realtime_run_shows_its_protocol_timing_and_realtime_figures(
     panel = page.get_by_test_id("realtime-panel")
     for key, test_id in (("latency_s", "latency"), ("virtual_latency_s", "virtual-latency")):
         for q in ("p50", "p95", "p99"):
-            expect(panel.get_by_test_id(f"realtime-{test_id}-{q}")).to_have_text(
-                f"{fixed(figures[key][q] * 1000, 1)} ms"
-            )
+            expect(panel.get_by_test_id(f"realtime-{test_id}-{q}")).to_have_text(ms(figures[key][q]))
     expect(panel.get_by_test_id("realtime-control-rate")).to_have_text(
         f"{fixed(figures['control_rate_hz'], 2)} actions/s"
     )
@@ -173,8 +175,8 @@ def test_a_realtime_run_shows_its_protocol_timing_and_realtime_figures(
     page.get_by_test_id("episode-row").first.click()
     first = episodes[0]["realtime"]
     expect(page.get_by_test_id("episode-realtime")).to_have_text(
-        f"realtime: act latency p50 {fixed(first['latency_s']['p50'] * 1000, 1)} ms · "
-        f"virtual {fixed(first['virtual_latency_s']['p50'] * 1000, 1)} ms · "
+        f"realtime: act latency p50 {ms(first['latency_s']['p50'])} · "
+        f"virtual {ms(first['virtual_latency_s']['p50'])} · "
         f"{fixed(first['control_rate_hz'], 2)} actions/s · stale {pct(first['stale_ratio'])} · "
         f"hold {pct(first['hold_ratio'])} · {first['chunks']} chunks"
     )

@@ -210,6 +210,11 @@ def _option(value: object) -> str:
     return str(value)
 
 
+def _ms(seconds: float) -> str:
+    """Seconds as milliseconds: one decimal, three below 1 ms (an in-process policy's acts take microseconds)."""
+    return f"{1000 * seconds:.1f}" if seconds >= 0.001 else f"{1000 * seconds:.3f}"
+
+
 def _ratio(value: float | None, numerator: int, denominator: int) -> str:
     return f"— ({numerator} / {denominator})" if value is None else f"{value:.3f} ({numerator} / {denominator})"
 
@@ -224,7 +229,7 @@ def realtime_table(figures: RealtimeFigures) -> Table:
     table.add_column("value", justify="right", no_wrap=True)
     table.add_column("how", style="dim")
     for name, values in (("act latency measured", f.latency_s), ("act latency virtual", f.virtual_latency_s)):
-        shown = "—" if values is None else " · ".join(f"p{q} {1000 * values[f'p{q}']:.1f}" for q in PERCENTILES) + " ms"
+        shown = "—" if values is None else " · ".join(f"p{q} {_ms(values[f'p{q}'])}" for q in PERCENTILES) + " ms"
         table.add_row(name, shown, "over every act of every episode")
     rate = "—" if f.control_rate_hz is None else f"{f.control_rate_hz:.2f} actions/s"
     table.add_row("control rate", rate, f"executed / simulated time ({f.executed} / {f.sim_time_s:.2f} s)")

@@ -6,9 +6,9 @@ import type { LatencyPercentiles, RealtimeFigures } from "./types";
 
 const PERCENTILES = ["p50", "p95", "p99"] as const;
 
-/** Seconds as milliseconds with one decimal: `0.0125` → `12.5 ms`. */
+/** Seconds as milliseconds, one decimal (three below 1 ms): `0.0125` → `12.5 ms`, `0.0000415` → `0.042 ms`. */
 export function ms(seconds: number): string {
-  return `${(seconds * 1000).toFixed(1)} ms`;
+  return `${(seconds * 1000).toFixed(seconds >= 0.001 ? 1 : 3)} ms`;
 }
 
 function LatencyRow({ name, testId, values }: { name: string; testId: string; values: LatencyPercentiles | null }) {
