@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,6 +61,24 @@ def _trace(run_id: str, row: EpisodeRow) -> list[bytes]:
     return [json.dumps(event).encode() for event in events]
 
 
+def _realtime(rng: random.Random, steps: int, reason: str) -> dict[str, object]:
+    """A plausible `metrics["realtime"]` of a chunked run with jittered latency (dt 0.05 s, a chunk every 4 steps)."""
+    chunks = max(1, steps // 4)
+    virtual = [round(rng.lognormvariate(-3.0, 0.3), 4) for _ in range(chunks)]
+    holds = steps if reason == "watchdog" else rng.randint(0, steps // 10)
+    return {
+        "dt": 0.05,
+        "steps": steps,
+        "executed": steps - holds,
+        "holds": holds,
+        "dropped": sum(min(4, math.ceil(v / 0.05)) for v in virtual[1:]),
+        "chunks": chunks,
+        "latency_s": [round(v / 60, 6) for v in virtual],
+        "virtual_latency_s": virtual,
+        "delay_steps": [math.ceil(v / 0.05) for v in virtual],
+    }
+
+
 def write_run(
     log_dir: Path,
     run_id: str,
@@ -72,12 +91,15 @@ def write_run(
     agent: str = "random",
     success_p: Sequence[float] | None = None,
     status: str = "complete",
+    timing_options: dict[str, object] | None = None,
+    protocol: str | None = None,
 ) -> Path:
     """Write a run of `n_episodes` episodes spread evenly over `tasks` into `log_dir/run_id` and mark it `status`.
 
     Episode ids depend only on benchmark, tasks, counts and `base_seed`, so two runs written with different `seed`s
     pair episode for episode; `seed` draws the outcomes (per task success probability `success_p`, by default
-    falling from 0.9 across the tasks). Returns the run directory."""
+    falling from 0.9 across the tasks). With `timing_options` the run is a realtime one (under `protocol`, when given):
+    every episode carries a `metrics["realtime"]` record. Returns the run directory."""
     if not tasks:
         raise ValueError("a run needs at least one task")
     rng = random.Random(seed)
@@ -85,7 +107,12 @@ def write_run(
     probabilities = list(success_p) if success_p is not None else default_p
     per_task = [n_episodes // len(tasks) + (1 if i < n_episodes % len(tasks) else 0) for i in range(len(tasks))]
     digest = hashlib.blake2b(f"{run_id}:{seed}".encode(), digest_size=8).hexdigest()
-    spec = {"benchmark": benchmark, "agent": agent, "split": SPLIT, "tasks": list(tasks), "seed": base_seed}
+    spec: dict[str, object] = {"benchmark": benchmark, "agent": agent, "split": SPLIT, "tasks": list(tasks)}
+    spec["seed"] = base_seed
+    if timing_options is not None:
+        spec |= {"timing": "realtime", "timing_options": timing_options}
+    if protocol is not None:
+        spec["protocol"] = protocol
     run_dir = log_dir / run_id
     items: list[tuple[EpisodeRow, Sequence[bytes]]] = []
     clock = 1_700_000_000.0
@@ -93,18 +120,23 @@ def write_run(
         for index in range(count):
             outcome = _status(rng, success_rate)
             steps = rng.randint(3, 60)
+            seed = rng.randrange(2**31)
+            reason = _reason(rng, outcome)
+            metrics: dict[str, object] = {"return": round(rng.random(), 4)}
+            if timing_options is not None:
+                metrics["realtime"] = _realtime(rng, steps, reason)
             row = EpisodeRow(
                 episode_id=episode_id(benchmark, task, index, base_seed),
                 task=task,
                 split=SPLIT,
                 index=index,
                 base_seed=base_seed,
-                seed=rng.randrange(2**31),
+                seed=seed,
                 status=outcome,
-                reason=_reason(rng, outcome),
+                reason=reason,
                 success=outcome is EpisodeStatus.SUCCESS,
                 steps=steps,
-                metrics={"return": round(rng.random(), 4)},
+                metrics=metrics,
                 started_at=clock,
                 ended_at=clock + steps * 0.01,
                 worker="synthetic",

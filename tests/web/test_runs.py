@@ -109,7 +109,11 @@ def test_start_watch_and_read_a_run(server: HyloServe, page: Page, tmp_path: Pat
     assert detail["summary"]["n"] == 5
     expect(page.get_by_test_id("run-status")).to_have_text("complete")
     expect(page.get_by_test_id("run-progress")).to_have_text("5/5")
+    expect(page.get_by_test_id("run-timing")).to_have_text("sync")
     expect_summary(page, detail["summary"])
+    assert detail["realtime"] is None
+    expect(page.get_by_test_id("realtime-panel")).to_have_count(0)
+    expect(page.get_by_test_id("run-protocol")).to_have_count(0)
 
     episodes = get(server, f"{EVAL}/runs/{run_id}/episodes")["episodes"]
     rows = page.get_by_test_id("episode-row")
@@ -126,6 +130,57 @@ def test_start_watch_and_read_a_run(server: HyloServe, page: Page, tmp_path: Pat
     assert "episode.start" in kinds
     expect(page.get_by_test_id("episode-trace").locator('[data-kind="episode.start"]')).to_have_count(1)
     snap(page, tmp_path, "run-page")
+
+
+def fixed(value: float, places: int) -> str:
+    """As JavaScript's toFixed writes it (halves of the exact binary value rounded up)."""
+    return str(Decimal(value).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
+
+
+def ms(seconds: float) -> str:
+    return f"{fixed(seconds * 1000, 1 if seconds >= 0.001 else 3)} ms"
+
+
+def test_a_realtime_run_shows_its_protocol_timing_and_realtime_figures(
+    server: HyloServe, page: Page, tmp_path: Path
+) -> None:
+    run_id = "synthetic-realtime"
+    options = {"schedule": "chunked", "clock": "virtual", "latency_model": {"kind": "lognormal", "median_s": 0.05}}
+    write_run(server.log_dir, run_id, 300, ["GoToLocal", "Open"], seed=3, timing_options=options, protocol="rt-test")
+    detail = get(server, f"{EVAL}/runs/{run_id}")
+    figures = detail["realtime"]
+    assert figures["episodes"] == 300 and figures["watchdog_ends"] > 0 and figures["dropped"] > 0
+    page.goto(server.url + f"/#/runs/{quote(run_id)}")
+    expect(page.get_by_test_id("run-protocol")).to_have_text("rt-test")
+    expect(page.get_by_test_id("run-timing")).to_have_text(
+        "realtime: clock=virtual, latency_model={kind: lognormal, median_s: 0.05}, schedule=chunked"
+    )
+    panel = page.get_by_test_id("realtime-panel")
+    for key, test_id in (("latency_s", "latency"), ("virtual_latency_s", "virtual-latency")):
+        for q in ("p50", "p95", "p99"):
+            expect(panel.get_by_test_id(f"realtime-{test_id}-{q}")).to_have_text(ms(figures[key][q]))
+    expect(panel.get_by_test_id("realtime-control-rate")).to_have_text(
+        f"{fixed(figures['control_rate_hz'], 2)} actions/s"
+    )
+    stale = f"{pct(figures['stale_ratio'])} ({figures['dropped']} / {figures['executed']})"
+    expect(panel.get_by_test_id("realtime-stale")).to_have_text(stale)
+    expect(panel.get_by_test_id("realtime-hold")).to_have_text(
+        f"{pct(figures['hold_ratio'])} ({figures['holds']} / {figures['steps']})"
+    )
+    expect(panel.get_by_test_id("realtime-chunks")).to_have_text(str(figures["chunks"]))
+    expect(panel.get_by_test_id("realtime-delay")).to_have_text(f"{fixed(figures['mean_delay_steps'], 2)} steps")
+    expect(panel.get_by_test_id("realtime-watchdog")).to_have_text(str(figures["watchdog_ends"]))
+    episodes = get(server, f"{EVAL}/runs/{run_id}/episodes", limit=300)["episodes"]
+    assert sum(e["realtime"]["watchdog_ends"] for e in episodes) == figures["watchdog_ends"]
+    page.get_by_test_id("episode-row").first.click()
+    first = episodes[0]["realtime"]
+    expect(page.get_by_test_id("episode-realtime")).to_have_text(
+        f"realtime: act latency p50 {ms(first['latency_s']['p50'])} · "
+        f"virtual {ms(first['virtual_latency_s']['p50'])} · "
+        f"{fixed(first['control_rate_hz'], 2)} actions/s · stale {pct(first['stale_ratio'])} · "
+        f"hold {pct(first['hold_ratio'])} · {first['chunks']} chunks"
+    )
+    snap(page, tmp_path, "realtime-run")
 
 
 def test_a_10000_episode_run_pages_and_filters(server: HyloServe, page: Page, tmp_path: Path) -> None:

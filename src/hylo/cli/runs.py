@@ -13,7 +13,8 @@ from hylo.cli.output import EXIT_BAD_INPUT, console, fail
 def run_runs(args: argparse.Namespace) -> int:
     from hylo.eval.logdir import delete_run, find_run
     from hylo.eval.planning import detectable_difference
-    from hylo.eval.report import detectable_note, print_summary, seeds_note
+    from hylo.eval.realtime_metrics import episode_realtime, run_realtime
+    from hylo.eval.report import detectable_note, print_summary, realtime_table, seeds_note, timing_note
     from hylo.eval.stats import seed_clusters, summarize, summarize_by_task, summary_json
     from hylo.eval.store import EvalLog, list_runs, records
 
@@ -43,6 +44,7 @@ def run_runs(args: argparse.Namespace) -> int:
         if args.runs_command == "show":
             recs = records(final)
             overall = summarize(recs)
+            realtime = run_realtime(final)
             detectable = (
                 detectable_difference(overall.success_rate, overall.scored)
                 if overall.success_rate is not None
@@ -54,6 +56,8 @@ def run_runs(args: argparse.Namespace) -> int:
                 clusters = seed_clusters(recs)
                 if clusters is not None:
                     data["seed_clusters"] = clusters.to_json()
+                if realtime is not None:
+                    data["realtime"] = realtime.to_json()
                 sys.stdout.write(json.dumps(data) + "\n")
                 return 0
             out = console()
@@ -61,23 +65,31 @@ def run_runs(args: argparse.Namespace) -> int:
                 f"run {info.run_id} · {info.status} · {info.n_done}/{info.n_planned} episodes · {info.agent} on "
                 f"{info.benchmark} ({info.split}) · digest {info.digest}"
             )
+            out.print(timing_note(info.spec), highlight=False)
             print_summary(out, info.run_id, summarize_by_task(recs), overall)
             clustered = seed_clusters(recs)
             if clustered is not None:
                 out.print(seeds_note(clustered), highlight=False)
             out.print(detectable_note(overall, detectable), style="dim", highlight=False)
+            if realtime is not None:
+                out.print(realtime_table(realtime))
             for row in final:
                 if row.status.value in ("error", "infra_invalid", "safety_abort"):
                     out.print(f"  {row.episode_id}  {row.status.value}: {row.reason}", highlight=False)
             return 0
         export: dict[str, Any] = {**info.to_json(), "episodes": [], "attempts": []}
-        export["episodes"] = [row.to_json() for row in final]
+        export["episodes"] = [_with_realtime(row.to_json(), episode_realtime(row)) for row in final]
         export["attempts"] = [row.to_json() for row in log.attempts()]
         if args.traces:
             for entry in export["attempts"]:
                 entry["trace"] = log.trace(entry["episode_id"], entry["attempt"])
         sys.stdout.write(json.dumps(export) + "\n")
         return 0
+
+
+def _with_realtime(entry: dict[str, Any], realtime: dict[str, Any] | None) -> dict[str, Any]:
+    """An episode's JSON with its realtime figures beside it, when it ran under realtime timing."""
+    return entry if realtime is None else {**entry, "realtime": realtime}
 
 
 def run_compare(args: argparse.Namespace) -> int:

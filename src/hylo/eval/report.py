@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hylo.core.status import EpisodeStatus
+from hylo.eval.realtime_metrics import PERCENTILES, RealtimeFigures
 from hylo.eval.rows import RunInfo
 from hylo.eval.stats import Comparison, NoPairs, SeedClusters, Summary
 
@@ -182,3 +183,59 @@ def pairing_note(a: RunInfo, b: RunInfo, comparison: Comparison) -> str:
         f"not every episode is paired: {c.paired} of {a.run_id}'s {c.n_a} episodes and {c.paired} of {b.run_id}'s "
         f"{c.n_b} are in both runs; the comparison covers those {c.paired}"
     )
+
+
+def timing_note(spec: Mapping[str, object]) -> str:
+    """A run's protocol, when it names one, and the timing it ran under with its options, e.g.
+    `protocol realtime-d2 · timing realtime: clock=virtual, latency_steps=2, schedule=chunked`."""
+    options = spec.get("timing_options")
+    shown = (
+        ", ".join(f"{key}={_option(value)}" for key, value in sorted(options.items()))
+        if isinstance(options, dict)
+        else ""
+    )
+    timing = f"timing {spec.get('timing') or 'sync'}" + (f": {shown}" if shown else "")
+    protocol = spec.get("protocol")
+    return timing if protocol is None else f"protocol {protocol} · {timing}"
+
+
+def _option(value: object) -> str:
+    """A timing option's value as JSON writes it, a long list by its length (an empirical latency model's samples)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key}: {_option(inner)}" for key, inner in value.items()) + "}"
+    if isinstance(value, list):
+        return f"[{len(value)} values]" if len(value) > 4 else "[" + ", ".join(map(_option, value)) + "]"
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else str(value).lower()
+    return str(value)
+
+
+def _ms(seconds: float) -> str:
+    """Seconds as milliseconds: one decimal, three below 1 ms (an in-process policy's acts take microseconds)."""
+    return f"{1000 * seconds:.1f}" if seconds >= 0.001 else f"{1000 * seconds:.3f}"
+
+
+def _ratio(value: float | None, numerator: int, denominator: int) -> str:
+    return f"— ({numerator} / {denominator})" if value is None else f"{value:.3f} ({numerator} / {denominator})"
+
+
+def realtime_table(figures: RealtimeFigures) -> Table:
+    """A run's (or an episode's) realtime figures: act latency percentiles, measured and on the virtual clock, in
+    milliseconds; the effective control rate; the stale and hold ratios with their counts; chunks, their mean delay
+    and the watchdog ends (docs/evallog.md, Realtime metrics)."""
+    f = figures
+    table = Table(title=f"realtime ({f.episodes} episodes, {f.acts} acts, {f.sim_time_s:.2f} s simulated)")
+    table.add_column("figure", no_wrap=True)
+    table.add_column("value", justify="right", no_wrap=True)
+    table.add_column("how", style="dim")
+    for name, values in (("act latency measured", f.latency_s), ("act latency virtual", f.virtual_latency_s)):
+        shown = "—" if values is None else " · ".join(f"p{q} {_ms(values[f'p{q}'])}" for q in PERCENTILES) + " ms"
+        table.add_row(name, shown, "over every act of every episode")
+    rate = "—" if f.control_rate_hz is None else f"{f.control_rate_hz:.2f} actions/s"
+    table.add_row("control rate", rate, f"executed / simulated time ({f.executed} / {f.sim_time_s:.2f} s)")
+    table.add_row("stale", _ratio(f.stale_ratio, f.dropped, f.executed), "dropped / executed actions")
+    table.add_row("hold", _ratio(f.hold_ratio, f.holds, f.steps), "hold steps / steps")
+    delay = "—" if f.mean_delay_steps is None else f"{f.mean_delay_steps:.2f} steps"
+    table.add_row("chunks requested", str(f.chunks), f"mean delay {delay}")
+    table.add_row("watchdog ends", str(f.watchdog_ends), "episodes whose reason is watchdog")
+    return table

@@ -23,6 +23,7 @@ from hylo.eval.limits import EpisodeLimits, task_limits
 from hylo.eval.logdir import FILENAME, check_log_dir
 from hylo.eval.pool import InlinePool, Pool, ProcessPool
 from hylo.eval.provenance import Background, git_commit, package_versions
+from hylo.eval.realtime_metrics import RealtimeFigures, episode_realtime, run_realtime
 from hylo.eval.resolve import EvalError, check_memory, choose_backend, make_timing, resolve, run_id_for
 from hylo.eval.rows import EpisodeRow, RunInfo, records
 from hylo.eval.run_status import RunStatus
@@ -64,6 +65,8 @@ class EvalResult:
     """A run of several seeds: its episodes clustered by (task, index) (`hylo.eval.stats.seed_clusters`)."""
     batching: dict[str, Any] | None = None
     """A batched run's policy-host figures (`--batch`): calls, mean batch size, queue wait, host utilisation."""
+    realtime: RealtimeFigures | None = None
+    """A run under realtime timing: its episodes' realtime figures pooled (`hylo.eval.realtime_metrics`)."""
 
     @property
     def statuses(self) -> dict[str, int]:
@@ -75,18 +78,7 @@ class EvalResult:
             "log_dir": str(self.log_dir),
             "spec": self.spec,
             "executed_now": self.executed_now,
-            "episodes": [
-                {
-                    "episode_id": row.episode_id,
-                    "task": row.task,
-                    "seed": row.seed,
-                    "status": row.status.value,
-                    "reason": row.reason,
-                    "steps": row.steps,
-                    "success": row.success,
-                }
-                for row in self.episodes
-            ],
+            "episodes": [_episode_json(row) for row in self.episodes],
             "summary": {
                 **self.summary.to_json(),
                 "per_task": {task: summary.to_json() for task, summary in self.per_task.items()},
@@ -96,7 +88,26 @@ class EvalResult:
             data["seed_clusters"] = self.seed_clusters.to_json()
         if self.batching is not None:
             data["batching"] = self.batching
+        if self.realtime is not None:
+            data["realtime"] = self.realtime.to_json()
         return data
+
+
+def _episode_json(row: EpisodeRow) -> dict[str, Any]:
+    """An episode as `hylo eval --json` lists it, with its realtime figures under realtime timing."""
+    data: dict[str, Any] = {
+        "episode_id": row.episode_id,
+        "task": row.task,
+        "seed": row.seed,
+        "status": row.status.value,
+        "reason": row.reason,
+        "steps": row.steps,
+        "success": row.success,
+    }
+    realtime = episode_realtime(row)
+    if realtime is not None:
+        data["realtime"] = realtime
+    return data
 
 
 def _next_job(queue: deque[EpisodeJob], gate: DispatchGate | None) -> EpisodeJob | None:
@@ -418,4 +429,5 @@ class Evaluation:
             per_task=summarize_by_task(recs),
             seed_clusters=seed_clusters(recs),
             batching=self.batching,
+            realtime=run_realtime(rows),
         )

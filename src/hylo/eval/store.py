@@ -21,6 +21,7 @@ from typing import Any
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
 from hylo.eval.logdir import FILENAME, RunNotFound, check_run_id, run_dirs
+from hylo.eval.realtime_metrics import RealtimeRecord, realtime_record
 from hylo.eval.rows import EpisodeRow, RunInfo, records
 from hylo.eval.run_status import RunStatus
 from hylo.eval.stats import Returns, Tally
@@ -299,6 +300,19 @@ class EvalLog:
             tally = Tally({EpisodeStatus(status): count}, steps, Returns(n_ret, total, squares), unsignalled or 0)
             out[task] = out[task] + tally if task in out else tally
         return out
+
+    def realtime_records(self) -> list[RealtimeRecord]:
+        """The realtime record (`metrics.realtime`) of each final episode that has one, in `final_episodes` order:
+        what `hylo.eval.realtime_metrics.realtime_figures` pools, read without the rest of the rows."""
+        realtime = "json_extract(metrics, '$.realtime')"
+        query = (  # json_quote keeps an object's JSON text and quotes a bare string, so every value parses back
+            f"SELECT episode_id, reason, json_quote({realtime}) FROM episodes e "
+            f"WHERE {_FINAL} AND json_valid(metrics) AND {realtime} IS NOT NULL {_ORDER}"
+        )
+        return [
+            realtime_record(episode_id, reason, json.loads(raw))
+            for episode_id, reason, raw in self._conn.execute(query)
+        ]
 
     def done(self) -> dict[str, EpisodeRow]:
         """Episode id → its final attempt."""

@@ -22,6 +22,8 @@ from hylo.core.status import EpisodeStatus
 from hylo.core.types import MAX_SEED
 from hylo.eval.ab import list_ab, read_ab
 from hylo.eval.logdir import GRAPHS_DIR, RunNotFound, find_run
+from hylo.eval.realtime_metrics import episode_realtime, realtime_figures
+from hylo.eval.rows import EpisodeRow
 from hylo.eval.stats import compare_runs, summary_json
 from hylo.eval.store import EvalLog, list_runs, records
 from hylo.graph.store import GraphStore
@@ -150,6 +152,12 @@ def _ab_summaries(records: list[dict[str, Any]]) -> list[ABSummary]:
     return summaries
 
 
+def _episode_json(row: EpisodeRow) -> dict[str, Any]:
+    """An episode as the API lists it: its EvalLog row, with its realtime figures under realtime timing."""
+    realtime = episode_realtime(row)
+    return row.to_json() if realtime is None else {**row.to_json(), "realtime": realtime}
+
+
 def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
     router = APIRouter()
 
@@ -192,10 +200,12 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
         with EvalLog.open(find_run(scheduler.log_dir, _run_name(run))) as log:
             info = log.info()
             tallies = log.tallies()
+            realtime = realtime_figures(log.realtime_records())
         job = scheduler.active_job(info.run_id)
         return RunDetail(
             run=info.to_json(),
             summary=summary_json(tallies=tallies),
+            realtime=None if realtime is None else realtime.to_json(),
             job=scheduler.status(job.job_id) if job is not None else None,
         )
 
@@ -210,7 +220,7 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
         with EvalLog.open(find_run(scheduler.log_dir, _run_name(run))) as log:
             run_id = log.info().run_id
             total, rows = log.final_page(offset=offset, limit=limit, status=status, task=task)
-        page = [row.to_json() for row in rows]
+        page = [_episode_json(row) for row in rows]
         return Episodes(run_id=run_id, total=total, offset=offset, limit=limit, episodes=page)
 
     @router.get("/runs/{run}/trace", response_model=EpisodeTrace, summary="One episode's recorded trace")

@@ -41,10 +41,16 @@ class Episodes(BaseModel):
 
 class RunDetail(BaseModel):
     """A run (as listed in `Runs`), its summary (`hylo runs show --json`'s `summary`: counts of every status, success
-    rate with its 95% Wilson interval, conservative rate, and `per_task`), and its queued or running job."""
+    rate with its 95% Wilson interval, conservative rate, and `per_task`), its realtime figures (`hylo runs show
+    --json`'s `realtime`; null for a run without realtime timing) and its queued or running job."""
 
     run: dict[str, Any]
     summary: dict[str, Any]
+    realtime: dict[str, Any] | None = Field(
+        default=None,
+        description="act latency percentiles, control rate, stale and hold ratios, chunks, watchdog ends "
+        "(docs/evallog.md, Realtime metrics); null without realtime timing",
+    )
     job: JobStatus | None
 
 

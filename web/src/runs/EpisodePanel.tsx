@@ -1,10 +1,12 @@
-// The selected episode: its outcome, its video when it has one, and its recorded trace (each event with its kind,
-// filterable by kind, one attempt at a time).
+// The selected episode: its outcome, its realtime figures under realtime timing, its video when it has one, and its
+// recorded trace (each event with its kind, filterable by kind, one attempt at a time).
 import { useEffect, useMemo, useState } from "react";
 import { api, errorMessage, withToken } from "../api";
 import { StatusBadge } from "./Progress";
+import { ms } from "./RealtimePanel";
+import { pct } from "./format";
 import { summarizeEvent, type TraceEvent } from "../trace";
-import { runPath, type EpisodeRow, type EpisodeTrace } from "./types";
+import { runPath, type EpisodeRow, type EpisodeTrace, type RealtimeFigures } from "./types";
 
 const SHOWN_STEP = 300;
 
@@ -22,6 +24,7 @@ export function EpisodePanel(props: { runId: string; episode: EpisodeRow; onClos
         <StatusBadge status={episode.status} /> {episode.reason} · {episode.steps} steps · seed{" "}
         <span className="mono">{episode.seed}</span>
       </p>
+      {episode.realtime && <EpisodeRealtime figures={episode.realtime} />}
       {episode.detail && <pre className="episode-detail">{episode.detail}</pre>}
       {episode.video && (
         <video
@@ -35,6 +38,23 @@ export function EpisodePanel(props: { runId: string; episode: EpisodeRow; onClos
       )}
       <TraceView key={`${episode.episode_id}#${episode.attempt}`} runId={runId} episodeId={episode.episode_id} />
     </aside>
+  );
+}
+
+/** One line of an episode's realtime figures: median act latency (measured, virtual), control rate, stale, hold. */
+function EpisodeRealtime({ figures: f }: { figures: RealtimeFigures }) {
+  const parts = [
+    `act latency p50 ${f.latency_s ? ms(f.latency_s.p50) : "—"}`,
+    ...(f.virtual_latency_s ? [`virtual ${ms(f.virtual_latency_s.p50)}`] : []),
+    `${f.control_rate_hz === null ? "—" : f.control_rate_hz.toFixed(2)} actions/s`,
+    `stale ${pct(f.stale_ratio)}`,
+    `hold ${pct(f.hold_ratio)}`,
+    `${f.chunks} chunks`,
+  ];
+  return (
+    <p className="muted" data-testid="episode-realtime">
+      realtime: {parts.join(" · ")}
+    </p>
   );
 }
 

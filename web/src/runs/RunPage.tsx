@@ -1,5 +1,6 @@
-// `#/runs/<id>`: one run — its state and progress (polled while it runs), cancel, the per-task table and chart, and
-// its episodes with the selected episode's trace and video.
+// `#/runs/<id>`: one run — its state and progress (polled while it runs), its protocol and timing, cancel, the
+// per-task table and chart, the realtime figures of a realtime run, and its episodes with the selected episode's trace
+// and video.
 import { useState } from "react";
 import { api } from "../api";
 import { href } from "../router";
@@ -7,6 +8,7 @@ import { CancelButton } from "./CancelButton";
 import { EpisodeList } from "./EpisodeList";
 import { EpisodePanel } from "./EpisodePanel";
 import { ProgressBar, StatusBadge } from "./Progress";
+import { RealtimePanel } from "./RealtimePanel";
 import { SuccessChart } from "./SuccessChart";
 import { TaskTable } from "./TaskTable";
 import { when } from "./format";
@@ -51,6 +53,7 @@ export function RunPage({ runId }: { runId: string }) {
               <SuccessChart summary={data.summary} />
             </div>
           </section>
+          {data.realtime && <RealtimePanel figures={data.realtime} />}
           <div className="episodes-area">
             <EpisodeList
               runId={data.run.run_id}
@@ -91,6 +94,14 @@ function RunHeader({ detail, onCancelled }: { detail: RunDetail; onCancelled: ()
         </dd>
         <dt>Agent</dt>
         <dd>{run.agent}</dd>
+        {typeof run.spec.protocol === "string" && (
+          <>
+            <dt>Protocol</dt>
+            <dd data-testid="run-protocol">{run.spec.protocol}</dd>
+          </>
+        )}
+        <dt>Timing</dt>
+        <dd data-testid="run-timing">{timing(run.spec)}</dd>
         <dt>Progress</dt>
         <dd>
           <ProgressBar done={run.n_done} planned={run.n_planned} testId="run-progress" />
@@ -112,4 +123,24 @@ function RunHeader({ detail, onCancelled }: { detail: RunDetail; onCancelled: ()
       </dl>
     </section>
   );
+}
+
+/** A run's timing and its options, as `hylo runs show` writes them: `realtime: latency_steps=2, schedule=chunked`. */
+export function timing(spec: Record<string, unknown>): string {
+  const name = typeof spec.timing === "string" ? spec.timing : "sync";
+  const options = spec.timing_options;
+  if (!options || typeof options !== "object") return name;
+  const shown = Object.keys(options)
+    .sort()
+    .map((key) => `${key}=${option((options as Record<string, unknown>)[key])}`);
+  return shown.length ? `${name}: ${shown.join(", ")}` : name;
+}
+
+function option(value: unknown): string {
+  if (Array.isArray(value)) return value.length > 4 ? `[${value.length} values]` : `[${value.map(option).join(", ")}]`;
+  if (value && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>).map(([key, inner]) => `${key}: ${option(inner)}`);
+    return `{${entries.join(", ")}}`;
+  }
+  return String(value);
 }

@@ -59,9 +59,42 @@ export interface RunSummary extends Summary {
   per_task: Record<string, Summary>;
 }
 
+/** The p50 / p95 / p99 of act latencies, in seconds. */
+export interface LatencyPercentiles {
+  p50: number;
+  p95: number;
+  p99: number;
+}
+
+/** A run's (or an episode's) realtime figures, docs/evallog.md "Realtime metrics": counts are sums over the episodes,
+ * ratios are ratios of sums, percentiles are over every act of every episode; null where nothing divides. */
+export interface RealtimeFigures {
+  episodes: number;
+  steps: number;
+  executed: number;
+  holds: number;
+  dropped: number;
+  chunks: number;
+  acts: number;
+  watchdog_ends: number;
+  sim_time_s: number;
+  latency_s: LatencyPercentiles | null;
+  /** null under the wall clock. */
+  virtual_latency_s: LatencyPercentiles | null;
+  /** Agent actions executed per second of simulated time. */
+  control_rate_hz: number | null;
+  /** dropped / executed. */
+  stale_ratio: number | null;
+  /** holds / steps. */
+  hold_ratio: number | null;
+  mean_delay_steps: number | null;
+}
+
 export interface RunDetail {
   run: RunInfo;
   summary: RunSummary;
+  /** null for a run without realtime timing (absent from a server that predates it). */
+  realtime?: RealtimeFigures | null;
   job: JobStatus | null;
 }
 
@@ -79,6 +112,8 @@ export interface EpisodeRow {
   detail: string | null;
   video: string | null;
   metrics: Record<string, unknown>;
+  /** Under realtime timing: the episode's own realtime figures. */
+  realtime?: RealtimeFigures;
 }
 
 export interface EpisodePage {
