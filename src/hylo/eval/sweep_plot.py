@@ -15,6 +15,9 @@ from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+MARKERS = ("o", "s", "^", "D", "v", "P")
+LINESTYLES = ("-", "--", "-.", ":")
+"""Each horizon's line is told apart by its marker and dash as well as its colour (equal rates overlap)."""
 SVG_METADATA = {"Date": None, "Creator": "hylo sweep"}
 PNG_METADATA = {"Software": None}
 
@@ -31,12 +34,18 @@ def _figure(record: dict[str, Any]) -> Figure:
     lines: dict[int | None, list[dict[str, Any]]] = {}
     for point in record["points"]:
         lines.setdefault(point["execution_steps"], []).append(point)
-    for execution_steps, points in lines.items():
+    for i, (execution_steps, points) in enumerate(lines.items()):
         drawn = sorted((p for p in points if p["success_rate"] is not None), key=lambda p: p["latency_steps"])
         if not drawn:
             continue
         xs = [p["latency_steps"] for p in drawn]
-        (line,) = axes.plot(xs, [p["success_rate"] for p in drawn], marker="o", label=horizon_label(execution_steps))
+        (line,) = axes.plot(
+            xs,
+            [p["success_rate"] for p in drawn],
+            marker=MARKERS[i % len(MARKERS)],
+            linestyle=LINESTYLES[i % len(LINESTYLES)],
+            label=horizon_label(execution_steps),
+        )
         lows = [p["success_ci"][0] for p in drawn]
         highs = [p["success_ci"][1] for p in drawn]
         axes.fill_between(xs, lows, highs, color=line.get_color(), alpha=0.18, linewidth=0)
