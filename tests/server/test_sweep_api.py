@@ -46,6 +46,8 @@ def test_a_sweep_is_listed_and_served_as_recorded_with_its_plot(
     assert plot.content == (result.directory / "plot.svg").read_bytes()
     assert "default-src 'none'" in plot.headers["content-security-policy"]
     assert plot.headers["x-content-type-options"] == "nosniff"
+    embedded = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}  # another site's <img>
+    assert client.get(f"{API}/sweeps/{result.sweep_id}/plot.svg", headers=embedded).status_code == 403
 
     missing = client.get(f"{API}/sweeps/sweep-000000000000")
     assert missing.status_code == 404
