@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import hylo.eval.spec
 from hylo.cli import main
 from hylo.eval import EvalLog
 from hylo.eval.logdir import find_run
@@ -29,17 +30,15 @@ from hylo.eval.sweep import (
 )
 
 TASK = "reach-v3"
+CHUNKED_OPTIONS = ("schedule", "execution_steps", "latency_steps", "strategy", "ensemble_m")
 
 
 @pytest.fixture
-def plain_timing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each point's run under the refill schedule (its latency d as seconds at Meta-World's dt, refill at H - s)."""
-
-    def timing(base: EvalSpec, point: GridPoint) -> tuple[str, dict[str, Any]]:
-        refill = 8 - point.execution_steps if point.execution_steps is not None else 0
-        return "realtime", {"latency_s": point.latency_steps * 0.0125, "refill_steps": refill}
-
-    monkeypatch.setattr("hylo.eval.sweep.point_timing", timing)
+def chunked_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EvalSpec taking the chunked schedule's timing options (those its TIMING_OPTIONS does not list yet)."""
+    listed = hylo.eval.spec.TIMING_OPTIONS
+    missing = tuple(option for option in CHUNKED_OPTIONS if option not in listed)
+    monkeypatch.setattr(hylo.eval.spec, "TIMING_OPTIONS", (*listed, *missing))
 
 
 def base(log_dir: Path, **more: Any) -> EvalSpec:
@@ -108,8 +107,8 @@ def test_the_sweep_id_is_the_base_spec_and_the_grid_alone(tmp_path: Path):
     assert identity != sweep_id(base(tmp_path, agent_args={"chunk_size": 6}), grid)
 
 
-def test_a_sweep_records_every_point_pairs_it_against_zero_latency_and_resumes_to_the_same_bytes(
-    tmp_path: Path, plain_timing: None
+def test_a_sweep_records_every_point_pairs_it_against_zero_latency_and_gives_the_same_bytes_again(
+    tmp_path: Path, chunked_options: None
 ):
     first = run_sweep(base(tmp_path), [0, 2, 4], [2, 4])
     record = first.record
@@ -124,6 +123,9 @@ def test_a_sweep_records_every_point_pairs_it_against_zero_latency_and_resumes_t
         with EvalLog.open(find_run(tmp_path, point["run_id"])) as log:
             rows = log.final_episodes()
         assert [row.episode_id for row in rows] == [f"metaworld/mt10/{TASK}/{i:04d}@s0" for i in range(2)]
+        realtime = [row.metrics["realtime"] for row in rows]  # the point's run ran the protocol at its d
+        assert all(set(m["delay_steps"]) == {point["latency_steps"]} for m in realtime)
+        assert all(m["dropped"] > 0 for m in realtime) == (point["latency_steps"] > 0)
         successes = sum(row.success for row in rows)
         assert point["success_rate"] == successes / 2 and point["success_ci"] == list(wilson_interval(successes, 2))
         if point["latency_steps"] == 0:
@@ -140,10 +142,12 @@ def test_a_sweep_records_every_point_pairs_it_against_zero_latency_and_resumes_t
     assert again.record == record
     assert (svg.read_bytes(), png.read_bytes()) == drawn
     assert read_sweep(tmp_path, record["sweep_id"]) == record
+    elsewhere = run_sweep(base(tmp_path / "elsewhere"), [0, 2, 4], [2, 4])  # every episode run again
+    assert elsewhere.record == record and (elsewhere.directory / "plot.svg").read_bytes() == drawn[0]
     assert [listed["sweep_id"] for listed in list_sweeps(tmp_path)] == [record["sweep_id"]]
 
 
-def test_without_a_zero_latency_point_no_point_has_a_p_value(tmp_path: Path, plain_timing: None):
+def test_without_a_zero_latency_point_no_point_has_a_p_value(tmp_path: Path, chunked_options: None):
     record = run_sweep(base(tmp_path, episodes=1), [1, 2], [2]).record
     assert [p["mcnemar_p"] for p in record["points"]] == [None, None]
 
@@ -157,7 +161,7 @@ def test_an_unknown_or_malformed_sweep_id_is_not_found(tmp_path: Path):
 
 
 def test_the_command_prints_one_object_and_shows_it_again(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], plain_timing: None
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], chunked_options: None
 ):
     grid = ["--latency-steps", "0", "2", "--execution-steps", "2", "7"]
     code, record = sweep(tmp_path, capsys, "metaworld", "--tasks", TASK, "--agent", "expert", "-A", "chunk_size=8",

@@ -11,15 +11,18 @@ import pytest
 from browser import HyloServe, snap
 from playwright.sync_api import Page, expect
 
+import hylo.eval.spec
 from hylo.eval.spec import EvalSpec
-from hylo.eval.sweep import GridPoint, run_sweep
+from hylo.eval.sweep import run_sweep
 
 EVAL = "/api/eval/v2"
+CHUNKED_OPTIONS = ("schedule", "execution_steps", "latency_steps", "strategy", "ensemble_m")
 
 
-def _refill_timing(base: EvalSpec, point: GridPoint) -> tuple[str, dict[str, Any]]:
-    """A point's run under the refill schedule: its latency d as seconds at Meta-World's dt."""
-    return "realtime", {"latency_s": point.latency_steps * 0.0125, "refill_steps": 8 - (point.execution_steps or 8)}
+def _with_chunked_options(patch: pytest.MonkeyPatch) -> None:
+    """EvalSpec taking the chunked schedule's timing options (those its TIMING_OPTIONS does not list yet)."""
+    listed = hylo.eval.spec.TIMING_OPTIONS
+    patch.setattr(hylo.eval.spec, "TIMING_OPTIONS", (*listed, *(o for o in CHUNKED_OPTIONS if o not in listed)))
 
 
 def _p_value(p: float | None) -> str:
@@ -33,7 +36,7 @@ def recorded(server: HyloServe) -> dict[str, Any]:
     base = EvalSpec(benchmark="metaworld", tasks=["reach-v3"], agent="expert", agent_args={"chunk_size": 8},
                     episodes=2, log_dir=str(server.log_dir))  # fmt: skip
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("hylo.eval.sweep.point_timing", _refill_timing)
+        _with_chunked_options(patch)
         result = run_sweep(base, [0, 2, 4], [2, 4])
     response = server.api.get(f"{EVAL}/sweeps/{result.sweep_id}")
     assert response.status_code == 200, response.text

@@ -25,17 +25,7 @@ from typing import Any
 
 from hylo.agents.registry import agent_factory, args_model
 from hylo.core.errors import HyloError
-
-try:
-    from hylo.core.timing import check_horizon
-except ImportError:  # stand-in until core's lands
-
-    def check_horizon(chunk_size: int, latency_steps: int, execution_steps: int) -> None:
-        d, s, h = latency_steps, execution_steps, chunk_size
-        if not max(1, d) <= s <= h - d:
-            raise ValueError(f"execution_steps s={s} breaks max(1, d) <= s <= H - d with d={d}, H={h}")
-
-
+from hylo.core.timing import check_horizon
 from hylo.eval.logdir import SWEEPS_DIR
 from hylo.eval.resolve import make_timing, resolve
 from hylo.eval.rows import records
@@ -125,7 +115,7 @@ def _refusal(point: GridPoint, chunk_size: int | None, own_steps: int | None) ->
     if s is None:
         return None
     try:
-        check_horizon(chunk_size if chunk_size is not None else s + d, d, s)
+        check_horizon(chunk_size, d, s)
     except ValueError as exc:
         return str(exc)
     return None
