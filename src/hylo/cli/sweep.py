@@ -54,10 +54,16 @@ def add_parser(
         help="the execution horizons s to sweep (default: the agent's own); points outside max(1, d) <= s <= H - d "
         "are refused",
     )  # fmt: skip
-    sweep.add_argument("--strategy", choices=("naive", "ensemble"), default=None, help="how a new chunk merges")
-    sweep.add_argument("--ensemble-m", type=float, default=None, metavar="M", help="ensemble: weights exp(-m*i)")
-    sweep.add_argument("--max-hold-steps", type=positive_int, default=None, help="watchdog: holds in a row")
+    _add_unless_there(sweep, "--strategy", choices=("naive", "ensemble"), default=None, help="how a new chunk merges")
+    _add_unless_there(sweep, "--ensemble-m", type=float, default=None, metavar="M", help="ensemble: weights exp(-m*i)")
+    _add_unless_there(sweep, "--max-hold-steps", type=positive_int, default=None, help="watchdog: holds in a row")
     sweep.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
+
+
+def _add_unless_there(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
+    """`flag`, unless the run options already have it (the same option: the points keep it)."""
+    if flag not in parser._option_string_actions:
+        parser.add_argument(flag, **kwargs)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,7 +101,8 @@ def base_spec(args: argparse.Namespace) -> Any:
     if options.pop("protocol", None) is not None:
         raise SweepError("a sweep sets the latency itself at every grid point; drop --protocol")
     timing_options = dict(options.pop("timing_options", None) or {})
-    options.pop("timing", None)
+    if options.pop("timing", None) == "sync":
+        raise SweepError("a sweep runs every grid point under realtime timing; drop --timing sync")
     for key in SWEEP_OPTIONS[2:]:
         if getattr(args, key) is not None:
             timing_options[key] = getattr(args, key)
