@@ -88,14 +88,20 @@ def test_a_bad_grid_is_refused_naming_the_value(tmp_path: Path, latency: list[in
         plan_grid(base(tmp_path), latency, execution)
 
 
-def test_a_point_runs_the_chunked_protocol_on_the_virtual_clock_keeping_the_strategy(tmp_path: Path):
+def test_a_point_runs_the_chunked_protocol_on_the_virtual_clock_keeping_the_strategy(
+    tmp_path: Path, chunked_options: None
+):
     timing, options = point_timing(base(tmp_path, timing_options={"max_hold_steps": 30}), GridPoint(2, 4))
     assert timing == "realtime"
     assert options == {"schedule": "chunked", "clock": "virtual", "adaptive_refill": False,
                        "latency_steps": 2, "execution_steps": 4, "max_hold_steps": 30}  # fmt: skip
     assert "execution_steps" not in point_timing(base(tmp_path), GridPoint(0, None))[1]  # each chunk's own
+    said = base(tmp_path, timing_options={"clock": "virtual", "schedule": "chunked"})  # what a sweep sets anyway
+    assert point_timing(said, GridPoint(2, 4)) == point_timing(base(tmp_path), GridPoint(2, 4))
     with pytest.raises(SweepError, match=r"keeps only .*got \['latency_s'\]"):
         point_spec(base(tmp_path, timing="realtime", timing_options={"latency_s": 0.1}), GridPoint(0, 1))
+    with pytest.raises(SweepError, match=r"got \['clock'\]"):
+        point_timing(base(tmp_path, timing="realtime", timing_options={"clock": "wall"}), GridPoint(0, 1))
 
 
 def test_the_sweep_id_is_the_base_spec_and_the_grid_alone(tmp_path: Path):

@@ -167,8 +167,9 @@ def _print(record: dict[str, Any], log_dir: Path, *, json_out: bool) -> None:
     out = console()
     chunk = f", H = {record['chunk_size']}" if record.get("chunk_size") is not None else ""
     tasks = ", ".join(record.get("tasks") or []) or "every task"
+    kept = "".join(f", {key} {value}" for key, value in (record.get("timing_options") or {}).items())
     out.print(f"sweep {record['sweep_id']}: {record['agent']} on {record['benchmark']} ({tasks}){chunk}, "
-              f"{record['episodes']} episodes per task", highlight=False)  # fmt: skip
+              f"{record['episodes']} episodes per task{kept}", highlight=False)  # fmt: skip
     table = Table(title="success against latency d (control steps) and execution horizon s")
     for column in ("d", "s", "success rate", "95% CI", "scored", "McNemar p vs d = 0", "run"):
         table.add_column(column, justify="left" if column == "run" else "right", no_wrap=True)

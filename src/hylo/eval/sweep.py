@@ -43,6 +43,8 @@ MAX_POINTS = 256
 """The most grid points one sweep may plan."""
 KEPT_OPTIONS = ("strategy", "ensemble_m", "max_hold_steps")
 """The base spec's timing options every point keeps; the sweep sets the rest itself."""
+SWEEP_SETS: dict[str, Any] = {"schedule": "chunked", "clock": "virtual", "adaptive_refill": False}
+"""The timing options every point has, whatever the base spec says (besides its latency and horizon)."""
 
 
 class SweepError(HyloError, ValueError):
@@ -153,8 +155,8 @@ def plan_grid(spec: EvalSpec, latency_steps: Sequence[int], execution_steps: Seq
 
 def _kept_options(spec: EvalSpec) -> dict[str, Any]:
     """The base spec's timing options every point keeps; any other is refused (the sweep sets latency, schedule,
-    clock and refill itself)."""
-    options = dict(spec.timing_options)
+    clock and refill itself), unless it says what the sweep sets anyway."""
+    options = {key: value for key, value in spec.timing_options.items() if SWEEP_SETS.get(key, ...) != value}
     others = sorted(set(options) - set(KEPT_OPTIONS))
     if others:
         raise SweepError(
@@ -168,12 +170,7 @@ def point_timing(base: EvalSpec, point: GridPoint) -> tuple[str, dict[str, Any]]
     """The timing and timing options of a grid point's run: the chunked-execution protocol on the virtual clock at
     latency d and horizon s (s omitted: each chunk's own), with the base spec's strategy, ensemble_m and
     max_hold_steps."""
-    options: dict[str, Any] = {
-        "schedule": "chunked",
-        "clock": "virtual",
-        "adaptive_refill": False,
-        "latency_steps": point.latency_steps,
-    }
+    options: dict[str, Any] = {**SWEEP_SETS, "latency_steps": point.latency_steps}
     if point.execution_steps is not None:
         options["execution_steps"] = point.execution_steps
     return "realtime", {**options, **_kept_options(base)}
