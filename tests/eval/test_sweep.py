@@ -11,6 +11,7 @@ import pytest
 
 import hylo.eval.spec
 from hylo.cli import main
+from hylo.envs.metaworld import MetaWorldExpert
 from hylo.eval import EvalLog
 from hylo.eval.logdir import find_run
 from hylo.eval.rows import records
@@ -151,6 +152,27 @@ def test_a_sweep_records_every_point_pairs_it_against_zero_latency_and_gives_the
     elsewhere = run_sweep(base(tmp_path / "elsewhere"), [0, 2, 4], [2, 4])  # every episode run again
     assert elsewhere.record == record and (elsewhere.directory / "plot.svg").read_bytes() == drawn[0]
     assert [listed["sweep_id"] for listed in list_sweeps(tmp_path)] == [record["sweep_id"]]
+
+
+class ExpertFailingOnTheSecond(MetaWorldExpert):
+    """Meta-World's chunked expert, raising on every act of episode index 1: an `error` under every grid point."""
+
+    def act(self, obs: Any) -> Any:
+        if self.ctx.task.index == 1:
+            raise RuntimeError("policy exploded")
+        return super().act(obs)
+
+
+def test_an_abstention_is_left_out_of_the_rate_and_of_the_pairs_as_compare_leaves_it(
+    tmp_path: Path, chunked_options: None
+):
+    spec = base(tmp_path, agent="test_sweep:ExpertFailingOnTheSecond", episodes=3)
+    points = run_sweep(spec, [0, 2], [4]).record["points"]
+    for point in points:
+        assert point["status_counts"]["error"] == 1 and (point["n"], point["scored"]) == (3, 2)
+        assert point["success_rate"] == point["successes"] / 2
+        assert point["conservative_success_rate"] == point["successes"] / 3
+    assert [p["abstained_pairs"] for p in points] == [None, 1]  # the pair where either side abstained
 
 
 def test_without_a_zero_latency_point_no_point_has_a_p_value(tmp_path: Path, chunked_options: None):
