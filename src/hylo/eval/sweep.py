@@ -55,7 +55,7 @@ class SweepNotFound(SweepError, LookupError):
     """A sweep id with no record in the log dir (or no sweep id at all)."""
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class GridPoint:
     """One point of the grid: latency d and execution horizon s (None: the agent's own), in control steps."""
 
@@ -63,6 +63,7 @@ class GridPoint:
     execution_steps: int | None
 
     def sort_key(self) -> tuple[int, int]:
+        """Latency, then horizon (the agent's own first), ascending."""
         return (self.latency_steps, -1 if self.execution_steps is None else self.execution_steps)
 
     def to_json(self) -> dict[str, int | None]:
