@@ -36,7 +36,9 @@ export function App() {
       <main className="page">
         {place === "canvas" && <CanvasPage route={route} />}
         {place === "live" && <LivePage route={route} />}
-        {(place === "runs" || place === "compare" || place === "ab") && <RunsPage route={route} />}
+        {(place === "runs" || place === "compare" || place === "ab" || place === "sweeps") && (
+          <RunsPage route={route} />
+        )}
       </main>
     </div>
   );

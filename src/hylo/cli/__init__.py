@@ -1,4 +1,5 @@
-"""The `hylo` command: `eval`, `ab`, `runs`, `compare`, `plan`, `list`, `demo`, `graph`, `nodes`, `serve`, `bridge`.
+"""The `hylo` command: `eval`, `ab`, `sweep`, `runs`, `compare`, `plan`, `list`, `demo`, `graph`, `nodes`, `serve`,
+`bridge`.
 
 Exit status: 0 when a run completes (whatever its episodes' statuses); 3 with `--strict` when an episode is `error`
 or `infra_invalid`; 2 with one line naming the bad value for bad input; 1 for an aborted run; 130 when interrupted
@@ -20,7 +21,7 @@ from hylo.core.errors import HyloError, HyloFailure
 
 __all__ = ["build_parser", "import_from_cwd", "main"]
 
-OPERATOR_IMPORT_COMMANDS = ("eval", "ab", "graph", "bridge")
+OPERATOR_IMPORT_COMMANDS = ("eval", "ab", "sweep", "graph", "bridge")
 """The commands that take import paths (`--agent mypkg.policies:MyPolicy`): the operator's own code, found in the
 current directory as under `python -m`."""
 
@@ -41,7 +42,9 @@ def _check_log_dir(args: argparse.Namespace) -> None:
         return
     from hylo.eval.logdir import check_log_dir
 
-    reading = args.command in ("runs", "compare") or (args.command == "ab" and args.benchmark == "show")
+    reading = args.command in ("runs", "compare") or (
+        args.command in ("ab", "sweep") and args.benchmark in ("show", "list")
+    )
     check_log_dir(log_dir, writable=not reading)
 
 
@@ -68,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from hylo.cli.ab import run as ab
 
             return ab(args)
+        if args.command == "sweep":
+            from hylo.cli.sweep import run as sweep
+
+            return sweep(args)
         if args.command == "plan":
             from hylo.cli.plan import run as plan
 

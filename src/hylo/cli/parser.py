@@ -12,6 +12,7 @@ from hylo.cli.bridge import add_parser as add_bridge_parser
 from hylo.cli.graph import add_parsers as add_graph_parsers
 from hylo.cli.output import EXIT_BAD_INPUT
 from hylo.cli.serve import add_parser as add_serve_parser
+from hylo.cli.sweep import add_parser as add_sweep_parser
 from hylo.version import __version__
 
 
@@ -187,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("--alpha", type=float, default=0.05, help="the test's two-sided level (default 0.05)")
     _add_run_options(ab, episodes=False)
     ab.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
+
+    add_sweep_parser(commands, _add_run_options)
 
     plan = commands.add_parser("plan", help="episodes needed to tell two success rates apart")
     plan.add_argument("--p-a", type=float, required=True, help="A's success rate")

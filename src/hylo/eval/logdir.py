@@ -28,10 +28,12 @@ GRAPHS_DIR = "graphs"
 """The graphs `hylo serve` saves."""
 AB_DIR = "ab"
 """The A/B comparisons' records (`hylo.eval.ab`), `ab/<ab id>.json`."""
+SWEEPS_DIR = "sweeps"
+"""The latency sweeps' records and plots (`hylo.eval.sweep`), `sweeps/<sweep id>/`."""
 _SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 RESERVED_NAMES = frozenset(
-    {JOBS_DIR, JOBS_LOCK, GRAPHS_DIR, AB_DIR}
+    {JOBS_DIR, JOBS_LOCK, GRAPHS_DIR, AB_DIR, SWEEPS_DIR}
     | {f"{database}{suffix}" for database in (JOBS_DB, FILENAME) for suffix in ("", *_SQLITE_SIDE_FILES)}
 )
 """Names that are never a run id: a run by one of these names would share its directory with the log dir's own files

@@ -26,6 +26,7 @@ from hylo.eval.realtime_metrics import episode_realtime, realtime_figures
 from hylo.eval.rows import EpisodeRow
 from hylo.eval.stats import compare_runs, summary_json
 from hylo.eval.store import EvalLog, list_runs, records
+from hylo.eval.sweep import PLOT_SVG, list_sweeps, read_sweep, sweep_plot
 from hylo.graph.store import GraphStore
 from hylo.jobs.errors import JobConflict, JobRefused
 from hylo.jobs.job import JobStatus
@@ -51,6 +52,9 @@ from hylo.server.models import (
     RunDetail,
     Runs,
     Started,
+    SweepRecord,
+    SweepRecords,
+    SweepSummary,
 )
 from hylo.server.problems import NoRoute, exception_handlers
 from hylo.server.web import mount_web
@@ -156,6 +160,21 @@ def _episode_json(row: EpisodeRow) -> dict[str, Any]:
     """An episode as the API lists it: its EvalLog row, with its realtime figures under realtime timing."""
     realtime = episode_realtime(row)
     return row.to_json() if realtime is None else {**row.to_json(), "realtime": realtime}
+
+
+def _sweep_summaries(records: list[dict[str, Any]]) -> list[SweepSummary]:
+    """The records that read as sweep records, as listed."""
+    summaries = []
+    for record in records:
+        try:
+            summaries.append(SweepSummary.model_validate(record))
+        except ValidationError:
+            continue
+    return summaries
+
+
+SVG_POLICY = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
+"""A plot opened on its own runs nothing and loads nothing (it holds neither script nor link; this makes sure)."""
 
 
 def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
@@ -286,6 +305,26 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
         flips, the abstentions and the path of log E against its threshold. 404 for an unknown id (an id is `ab-`
         and 12 hex digits, never a path)."""
         return ABRecord.model_validate(read_ab(scheduler.log_dir, ab_id))
+
+    @router.get("/sweeps", response_model=SweepRecords, summary="Every latency sweep in the log dir")
+    def sweeps() -> SweepRecords:
+        """The sweeps `hylo sweep` recorded, oldest first: agent, benchmark, the grid asked for. A file that does not
+        hold a record (edited by hand) is left out."""
+        return SweepRecords(sweeps=_sweep_summaries(list_sweeps(scheduler.log_dir)))
+
+    @router.get("/sweeps/{sweep_id}", response_model=SweepRecord, summary="A latency sweep's record")
+    def sweep_record(sweep_id: str) -> SweepRecord:
+        """As `hylo sweep show --json` (without the directory): every point's success rate with its Wilson interval,
+        McNemar's p against the zero-latency point at its horizon and its run; the points refused with the rule.
+        404 for an unknown id (an id is `sweep-` and 12 hex digits, never a path)."""
+        return SweepRecord.model_validate(read_sweep(scheduler.log_dir, sweep_id))
+
+    @router.get("/sweeps/{sweep_id}/plot.svg", summary="A latency sweep's plot (SVG)", response_class=FileResponse)
+    def sweep_svg(sweep_id: str) -> FileResponse:
+        """Success against latency, one line per execution horizon with its Wilson band, as `hylo sweep` drew it.
+        404 for an unknown id or a sweep without its plot."""
+        path = sweep_plot(scheduler.log_dir, sweep_id, PLOT_SVG)
+        return FileResponse(path, media_type="image/svg+xml", headers={"Content-Security-Policy": SVG_POLICY})
 
     @router.post("/runs/{run}/cancel", response_model=JobStatus, summary="Cancel the queued or running job of a run")
     def cancel(run: str) -> JobStatus:

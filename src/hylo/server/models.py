@@ -126,6 +126,56 @@ class ABRecord(ABSummary):
     path: list[float]
 
 
+class SweepSummary(BaseModel):
+    """A latency sweep as listed: its id, agent, benchmark, the grid asked for and how many points ran."""
+
+    sweep_id: str
+    benchmark: str
+    agent: str
+    latency_steps: list[int]
+    execution_steps: list[int] | None = Field(description="the horizons swept; null: the agent's own")
+    chunk_size: int | None = Field(description="H, the agent's chunk size, when it declares one")
+
+
+class SweepRecords(BaseModel):
+    """Every sweep of the log dir, oldest first."""
+
+    sweeps: list[SweepSummary]
+
+
+class SweepPoint(BaseModel):
+    """One grid point's run: its success rate with the 95% Wilson interval and McNemar's exact p against the
+    zero-latency run at the same horizon (null for that run itself, or when the sweep has none)."""
+
+    latency_steps: int
+    execution_steps: int | None
+    success_rate: float | None
+    success_ci: list[float] | None
+    mcnemar_p: float | None
+    run_id: str
+    n: int
+    scored: int
+    successes: int
+    conservative_success_rate: float | None
+    status_counts: dict[str, int]
+    abstained_pairs: int | None
+
+
+class SweepRecord(SweepSummary):
+    """A sweep's record (`hylo sweep show --json`): its points ordered by latency then horizon, the points refused
+    with the rule each breaks, and its plot's files."""
+
+    split: str | None
+    tasks: list[str] | None
+    agent_args: dict[str, Any]
+    episodes: int
+    seeds: list[int]
+    timing_options: dict[str, Any]
+    points: list[SweepPoint]
+    refused: list[dict[str, Any]]
+    plot: dict[str, str]
+
+
 class Problem(BaseModel):
     """A refusal: `detail` says why, as a sentence or (422) as one entry per problem, each naming where it is
     (`loc`, as FastAPI's validation errors do) or which graph node it is about; `message` sums a list up."""
@@ -138,7 +188,7 @@ _WHY = {
     400: "the body could not be parsed",
     401: "the token is missing or wrong (a server started with --token)",
     403: "a foreign Host or Origin, or a cross-site read (docs/api.md, Security)",
-    404: "no such run, job, A/B comparison, graph, panel or session",
+    404: "no such run, job, A/B comparison, sweep, graph, panel or session",
     409: "the request contradicts the state: a run with an active job, a busy panel, a full server",
     413: "the body is larger than the route accepts",
     415: "the body is not declared JSON",

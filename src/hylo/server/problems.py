@@ -19,6 +19,7 @@ from starlette.responses import Response
 from hylo.core.errors import HyloError, shown
 from hylo.eval.ab import ABNotFound
 from hylo.eval.logdir import RunNotFound
+from hylo.eval.sweep import SweepNotFound
 from hylo.graph.compile import GraphInvalid
 from hylo.graph.model import GraphFormatError
 from hylo.graph.store import GraphNameError, GraphNotFound, GraphReadOnly, GraphTooLarge
@@ -39,6 +40,7 @@ PLAIN: Mapping[type[Exception], int] = {
     JobNotFound: 404,
     RunNotFound: 404,
     ABNotFound: 404,
+    SweepNotFound: 404,
     GraphNotFound: 404,
     NotFound: 404,
     NoRoute: 404,

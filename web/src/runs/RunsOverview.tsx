@@ -1,12 +1,12 @@
-// `#/runs`: the start form, the queue of jobs, every run with its live progress and the A/B comparisons `hylo ab`
-// recorded. Polled every second while a job is queued or running, every few seconds otherwise (runs written by other
+// `#/runs`: the start form, the queue of jobs, every run with its live progress, the A/B comparisons `hylo ab`
+// recorded and the latency sweeps `hylo sweep` recorded. Polled every second while a job is queued or running, every few seconds otherwise (runs written by other
 // processes appear too).
 import { api } from "../api";
 import { href } from "../router";
 import { CancelButton } from "./CancelButton";
 import { ProgressBar, StatusBadge } from "./Progress";
 import { StartForm } from "./StartForm";
-import { EVAL_API, type ABSummary, type JobStatus, type RunInfo } from "./types";
+import { EVAL_API, type ABSummary, type JobStatus, type RunInfo, type SweepSummary } from "./types";
 import { usePoll } from "./usePoll";
 import { when } from "./format";
 
@@ -14,18 +14,20 @@ interface Overview {
   runs: RunInfo[];
   jobs: JobStatus[];
   comparisons: ABSummary[];
+  sweeps: SweepSummary[];
 }
 
 const FAST_MS = 1000;
 const SLOW_MS = 5000;
 
 async function loadOverview(): Promise<Overview> {
-  const [runs, queue, ab] = await Promise.all([
+  const [runs, queue, ab, sweeps] = await Promise.all([
     api<{ runs: RunInfo[] }>(`${EVAL_API}/runs`),
     api<{ jobs: JobStatus[] }>(`${EVAL_API}/queue`),
     api<{ comparisons: ABSummary[] }>(`${EVAL_API}/ab`),
+    api<{ sweeps: SweepSummary[] }>(`${EVAL_API}/sweeps`),
   ]);
-  return { runs: runs.runs, jobs: queue.jobs, comparisons: ab.comparisons };
+  return { runs: runs.runs, jobs: queue.jobs, comparisons: ab.comparisons, sweeps: sweeps.sweeps };
 }
 
 function isActive(data: Overview | null): boolean {
@@ -55,6 +57,12 @@ export function RunsOverview() {
             <h2>A/B comparisons</h2>
           </div>
           {data ? <ABTable comparisons={data.comparisons} /> : <p className="muted">Loading…</p>}
+        </div>
+        <div className="ab-section">
+          <div className="section-head">
+            <h2>Latency sweeps</h2>
+          </div>
+          {data ? <SweepTable sweeps={data.sweeps} /> : <p className="muted">Loading…</p>}
         </div>
       </div>
     </div>
@@ -179,6 +187,45 @@ function ABTable({ comparisons }: { comparisons: ABSummary[] }) {
             <td className="num">
               {ab.pairs_used} of {ab.max_pairs}
             </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function SweepTable({ sweeps }: { sweeps: SweepSummary[] }) {
+  if (sweeps.length === 0) {
+    return (
+      <p className="muted" data-testid="sweep-list">
+        No sweep yet: <span className="mono">hylo sweep BENCH --agent A --latency-steps 0 1 2 --episodes N</span>{" "}
+        records one.
+      </p>
+    );
+  }
+  return (
+    <table className="ab-table" data-testid="sweep-list">
+      <thead>
+        <tr>
+          <th>Sweep</th>
+          <th>Agent</th>
+          <th>Benchmark</th>
+          <th>Latency d</th>
+          <th>Horizon s</th>
+        </tr>
+      </thead>
+      <tbody>
+        {[...sweeps].reverse().map((sweep) => (
+          <tr key={sweep.sweep_id} data-testid={`sweep-row-${sweep.sweep_id}`}>
+            <td className="mono">
+              <a href={href(["sweeps", sweep.sweep_id])} data-testid={`sweep-link-${sweep.sweep_id}`}>
+                {sweep.sweep_id}
+              </a>
+            </td>
+            <td>{sweep.agent}</td>
+            <td>{sweep.benchmark}</td>
+            <td className="num">{sweep.latency_steps.join(", ")}</td>
+            <td className="num">{sweep.execution_steps ? sweep.execution_steps.join(", ") : "agent's own"}</td>
           </tr>
         ))}
       </tbody>

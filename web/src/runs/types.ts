@@ -200,3 +200,40 @@ export const EVAL_API = "/api/eval/v2";
 export function runPath(runId: string, rest = ""): string {
   return `${EVAL_API}/runs/${encodeURIComponent(runId)}${rest}`;
 }
+
+/** A latency sweep as `GET /sweeps` lists it. */
+export interface SweepSummary {
+  sweep_id: string;
+  benchmark: string;
+  agent: string;
+  latency_steps: number[];
+  /** The execution horizons swept; null: the agent's own. */
+  execution_steps: number[] | null;
+  /** H, when the agent declares it. */
+  chunk_size: number | null;
+}
+
+/** One grid point's run (`hylo sweep show --json`). */
+export interface SweepPoint {
+  latency_steps: number;
+  execution_steps: number | null;
+  success_rate: number | null;
+  success_ci: [number, number] | null;
+  /** McNemar's exact p against the zero-latency run at the same horizon; null for that run, or without one. */
+  mcnemar_p: number | null;
+  run_id: string;
+  n: number;
+  scored: number;
+  successes: number;
+  status_counts: Record<string, number>;
+}
+
+/** A sweep's record: its points ordered by latency then horizon, the points refused with the rule each breaks. */
+export interface SweepRecord extends SweepSummary {
+  split: string | null;
+  tasks: string[] | null;
+  episodes: number;
+  seeds: number[];
+  points: SweepPoint[];
+  refused: { latency_steps: number; execution_steps: number | null; reason: string }[];
+}

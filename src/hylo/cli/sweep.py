@@ -1,0 +1,215 @@
+"""`hylo sweep`: one agent at every latency d × execution horizon s of the chunked-execution protocol, a run per grid
+point on the same episodes, success against latency; `hylo sweep show ID` and `hylo sweep list`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from hylo.argtypes import non_negative_int, positive_int
+from hylo.cli.output import EXIT_ABORTED, console, fail
+from hylo.core.errors import HyloError, HyloFailure
+
+if TYPE_CHECKING:
+    from hylo.eval.runner import Evaluation
+    from hylo.eval.sweep import GridPoint
+
+SWEEP_OPTIONS = ("latency_steps", "execution_steps", "strategy", "ensemble_m", "max_hold_steps")
+"""The options `hylo sweep` adds to the run options (they replace any of the same name the run options have)."""
+
+
+def add_parser(
+    commands: argparse._SubParsersAction[Any], run_options: Callable[[argparse.ArgumentParser], None]
+) -> None:
+    """Add `sweep` to `hylo`'s commands; `run_options` adds the options it shares with `eval`."""
+    sweep = commands.add_parser(
+        "sweep",
+        help="success against latency: a run per latency d x execution horizon s (sweep show ID, sweep list)",
+        conflict_handler="resolve",  # its grid flags take lists where the run options' take one value
+    )
+    sweep.add_argument("benchmark", help="the benchmark (or `show`, then the sweep id; or `list`)")
+    sweep.add_argument("sweep_id", nargs="?", help=argparse.SUPPRESS)
+    sweep.add_argument("-E", dest="env_args", action="append", default=[], metavar="K=V", help="benchmark option")
+    sweep.add_argument("--split", default=None, help="the split (default: the benchmark's)")
+    sweep.add_argument("--task", "--tasks", dest="tasks", nargs="+", action="extend", default=[], metavar="T",
+                       help="tasks to run")  # fmt: skip
+    sweep.add_argument("--agent", help="the agent (a chunked policy: it declares chunk_size H)")
+    sweep.add_argument(
+        "-A", dest="agent_args", action="append", default=[], metavar="K=V", help="agent argument (JSON literal)"
+    )
+    run_options(sweep)
+    sweep.add_argument(
+        "--latency-steps", type=non_negative_int, nargs="+", default=None, metavar="D",
+        help="the latencies d to sweep, in control steps (e.g. 0 1 2 3 4)",
+    )  # fmt: skip
+    sweep.add_argument(
+        "--execution-steps", type=positive_int, nargs="+", default=None, metavar="S",
+        help="the execution horizons s to sweep (default: the agent's own); points outside max(1, d) <= s <= H - d "
+        "are refused",
+    )  # fmt: skip
+    _add_unless_there(sweep, "--strategy", choices=("naive", "ensemble"), default=None, help="how a new chunk merges")
+    _add_unless_there(sweep, "--ensemble-m", type=float, default=None, metavar="M", help="ensemble: weights exp(-m*i)")
+    _add_unless_there(sweep, "--max-hold-steps", type=positive_int, default=None, help="watchdog: holds in a row")
+    sweep.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
+
+
+def _add_unless_there(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
+    """`flag`, unless the run options already have it (the same option: the points keep it)."""
+    if flag not in parser._option_string_actions:
+        parser.add_argument(flag, **kwargs)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hylo.eval.sweep import SweepError, list_sweeps, read_sweep
+
+    if args.benchmark == "show":
+        if args.sweep_id is None:
+            raise SweepError("hylo sweep show needs the sweep id (sweep-...)")
+        _print(read_sweep(args.log_dir, args.sweep_id), args.log_dir, json_out=args.json)
+        return 0
+    if args.benchmark == "list":
+        _print_list(list_sweeps(args.log_dir), json_out=args.json)
+        return 0
+    return _sweep(args)
+
+
+def base_spec(args: argparse.Namespace) -> Any:
+    """The sweep's base spec from the flags: every run option, the agent and its arguments, and the timing options
+    each point keeps (strategy, ensemble_m, max_hold_steps)."""
+    from hylo.agents.registry import parse_agent_args
+    from hylo.argtypes import parse_json_pairs
+    from hylo.cli.evaluate import run_options
+    from hylo.eval.spec import EvalSpec
+    from hylo.eval.sweep import SweepError
+
+    if args.sweep_id is not None:
+        raise SweepError(f"hylo sweep takes one benchmark, got {args.benchmark!r} and {args.sweep_id!r}")
+    if args.agent is None:
+        raise SweepError("hylo sweep needs --agent (the policy to sweep)")
+    if args.latency_steps is None:
+        raise SweepError("hylo sweep needs --latency-steps D [D ...] (the latencies to sweep, in control steps)")
+    if getattr(args, "protocol", None) is not None:
+        raise SweepError(f"a sweep sets the latency itself at every grid point; drop --protocol {args.protocol}")
+    options = run_options(argparse.Namespace(**{**vars(args), **dict.fromkeys(SWEEP_OPTIONS)}))
+    if options.pop("protocol", None) is not None:
+        raise SweepError("a sweep sets the latency itself at every grid point; drop --protocol")
+    timing_options = dict(options.pop("timing_options", None) or {})
+    if options.pop("timing", None) == "sync":
+        raise SweepError("a sweep runs every grid point under realtime timing; drop --timing sync")
+    for key in SWEEP_OPTIONS[2:]:
+        if getattr(args, key) is not None:
+            timing_options[key] = getattr(args, key)
+    return EvalSpec(
+        benchmark=args.benchmark,
+        env_args=parse_json_pairs(args.env_args, "-E"),
+        split=args.split,
+        tasks=args.tasks,
+        agent=args.agent,
+        agent_args=parse_agent_args(args.agent_args),
+        timing="realtime",
+        timing_options=timing_options,
+        **options,
+    )
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from hylo.envs.quiet import stdout_to_stderr
+    from hylo.eval.progress import ProgressBar
+    from hylo.eval.sweep import run_sweep
+    from hylo.eval.sweep_plot import horizon_label
+    from hylo.eval.writer import RunAborted
+
+    base = base_spec(args)
+    current: list[Evaluation] = []
+
+    @contextmanager
+    def watch(point: GridPoint, evaluation: Evaluation) -> Iterator[None]:
+        current[:] = [evaluation]
+        title = f"{base.benchmark} · {base.agent} · d = {point.latency_steps}, {horizon_label(point.execution_steps)}"
+        with ProgressBar(console(stderr=True), title) as bar:
+            evaluation.progress = bar.update
+            yield
+
+    with stdout_to_stderr():  # simulators that print never reach stdout
+        try:
+            result = run_sweep(base, args.latency_steps, args.execution_steps, watch=watch)
+        except Exception as exc:
+            evaluation = current[0] if current else None
+            bad_input = isinstance(exc, (HyloError, ValueError, LookupError, ValidationError)) and not isinstance(
+                exc, HyloFailure
+            )
+            if evaluation is None or (bad_input and not evaluation.started and not isinstance(exc, RunAborted)):
+                raise  # refused before anything ran: bad input, one line, exit 2
+            what = str(exc) if isinstance(exc, RunAborted) else f"{type(exc).__name__}: {exc}"
+            return fail(EXIT_ABORTED, f"run {evaluation.run_id} of the sweep aborted: {what}; re-run to resume")
+    _print(result.record, args.log_dir, json_out=args.json)
+    return 0
+
+
+def _print(record: dict[str, Any], log_dir: Path, *, json_out: bool) -> None:
+    from hylo.eval.logdir import SWEEPS_DIR
+
+    directory = log_dir.resolve() / SWEEPS_DIR / record["sweep_id"]
+    if json_out:
+        sys.stdout.write(json.dumps({**record, "directory": str(directory)}) + "\n")
+        return
+    from rich.table import Table
+
+    from hylo.eval.sweep_plot import horizon_label
+
+    out = console()
+    chunk = f", H = {record['chunk_size']}" if record.get("chunk_size") is not None else ""
+    tasks = ", ".join(record.get("tasks") or []) or "every task"
+    kept = "".join(f", {key} {value}" for key, value in (record.get("timing_options") or {}).items())
+    out.print(f"sweep {record['sweep_id']}: {record['agent']} on {record['benchmark']} ({tasks}){chunk}, "
+              f"{record['episodes']} episodes per task{kept}", highlight=False)  # fmt: skip
+    table = Table(title="success against latency d (control steps) and execution horizon s")
+    for column in ("d", "s", "success rate", "95% CI", "scored", "McNemar p vs d = 0", "run"):
+        table.add_column(column, justify="left" if column == "run" else "right", no_wrap=True)
+    for point in record["points"]:
+        rate, ci, p = point["success_rate"], point["success_ci"], point["mcnemar_p"]
+        table.add_row(
+            str(point["latency_steps"]),
+            horizon_label(point["execution_steps"]).removeprefix("s = "),
+            "—" if rate is None else f"{rate:.3f}",
+            "—" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]",
+            f"{point['scored']}/{point['n']}",
+            "—" if p is None else f"{p:.3g}",
+            point["run_id"],
+        )
+    out.print(table)
+    for refused in record["refused"]:
+        out.print(f"refused d = {refused['latency_steps']}, s = {refused['execution_steps']}: {refused['reason']}",
+                  highlight=False)  # fmt: skip
+    out.print(f"plot: {directory / record['plot']['png']} and {directory / record['plot']['svg']}", highlight=False)
+
+
+def _print_list(records: list[dict[str, Any]], *, json_out: bool) -> None:
+    if json_out:
+        sys.stdout.write(json.dumps({"sweeps": [_listed(record) for record in records]}) + "\n")
+        return
+    out = console()
+    if not records:
+        out.print("no sweep yet: hylo sweep BENCH --agent A --latency-steps 0 1 2 records one", highlight=False)
+    for record in map(_listed, records):
+        out.print(f"{record['sweep_id']}  {record['agent']} on {record['benchmark']}  d {record['latency_steps']}  "
+                  f"s {record['execution_steps'] or 'own'}  {record['points']} points", highlight=False)  # fmt: skip
+
+
+def _listed(record: dict[str, Any]) -> dict[str, Any]:
+    """A sweep as listed: its id, agent, benchmark, grid and how many points ran."""
+    return {
+        "sweep_id": record.get("sweep_id"),
+        "benchmark": record.get("benchmark"),
+        "agent": record.get("agent"),
+        "latency_steps": record.get("latency_steps"),
+        "execution_steps": record.get("execution_steps"),
+        "points": len(record.get("points") or []),
+    }

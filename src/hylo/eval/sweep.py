@@ -1,0 +1,341 @@
+"""Latency sweeps (`hylo sweep`): one agent under the chunked-execution protocol at every grid point of latency d
+(control steps) × execution horizon s, on the same episodes, success against latency.
+
+Each grid point is one ordinary, resumable run (its own EvalLog, as `hylo eval` makes it) of the base spec with
+realtime timing on the virtual clock: schedule "chunked", adaptive refill off, `latency_steps` d and
+`execution_steps` s (none given: the agent's own). A point outside max(1, d) <= s <= H - d (H the agent's
+`chunk_size`, when it declares one) is refused with the rule and listed; the others run, one after the other. Each
+point is paired against the zero-latency point at its horizon by McNemar's exact test (as `hylo compare` pairs two
+runs). The sweep id is a function of the base spec's digest and the grid alone, so the same command resumes the same
+sweep and the same runs. The record (`<log dir>/sweeps/<id>/sweep.json`) and the plot (`plot.png`, `plot.svg`:
+success against latency, one line per horizon, Wilson bands) are written beside each other, deterministically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hylo.agents.registry import agent_factory, args_model
+from hylo.core.errors import HyloError
+from hylo.core.timing import check_horizon
+from hylo.eval.logdir import SWEEPS_DIR
+from hylo.eval.resolve import make_timing, resolve
+from hylo.eval.rows import records
+from hylo.eval.runner import EvalResult, Evaluation
+from hylo.eval.spec import MAX_STEPS, EvalSpec
+from hylo.eval.stats import NoPairs, compare_runs
+
+SWEEP_ID = re.compile(r"sweep-[0-9a-f]{12}")
+"""What a sweep id looks like: `sweep-` and 12 hex digits (`sweep_id`)."""
+RECORD = "sweep.json"
+"""The sweep's record, in `<log dir>/sweeps/<sweep id>/`."""
+PLOT_PNG = "plot.png"
+PLOT_SVG = "plot.svg"
+MAX_POINTS = 256
+"""The most grid points one sweep may plan."""
+KEPT_OPTIONS = ("strategy", "ensemble_m", "max_hold_steps")
+"""The base spec's timing options every point keeps; the sweep sets the rest itself."""
+SWEEP_SETS: dict[str, Any] = {"schedule": "chunked", "clock": "virtual", "adaptive_refill": False}
+"""The timing options every point has, whatever the base spec says (besides its latency and horizon)."""
+
+
+class SweepError(HyloError, ValueError):
+    """A sweep that cannot be run as asked (a bad grid, no valid point), or a record that is not there."""
+
+
+class SweepNotFound(SweepError, LookupError):
+    """A sweep id with no record in the log dir (or no sweep id at all)."""
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One point of the grid: latency d and execution horizon s (None: the agent's own), in control steps."""
+
+    latency_steps: int
+    execution_steps: int | None
+
+    def sort_key(self) -> tuple[int, int]:
+        """Latency, then horizon (the agent's own first), ascending."""
+        return (self.latency_steps, -1 if self.execution_steps is None else self.execution_steps)
+
+    def to_json(self) -> dict[str, int | None]:
+        return {"latency_steps": self.latency_steps, "execution_steps": self.execution_steps}
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The grid asked for, split into the points that run and those refused (each with the rule it breaks)."""
+
+    latency_steps: list[int]
+    execution_steps: list[int] | None
+    chunk_size: int | None
+    points: list[GridPoint]
+    refused: list[tuple[GridPoint, str]]
+
+
+def _checked_steps(values: Sequence[int], flag: str, minimum: int) -> list[int]:
+    """`values` ascending, each an int in [minimum, MAX_STEPS] and given once; raises `SweepError` naming a bad one."""
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_STEPS:
+            raise SweepError(f"{flag} takes integers from {minimum} to {MAX_STEPS:,}, got {value!r}")
+    repeated = sorted({value for value in values if list(values).count(value) > 1})
+    if repeated:
+        raise SweepError(f"{flag} lists each value once; repeated: {repeated}")
+    return sorted(values)
+
+
+def chunk_size_of(spec: EvalSpec) -> int | None:
+    """H, the actions per chunk the agent declares: its `chunk_size` argument, else its `Args`' default, else its
+    class's `chunk_size` attribute; None when it declares none (or the spec runs a graph). Read without building the
+    agent (building may load a model or connect to a server)."""
+    if spec.graph is not None:
+        return None
+    given = spec.agent_args.get("chunk_size")
+    if given is not None:
+        return given if isinstance(given, int) and not isinstance(given, bool) else None
+    factory = agent_factory(spec.agent, resolve(spec).benchmark if spec.agent == "expert" else None)
+    model = args_model(factory)
+    if model is not None and "chunk_size" in model.model_fields:
+        default = model.model_fields["chunk_size"].default
+        return default if isinstance(default, int) and not isinstance(default, bool) else None
+    declared = getattr(factory, "chunk_size", None)
+    return declared if isinstance(declared, int) and not isinstance(declared, bool) else None
+
+
+def _refusal(point: GridPoint, chunk_size: int | None, own_steps: int | None) -> str | None:
+    """Why a point breaks max(1, d) <= s <= H - d (core's `check_horizon` message), or None. s None is the agent's
+    own `execution_steps` (H when it sets none); a bound that is not known is not checked."""
+    d = point.latency_steps
+    s = point.execution_steps if point.execution_steps is not None else (own_steps or chunk_size)
+    if s is None:
+        return None
+    try:
+        check_horizon(chunk_size, d, s)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def plan_grid(spec: EvalSpec, latency_steps: Sequence[int], execution_steps: Sequence[int] | None) -> Grid:
+    """The grid `latency_steps` × `execution_steps` (None: the agent's own s), ordered by latency then horizon, each
+    point checked against the rule. Raises `SweepError` for a bad value, a grid too large or no valid point."""
+    if not latency_steps:
+        raise SweepError("--latency-steps needs at least one latency (control steps, e.g. 0 1 2 3 4)")
+    latencies = _checked_steps(latency_steps, "--latency-steps", 0)
+    horizons = None if not execution_steps else _checked_steps(execution_steps, "--execution-steps", 1)
+    size = len(latencies) * (len(horizons) if horizons else 1)
+    if size > MAX_POINTS:
+        raise SweepError(f"a sweep runs at most {MAX_POINTS} grid points; {size} were asked for")
+    chunk_size = chunk_size_of(spec)
+    own = spec.agent_args.get("execution_steps")
+    own_steps = own if isinstance(own, int) and not isinstance(own, bool) else None
+    points: list[GridPoint] = []
+    refused: list[tuple[GridPoint, str]] = []
+    columns: list[int | None] = list(horizons) if horizons else [None]
+    for d in latencies:
+        for s in columns:
+            point = GridPoint(d, s)
+            why = _refusal(point, chunk_size, own_steps)
+            if why is None:
+                points.append(point)
+            else:
+                refused.append((point, why))
+    if not points:
+        rules = "; ".join(f"d={p.latency_steps}, s={p.execution_steps}: {why}" for p, why in refused)
+        raise SweepError(f"no grid point can run: {rules}")
+    return Grid(latencies, horizons, chunk_size, points, refused)
+
+
+def _kept_options(spec: EvalSpec) -> dict[str, Any]:
+    """The base spec's timing options every point keeps; any other is refused (the sweep sets latency, schedule,
+    clock and refill itself), unless it says what the sweep sets anyway."""
+    options = {key: value for key, value in spec.timing_options.items() if SWEEP_SETS.get(key, ...) != value}
+    others = sorted(set(options) - set(KEPT_OPTIONS))
+    if others:
+        raise SweepError(
+            f"a sweep sets the timing itself (chunked schedule, virtual clock, latency d, horizon s); it keeps only "
+            f"{list(KEPT_OPTIONS)} of the base spec's timing options, got {others}"
+        )
+    return {key: options[key] for key in KEPT_OPTIONS if key in options}
+
+
+def point_timing(base: EvalSpec, point: GridPoint) -> tuple[str, dict[str, Any]]:
+    """The timing and timing options of a grid point's run: the chunked-execution protocol on the virtual clock at
+    latency d and horizon s (s omitted: each chunk's own), with the base spec's strategy, ensemble_m and
+    max_hold_steps."""
+    options: dict[str, Any] = {**SWEEP_SETS, "latency_steps": point.latency_steps}
+    if point.execution_steps is not None:
+        options["execution_steps"] = point.execution_steps
+    return "realtime", {**options, **_kept_options(base)}
+
+
+def point_spec(base: EvalSpec, point: GridPoint) -> EvalSpec:
+    """The spec of a grid point's run: the base spec at the point's timing, its run named by its digest."""
+    timing, options = point_timing(base, point)
+    return EvalSpec.model_validate({**base.model_dump(), "timing": timing, "timing_options": options, "run_id": None})
+
+
+def sweep_id(base: EvalSpec, grid: Grid) -> str:
+    """The sweep's id: the base spec's digest (timing reduced to the options every point keeps) and the grid."""
+    kept = EvalSpec.model_validate({**base.model_dump(), "timing": "realtime", "timing_options": _kept_options(base)})
+    identity = [kept.digest(), grid.latency_steps, grid.execution_steps]
+    return f"sweep-{hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:12]}"
+
+
+def _point_json(point: GridPoint, result: EvalResult, baseline: EvalResult | None) -> dict[str, Any]:
+    """A point's figures: success rate over its scored episodes with the Wilson interval, McNemar's p against the
+    zero-latency run at its horizon (null for that run itself, or when there is none or nothing pairs), its run."""
+    summary = result.summary
+    p_value: float | None = None
+    abstained: int | None = None
+    if baseline is not None and baseline.run_id != result.run_id:
+        try:
+            comparison = compare_runs(records(baseline.episodes), records(result.episodes))
+        except NoPairs:
+            comparison = None
+        if comparison is not None:
+            p_value, abstained = comparison.p_value, comparison.abstained
+    return {
+        **point.to_json(),
+        "success_rate": summary.success_rate,
+        "success_ci": list(summary.success_ci) if summary.success_ci is not None else None,
+        "mcnemar_p": p_value,
+        "run_id": result.run_id,
+        "n": summary.n,
+        "scored": summary.scored,
+        "successes": summary.successes,
+        "conservative_success_rate": summary.conservative_success_rate,
+        "status_counts": dict(summary.status_counts),
+        "abstained_pairs": abstained,
+    }
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A finished sweep: its record and where it is."""
+
+    record: dict[str, Any]
+    directory: Path
+
+    @property
+    def sweep_id(self) -> str:
+        return str(self.record["sweep_id"])
+
+
+def run_sweep(
+    base: EvalSpec,
+    latency_steps: Sequence[int],
+    execution_steps: Sequence[int] | None = None,
+    *,
+    watch: Callable[[GridPoint, Evaluation], AbstractContextManager[object]] | None = None,
+) -> SweepResult:
+    """Run (or resume) every valid grid point of `base` in order, then write the record and the plot. Each point's
+    run runs inside `watch(point, evaluation)` (a progress display). A point's run that fails raises: re-run the
+    sweep to resume it."""
+    if base.run_id is not None:
+        raise SweepError("a sweep names its runs itself (one per grid point); drop --run-id")
+    grid = plan_grid(base, latency_steps, execution_steps)
+    identity = sweep_id(base, grid)
+    specs = {point: point_spec(base, point) for point in grid.points}  # every point's spec checked before any runs
+    for spec in specs.values():
+        make_timing(spec)
+    results: dict[GridPoint, EvalResult] = {}
+    for point, spec in specs.items():
+        evaluation = Evaluation(spec)
+        with watch(point, evaluation) if watch is not None else nullcontext():
+            results[point] = evaluation.run()
+    baselines = {p.execution_steps: r for p, r in results.items() if p.latency_steps == 0}
+    points = [_point_json(p, r, baselines.get(p.execution_steps)) for p, r in sorted(results.items(), key=_order)]
+    first = next(iter(results.values()))
+    record = {
+        "sweep_id": identity,
+        "benchmark": base.benchmark,
+        "split": first.spec.get("split"),
+        "tasks": first.spec.get("tasks"),
+        "agent": base.agent,
+        "agent_args": base.agent_args,
+        "episodes": base.episodes,
+        "seeds": base.seed_list,
+        "chunk_size": grid.chunk_size,
+        "latency_steps": grid.latency_steps,
+        "execution_steps": grid.execution_steps,
+        "timing_options": _kept_options(base),
+        "points": points,
+        "refused": [{**p.to_json(), "reason": why} for p, why in grid.refused],
+        "plot": {"png": PLOT_PNG, "svg": PLOT_SVG},
+    }
+    directory = base.log_path.resolve() / SWEEPS_DIR / identity
+    directory.mkdir(parents=True, exist_ok=True)
+    from hylo.eval.sweep_plot import write_plots  # matplotlib: imported only when a sweep is drawn
+
+    write_plots(record, directory / PLOT_PNG, directory / PLOT_SVG)
+    _write_json(directory / RECORD, record)
+    return SweepResult(record, directory)
+
+
+def _order(item: tuple[GridPoint, EvalResult]) -> tuple[int, int]:
+    return item[0].sort_key()
+
+
+def _write_json(path: Path, record: dict[str, Any]) -> None:
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(partial, path)
+
+
+def sweep_dir(log_dir: Path, identity: str) -> Path:
+    """A recorded sweep's directory, by its id; raises `SweepNotFound` for a malformed or unknown id."""
+    if not SWEEP_ID.fullmatch(identity):
+        raise SweepNotFound(f"{identity!r} is not a sweep id (sweep-<12 hex digits>)")
+    directory = log_dir / SWEEPS_DIR / identity
+    if not (directory / RECORD).is_file():
+        known = ", ".join(p.parent.name for p in _record_paths(log_dir)) or "none"
+        raise SweepNotFound(f"no sweep {identity!r} in {log_dir}; there are: {known}")
+    return directory
+
+
+def read_sweep(log_dir: Path, identity: str) -> dict[str, Any]:
+    """A sweep's record by its id."""
+    record: dict[str, Any] = json.loads((sweep_dir(log_dir, identity) / RECORD).read_text())
+    return record
+
+
+def sweep_plot(log_dir: Path, identity: str, name: str) -> Path:
+    """The path of a recorded sweep's plot (`name` is `PLOT_SVG` or `PLOT_PNG`); `SweepNotFound` when it is missing."""
+    if name not in (PLOT_SVG, PLOT_PNG):
+        raise SweepNotFound(f"a sweep's plot is {PLOT_SVG} or {PLOT_PNG}, not {name!r}")
+    path = sweep_dir(log_dir, identity) / name
+    if not path.is_file():
+        raise SweepNotFound(f"sweep {identity!r} has no {name}")
+    return path
+
+
+def list_sweeps(log_dir: Path) -> list[dict[str, Any]]:
+    """Every sweep record of the log dir, oldest first (a file that no longer reads as a record is left out)."""
+    found = []
+    for path in _record_paths(log_dir):
+        try:
+            written, record = path.stat().st_mtime, json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict):
+            found.append((written, record))
+    return [record for _, record in sorted(found, key=lambda entry: entry[0])]
+
+
+def _record_paths(log_dir: Path) -> list[Path]:
+    """The sweep records' files, by id."""
+    directory = log_dir / SWEEPS_DIR
+    if not directory.is_dir():
+        return []
+    return sorted(
+        p / RECORD for p in directory.glob("sweep-*") if SWEEP_ID.fullmatch(p.name) and (p / RECORD).is_file()
+    )

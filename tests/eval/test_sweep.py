@@ -1,0 +1,228 @@
+"""`hylo sweep`: a run per latency d × execution horizon s on the same episodes, points outside the rule refused, the
+record and plot under the sweep's own id, resumed to the same points and the same bytes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hylo.eval.spec
+from hylo.cli import main
+from hylo.envs.metaworld import MetaWorldExpert
+from hylo.eval import EvalLog
+from hylo.eval.logdir import find_run
+from hylo.eval.rows import records
+from hylo.eval.spec import EvalSpec
+from hylo.eval.stats import compare_runs, wilson_interval
+from hylo.eval.sweep import (
+    GridPoint,
+    SweepError,
+    SweepNotFound,
+    list_sweeps,
+    plan_grid,
+    point_spec,
+    point_timing,
+    read_sweep,
+    run_sweep,
+    sweep_id,
+)
+
+TASK = "reach-v3"
+CHUNKED_OPTIONS = ("schedule", "execution_steps", "latency_steps", "strategy", "ensemble_m")
+
+
+@pytest.fixture
+def chunked_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """EvalSpec taking the chunked schedule's timing options (those its TIMING_OPTIONS does not list yet)."""
+    listed = hylo.eval.spec.TIMING_OPTIONS
+    missing = tuple(option for option in CHUNKED_OPTIONS if option not in listed)
+    monkeypatch.setattr(hylo.eval.spec, "TIMING_OPTIONS", (*listed, *missing))
+
+
+def base(log_dir: Path, **more: Any) -> EvalSpec:
+    fields: dict[str, Any] = {"benchmark": "metaworld", "tasks": [TASK], "agent": "expert",
+                              "agent_args": {"chunk_size": 8}, "episodes": 2, **more}  # fmt: skip
+    return EvalSpec(log_dir=str(log_dir), **fields)
+
+
+def sweep(log_dir: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
+    code = main(["sweep", *args, "--log-dir", str(log_dir)])
+    out, err = capsys.readouterr()
+    if code != 0:
+        return code, err
+    return code, json.loads(out) if "--json" in args else out
+
+
+def test_points_outside_the_rule_are_refused_with_it_and_the_rest_ordered_by_latency_then_horizon(tmp_path: Path):
+    grid = plan_grid(base(tmp_path), [4, 0, 2], [4, 2, 6])
+    assert [(p.latency_steps, p.execution_steps) for p in grid.points] == [
+        (0, 2), (0, 4), (0, 6), (2, 2), (2, 4), (2, 6), (4, 4),
+    ]  # fmt: skip
+    refused = {(p.latency_steps, p.execution_steps): why for p, why in grid.refused}
+    assert set(refused) == {(4, 2), (4, 6)}  # s < d; s > H - d
+    assert all("max(1, d) <= s <= H - d" in why for why in refused.values())
+    assert grid.chunk_size == 8
+
+    one = plan_grid(base(tmp_path, agent_args={}), [0, 1], None)  # the expert's own H: 1 action a chunk
+    assert one.chunk_size == 1 and [p.execution_steps for p in one.points] == [None]
+    assert [p.latency_steps for p, _ in one.refused] == [1]  # s = H = 1 > H - d = 0
+
+    with pytest.raises(SweepError, match=r"no grid point can run: d=4, s=1"):
+        plan_grid(base(tmp_path), [4], [1])
+
+
+@pytest.mark.parametrize(
+    ("latency", "execution", "message"),
+    [
+        ([], None, "--latency-steps needs at least one latency"),
+        ([0, -1], None, "--latency-steps takes integers from 0 .* got -1"),
+        ([0, 2, 2], None, r"--latency-steps lists each value once; repeated: \[2\]"),
+        ([0], [0], "--execution-steps takes integers from 1 .* got 0"),
+        (list(range(20)), list(range(1, 20)), "at most 256 grid points; 380 were asked for"),
+    ],
+)
+def test_a_bad_grid_is_refused_naming_the_value(tmp_path: Path, latency: list[int], execution: Any, message: str):
+    with pytest.raises(SweepError, match=message):
+        plan_grid(base(tmp_path), latency, execution)
+
+
+def test_a_point_runs_the_chunked_protocol_on_the_virtual_clock_keeping_the_strategy(
+    tmp_path: Path, chunked_options: None
+):
+    timing, options = point_timing(base(tmp_path, timing_options={"max_hold_steps": 30}), GridPoint(2, 4))
+    assert timing == "realtime"
+    assert options == {"schedule": "chunked", "clock": "virtual", "adaptive_refill": False,
+                       "latency_steps": 2, "execution_steps": 4, "max_hold_steps": 30}  # fmt: skip
+    assert "execution_steps" not in point_timing(base(tmp_path), GridPoint(0, None))[1]  # each chunk's own
+    said = base(tmp_path, timing_options={"clock": "virtual", "schedule": "chunked"})  # what a sweep sets anyway
+    assert point_timing(said, GridPoint(2, 4)) == point_timing(base(tmp_path), GridPoint(2, 4))
+    with pytest.raises(SweepError, match=r"keeps only .*got \['latency_s'\]"):
+        point_spec(base(tmp_path, timing="realtime", timing_options={"latency_s": 0.1}), GridPoint(0, 1))
+    with pytest.raises(SweepError, match=r"got \['clock'\]"):
+        point_timing(base(tmp_path, timing="realtime", timing_options={"clock": "wall"}), GridPoint(0, 1))
+
+
+def test_the_sweep_id_is_the_base_spec_and_the_grid_alone(tmp_path: Path):
+    grid = plan_grid(base(tmp_path), [0, 2], [2, 4])
+    identity = sweep_id(base(tmp_path), grid)
+    assert identity == sweep_id(base(tmp_path / "elsewhere", episodes=9, workers=2), grid)  # knobs, not results
+    assert identity != sweep_id(base(tmp_path), plan_grid(base(tmp_path), [0, 2], [4]))
+    assert identity != sweep_id(base(tmp_path, seed=1), grid)
+    assert identity != sweep_id(base(tmp_path, agent_args={"chunk_size": 6}), grid)
+
+
+def test_a_sweep_records_every_point_pairs_it_against_zero_latency_and_gives_the_same_bytes_again(
+    tmp_path: Path, chunked_options: None
+):
+    first = run_sweep(base(tmp_path), [0, 2, 4], [2, 4])
+    record = first.record
+    assert first.directory == tmp_path.resolve() / "sweeps" / record["sweep_id"]
+    assert json.loads((first.directory / "sweep.json").read_text()) == record
+    points = record["points"]
+    assert [(p["latency_steps"], p["execution_steps"]) for p in points] == [(0, 2), (0, 4), (2, 2), (2, 4), (4, 4)]
+    assert [(r["latency_steps"], r["execution_steps"]) for r in record["refused"]] == [(4, 2)]
+    runs = {(p["latency_steps"], p["execution_steps"]): p["run_id"] for p in points}
+    assert len(set(runs.values())) == len(points)
+    for point in points:
+        with EvalLog.open(find_run(tmp_path, point["run_id"])) as log:
+            rows = log.final_episodes()
+        assert [row.episode_id for row in rows] == [f"metaworld/mt10/{TASK}/{i:04d}@s0" for i in range(2)]
+        realtime = [row.metrics["realtime"] for row in rows]  # the point's run ran the protocol at its d
+        assert all(set(m["delay_steps"]) == {point["latency_steps"]} for m in realtime)
+        assert all(m["dropped"] > 0 for m in realtime) == (point["latency_steps"] > 0)
+        successes = sum(row.success for row in rows)
+        assert point["success_rate"] == successes / 2 and point["success_ci"] == list(wilson_interval(successes, 2))
+        if point["latency_steps"] == 0:
+            assert point["mcnemar_p"] is None  # the baseline itself
+            continue
+        with EvalLog.open(find_run(tmp_path, runs[(0, point["execution_steps"])])) as log:
+            zero = records(log.final_episodes())
+        assert point["mcnemar_p"] == compare_runs(zero, records(rows)).p_value
+
+    svg, png = (first.directory / name for name in ("plot.svg", "plot.png"))
+    assert svg.read_text().startswith("<?xml") and png.read_bytes().startswith(b"\x89PNG")
+    drawn = svg.read_bytes(), png.read_bytes()
+    again = run_sweep(base(tmp_path), [0, 2, 4], [2, 4])
+    assert again.record == record
+    assert (svg.read_bytes(), png.read_bytes()) == drawn
+    assert read_sweep(tmp_path, record["sweep_id"]) == record
+    elsewhere = run_sweep(base(tmp_path / "elsewhere"), [0, 2, 4], [2, 4])  # every episode run again
+    assert elsewhere.record == record and (elsewhere.directory / "plot.svg").read_bytes() == drawn[0]
+    assert [listed["sweep_id"] for listed in list_sweeps(tmp_path)] == [record["sweep_id"]]
+
+
+class ExpertFailingOnTheSecond(MetaWorldExpert):
+    """Meta-World's chunked expert, raising on every act of episode index 1: an `error` under every grid point."""
+
+    def act(self, obs: Any) -> Any:
+        if self.ctx.task.index == 1:
+            raise RuntimeError("policy exploded")
+        return super().act(obs)
+
+
+def test_an_abstention_is_left_out_of_the_rate_and_of_the_pairs_as_compare_leaves_it(
+    tmp_path: Path, chunked_options: None
+):
+    spec = base(tmp_path, agent="test_sweep:ExpertFailingOnTheSecond", episodes=3)
+    points = run_sweep(spec, [0, 2], [4]).record["points"]
+    for point in points:
+        assert point["status_counts"]["error"] == 1 and (point["n"], point["scored"]) == (3, 2)
+        assert point["success_rate"] == point["successes"] / 2
+        assert point["conservative_success_rate"] == point["successes"] / 3
+    assert [p["abstained_pairs"] for p in points] == [None, 1]  # the pair where either side abstained
+
+
+def test_without_a_zero_latency_point_no_point_has_a_p_value(tmp_path: Path, chunked_options: None):
+    record = run_sweep(base(tmp_path, episodes=1), [1, 2], [2]).record
+    assert [p["mcnemar_p"] for p in record["points"]] == [None, None]
+
+
+def test_an_unknown_or_malformed_sweep_id_is_not_found(tmp_path: Path):
+    with pytest.raises(SweepNotFound, match=r"no sweep 'sweep-000000000000'.*there are: none"):
+        read_sweep(tmp_path, "sweep-000000000000")
+    for bad in ("../x", "sweep-..", "sweep-00000000000g", "SWEEP-000000000000"):
+        with pytest.raises(SweepNotFound, match="is not a sweep id"):
+            read_sweep(tmp_path, bad)
+
+
+def test_the_command_prints_one_object_and_shows_it_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], chunked_options: None
+):
+    grid = ["--latency-steps", "0", "2", "--execution-steps", "2", "7"]
+    code, record = sweep(tmp_path, capsys, "metaworld", "--tasks", TASK, "--agent", "expert", "-A", "chunk_size=8",
+                         *grid, "--episodes", "1", "--json")  # fmt: skip
+    assert code == 0, record
+    assert [(p["latency_steps"], p["execution_steps"]) for p in record["points"]] == [(0, 2), (0, 7), (2, 2)]
+    assert record["refused"][0]["latency_steps"] == 2 and "H - d" in record["refused"][0]["reason"]
+    assert set(record["points"][0]) >= {"latency_steps", "execution_steps", "success_rate", "success_ci",
+                                        "mcnemar_p", "run_id"}  # fmt: skip
+    shown = sweep(tmp_path, capsys, "show", record["sweep_id"], "--json")[1]
+    assert shown == record
+
+    code, table = sweep(tmp_path, capsys, "show", record["sweep_id"])
+    assert code == 0 and "McNemar p vs d = 0" in table and record["points"][2]["run_id"] in table
+    assert "refused d = 2, s = 7" in table and str(Path(record["directory"]) / "plot.svg") in table
+    code, listed = sweep(tmp_path, capsys, "list", "--json")
+    assert listed["sweeps"][0]["sweep_id"] == record["sweep_id"] and listed["sweeps"][0]["points"] == 3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["metaworld", "--agent", "expert"], "hylo sweep needs --latency-steps D"),
+        (["metaworld", "--latency-steps", "0"], "hylo sweep needs --agent"),
+        (["metaworld", "--agent", "expert", "--latency-steps", "0", "--run-id", "x"], "drop --run-id"),
+        (["metaworld", "--agent", "expert", "--latency-steps", "1", "1"], "repeated: [1]"),
+        (["show"], "needs the sweep id"),
+        (["show", "sweep-000000000000"], "no sweep 'sweep-000000000000'"),
+    ],
+)
+def test_bad_input_is_one_line_and_runs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+):
+    code, err = sweep(tmp_path, capsys, *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("metaworld-*"))
