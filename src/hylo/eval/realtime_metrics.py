@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from hylo.eval.rows import EpisodeRow
 
 KEY = "realtime"
@@ -104,11 +106,7 @@ def percentile(values: Sequence[float], q: float) -> float:
         raise ValueError("the percentile of no values is undefined")
     if not 0 <= q <= 100:
         raise ValueError(f"a percentile is between 0 and 100, got {q}")
-    ordered = sorted(values)
-    rank = q / 100 * (len(ordered) - 1)
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    return float(np.percentile(values, q))
 
 
 def percentiles(values: Sequence[float]) -> dict[str, float] | None:
