@@ -123,16 +123,16 @@ class HostKiller(ExactPolicy):
 
 
 class DiesForGood(ExactPolicy):
-    """Kills its host at episode `index`'s first request and cannot be built again afterwards (its weights gone)."""
+    """Kills its host at the run's first request and cannot be built again afterwards (its weights gone): the
+    episodes in flight then are lost with the host, every later one finds none."""
 
-    def __init__(self, index: int = 1) -> None:
+    def __init__(self) -> None:
         if os.path.exists(os.environ["HYLO_TEST_BATCH_MARKER"]):
             raise RuntimeError("the weights are gone")
         super().__init__()
-        self.index = index
 
     def act_batch(self, observations, contexts):
-        if any(ctx.task.index == self.index for ctx in contexts) and _first_time():
+        if _first_time():
             os.kill(os.getpid(), signal.SIGKILL)
         return super().act_batch(observations, contexts)
 

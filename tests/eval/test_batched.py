@@ -174,10 +174,10 @@ def test_a_host_that_cannot_be_restarted_ends_the_remaining_episodes_as_error(tm
     result = _run(tmp_path, "gone", agent="batch_agents:DiesForGood", tasks=["reach-v3"], episodes=6, workers=2,
                   batch=2)  # fmt: skip
     rows = {row.index: row for row in result.episodes}
-    assert len(rows) == 6
-    assert rows[1].status.value == "error" and "policy host died" in rows[1].reason
+    assert len(rows) == 6 and {row.status.value for row in rows.values()} == {"error"}
+    died = [row for row in rows.values() if "policy host died" in row.reason]
     after = [row for row in rows.values() if "could not be restarted" in row.reason]
-    assert after and all(row.status.value == "error" for row in after)
+    assert 1 <= len(died) <= 2 and len(died) + len(after) == 6  # the two in flight at most, then every later one
     assert "could not be restarted 3 times" in after[0].reason and "the weights are gone" in after[0].reason
     assert rows[5] in after  # episodes started after it gave up did not wait for a host
 
