@@ -12,11 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
-from hylo.agents.registry import vet_agent
-from hylo.core.errors import HyloError
+from hylo.agents.registry import agent_factory, args_model, vet_agent
+from hylo.core.errors import HyloError, UnknownChoice
 from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
 from hylo.core.types import NodesetMode
 from hylo.cpus import usable_cpus
@@ -25,6 +26,7 @@ from hylo.envs.gym_adapter import NamespaceRefused
 from hylo.envs.registry import get_benchmark
 from hylo.eval.logdir import ReservedRunId, check_run_id
 from hylo.eval.placement import PanelDriver
+from hylo.eval.protocols import Protocol, ProtocolError, get_protocol, registered_protocols
 from hylo.eval.provenance import package_versions_of
 from hylo.eval.spec import EvalSpec
 from hylo.graph.agent_nodes import vet_agents
@@ -125,6 +127,8 @@ def resolve(spec: EvalSpec, *, allow_import: bool = True) -> Resolved:
     available, why = benchmark.available()
     if not available:
         raise EvalError(f"benchmark {benchmark.name!r} is not available here: {why}", field="benchmark")
+    spec = apply_protocol(spec)
+    check_grid(spec, benchmark, allow_import=allow_import)
     split = benchmark.check_split(spec.split)
     tasks = benchmark.check_tasks(split, spec.tasks)
     plan = compile_spec_graph(spec, benchmark, allow_import=allow_import)
@@ -242,14 +246,160 @@ def vet_run_agents(resolved: Resolved, *, allow_import: bool = True) -> list[str
     return vet_agent(spec.agent, spec.agent_args, resolved.benchmark, allow_import=allow_import)
 
 
-def make_timing(spec: EvalSpec) -> Timing:
-    """The Kernel timing a spec asks for; refuses options the timing does not take."""
-    if spec.timing == "sync":
-        if spec.timing_options:
+SYNC_OPTIONS = ("strategy", "ensemble_m")
+"""The timing options sync timing takes: how a new chunk merges into the plan."""
+
+OPTION_FLAGS = {
+    "refill_steps": "--refill-steps",
+    "max_hold_steps": "--max-hold-steps",
+    "latency_s": "--latency",
+    "clock": "--clock",
+    "adaptive_refill": "timing option adaptive_refill",
+    "schedule": "timing option schedule",
+    "execution_steps": "--execution-steps",
+    "latency_steps": "--latency-steps",
+    "latency_model": "--latency-lognormal / --latency-samples",
+    "strategy": "--strategy",
+    "ensemble_m": "--ensemble-m",
+}
+"""The flag of `hylo eval` that sets each timing option, as refusals name it."""
+
+
+def find_protocol(name: str) -> Protocol:
+    """The registered protocol `name`; an unknown one is refused listing the known ones."""
+    try:
+        return get_protocol(name)
+    except UnknownChoice:
+        raise EvalError(
+            f"unknown protocol {name!r}; choose from: {', '.join(registered_protocols())} (hylo list protocols)",
+            field="protocol",
+        ) from None
+    except ProtocolError as exc:
+        raise EvalError(str(exc), field="protocol") from None
+
+
+def apply_protocol(spec: EvalSpec) -> EvalSpec:
+    """`spec` with `timing` and `timing_options` filled from its protocol (unchanged without one). Refused: a
+    protocol meant for other benchmarks, a `timing` other than the protocol's, a timing option it fixes given with
+    another value, or one it fixes as unset; the options it leaves open (`Protocol.open_options`) are kept."""
+    if spec.protocol is None:
+        return spec
+    protocol = find_protocol(spec.protocol)
+    if not protocol.fits(spec.benchmark):
+        fitting = [name for name in registered_protocols() if find_protocol(name).fits(spec.benchmark)]
+        raise EvalError(
+            f"protocol {protocol.name!r} is for {', '.join(protocol.families)}, not {spec.benchmark!r}; protocols "
+            f"that fit {spec.benchmark!r}: {', '.join(fitting)}",
+            field="protocol",
+        )
+    timing, fixed = protocol.fixed_timing()
+    if "timing" in spec.model_fields_set and spec.timing != timing:
+        raise EvalError(
+            f"--timing {spec.timing} conflicts with protocol {protocol.name!r}, which fixes timing {timing}: drop "
+            "--timing",
+            field="timing",
+        )
+    opened = protocol.open_options()
+    for key, value in spec.timing_options.items():
+        flag = OPTION_FLAGS.get(key, f"timing option {key}")
+        if key in fixed and value != fixed[key]:
             raise EvalError(
-                f"timing options {sorted(spec.timing_options)} need --timing realtime", field="timing_options"
+                f"{flag} {option_text(value)} conflicts with protocol {protocol.name!r}, which fixes {key} at "
+                f"{option_text(fixed[key])}: drop {flag} or choose another protocol",
+                field="timing_options",
             )
-        return SyncTiming()
+        if key not in fixed and key not in opened:
+            raise EvalError(
+                f"{flag} {option_text(value)} conflicts with protocol {protocol.name!r}, which fixes {key} "
+                f"(it leaves it unset): drop {flag} or choose another protocol",
+                field="timing_options",
+            )
+    options = {**fixed, **{key: value for key, value in spec.timing_options.items() if key in opened}}
+    return spec.model_copy(update={"timing": timing, "timing_options": options})
+
+
+def option_text(value: object) -> str:
+    """A timing option's value as messages and summaries show it (an empirical model by its number of samples)."""
+    if isinstance(value, dict):
+        if value.get("kind") == "empirical":
+            return f"empirical ({len(value.get('samples_s', []))} samples)"
+        return " ".join(f"{key}={item}" for key, item in value.items())
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def check_horizon(chunk_size: int, latency_steps: int, execution_steps: int) -> None:
+    """Refuse a grid point outside `max(1, d) <= s <= H - d`, stating the rule with the values."""
+    h, d, s = chunk_size, latency_steps, execution_steps
+    if not max(1, d) <= s <= h - d:
+        raise ValueError(
+            f"execution_steps s={s} with latency_steps d={d} and chunk_size H={h} breaks the rule "
+            f"max(1, d) <= s <= H - d ({max(1, d)} <= s <= {h - d})"
+        )
+
+
+def declared_chunk_size(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bool = True) -> int | None:
+    """The chunk size H a spec's agent declares, read without building it: its `chunk_size` argument, else its
+    `Args`' default, else its class's `chunk_size` attribute; None for a graph run or an agent that declares none."""
+    if spec.graph is not None:
+        return None
+    given = spec.agent_args.get("chunk_size")
+    if given is not None:
+        return given if isinstance(given, int) and not isinstance(given, bool) else None
+    try:
+        factory = agent_factory(spec.agent, benchmark, allow_import=allow_import)
+    except (HyloError, ValueError, LookupError):
+        return None  # vetting the agent names the problem
+    model = args_model(factory)
+    default: Any = None
+    if model is not None and "chunk_size" in model.model_fields:
+        default = model.model_fields["chunk_size"].default
+    if default is None:
+        default = getattr(factory, "chunk_size", None)
+    return default if isinstance(default, int) and not isinstance(default, bool) else None
+
+
+def check_grid(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bool = True) -> None:
+    """Refuse a chunked-execution grid point the protocol's rule forbids, before anything runs: with a fixed latency
+    of d steps and an execution horizon s given, s < max(1, d); with an agent that declares its chunk size H,
+    s > H - d too (the rule of `check_horizon`); and an agent whose H is not the one its protocol requires."""
+    options = spec.timing_options
+    required = find_protocol(spec.protocol).chunk_size if spec.protocol is not None else None
+    chunk_size = declared_chunk_size(spec, benchmark, allow_import=allow_import)
+    if required is not None and chunk_size != required:
+        declared = "declares none" if chunk_size is None else f"declares chunk_size {chunk_size}"
+        raise EvalError(
+            f"protocol {spec.protocol!r} runs agents with chunk_size H={required}; agent {spec.agent!r} {declared}",
+            field="agent_args",
+        )
+    if spec.timing != "realtime" or options.get("schedule") != "chunked":
+        return
+    d, s = options.get("latency_steps"), options.get("execution_steps")
+    if d is None or s is None:
+        return
+    try:
+        if chunk_size is not None:
+            check_horizon(chunk_size, d, s)
+        elif s < max(1, d):
+            raise ValueError(
+                f"execution_steps s={s} with latency_steps d={d} breaks the rule max(1, d) <= s <= H - d "
+                f"(s >= {max(1, d)}): a new chunk every s steps may not be asked for before the last one arrives"
+            )
+    except ValueError as exc:
+        raise EvalError(str(exc), field="timing_options") from None
+
+
+def make_timing(spec: EvalSpec) -> Timing:
+    """The Kernel timing a spec asks for (the one place it is built); refuses options the timing does not take."""
+    if spec.timing == "sync":
+        realtime = sorted(set(spec.timing_options) - set(SYNC_OPTIONS))
+        if realtime:
+            raise EvalError(f"timing options {realtime} need --timing realtime", field="timing_options")
+        if not spec.timing_options:
+            return SyncTiming()
+        try:
+            return SyncTiming(**spec.timing_options)
+        except (TypeError, ValueError) as exc:
+            raise EvalError(f"bad sync timing options {spec.timing_options}: {exc}", field="timing_options") from None
     try:
         return RealtimeTiming(**spec.timing_options)
     except (TypeError, ValueError) as exc:
