@@ -136,8 +136,12 @@ def _add_timing_options(parser: argparse.ArgumentParser, *, grid: bool) -> None:
         help="loop timing (default sync; realtime with --latency-steps/--execution-steps/--latency-lognormal/"
         "--latency-samples)",
     )
-    timing.add_argument("--refill-steps", type=non_negative_int, default=None, help="realtime: refill threshold")
-    timing.add_argument("--max-hold-steps", type=positive_int, default=None, help="realtime: watchdog holds")
+    timing.add_argument(
+        "--refill-steps", type=non_negative_int, default=None, metavar="N", help="realtime: refill threshold"
+    )
+    timing.add_argument(
+        "--max-hold-steps", type=positive_int, default=None, metavar="N", help="realtime: watchdog holds"
+    )
     latency = timing.add_mutually_exclusive_group()
     latency.add_argument("--latency", type=float, default=None, metavar="SECONDS", help="realtime: fixed act latency")
     if grid:
