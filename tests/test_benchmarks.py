@@ -128,3 +128,11 @@ def test_batched_policy_prints_both_rates_their_ratio_and_the_memory_of_each():
     ratio = figures["batched_eps_per_s"] / figures["unbatched_eps_per_s"]
     assert abs(figures["throughput_ratio"] - ratio) < 1e-2 * ratio
     assert figures["rss_mb"]["unbatched"] > 0 and figures["rss_mb"]["batched"] > 0
+
+
+def test_realtime_overhead_prints_both_rates_and_their_ratio_on_identical_episodes():
+    result = run_benchmark("realtime_overhead.py", "--json", "--repeats", "1", "--episodes", "1", timeout=300)
+    figures = json.loads(result.stdout)  # the script refuses to report when the two timings ran other episodes
+    assert figures["sync_steps_per_s"] > 0 and figures["realtime_steps_per_s"] > 0
+    assert abs(figures["ratio"] - figures["realtime_steps_per_s"] / figures["sync_steps_per_s"]) < 1e-9
+    assert (figures["episodes"], figures["repeats"]) == (2, 1)

@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from hylo.eval import EvalLog, EvalSpec, evaluate
+from hylo.eval.rows import repeatable_metrics
 from hylo.eval.runner import EvalError, Evaluation
 from hylo.eval.writer import RunAborted
 
@@ -27,7 +28,7 @@ def _keys(result):
     """What must not depend on the worker count: ids, seeds, statuses, reasons, steps, metrics but wall time."""
     return [
         (r.episode_id, r.task, r.index, r.seed, r.status.value, r.reason, r.steps, r.success,
-         {k: v for k, v in r.metrics.items() if k != "wall_s"})
+         repeatable_metrics(r.metrics))
         for r in result.episodes
     ]  # fmt: skip
 

@@ -3,7 +3,9 @@
 The inner policy is queried at every step for a chunk; each future step thus receives several predictions, which are
 averaged with weights exp(−m·i), i = 0 for the oldest prediction (Zhao et al., 2023, "Learning Fine-Grained Bimanual
 Manipulation with Low-Cost Hardware"). Smooths actions at the cost of one inference per step. It assumes one `act`
-per executed step, i.e. sync timing; under realtime timing a chunking policy should run without it.
+per executed step, i.e. sync timing. Under realtime timing, where chunks arrive late and every s steps, use the
+`ensemble` strategy of the timing instead (`--strategy ensemble`, hylo.core.timing): it averages the predictions made
+for each control step as they arrive.
 """
 
 from __future__ import annotations

@@ -98,19 +98,19 @@ def as_chunk(value: object) -> ActionChunk:
 
 
 class ChunkExecutor:
-    """Queue of the actions still to execute from the current chunk."""
+    """Queue of the actions still to execute from the current chunk; a new chunk replaces it (the naive strategy)."""
 
     __slots__ = ("_queue",)
 
     def __init__(self) -> None:
-        self._queue: deque[Action] = deque()
+        self._queue: deque[Any] = deque()
 
-    def load(self, chunk: ActionChunk, *, skip: int = 0) -> int:
-        """Queue the chunk's first `execution_steps` actions, less the first `skip` (stale ones). Returns the count
-        of actions dropped."""
-        self._queue.clear()
-        end = chunk.execution_steps
+    def load(self, chunk: ActionChunk, *, skip: int = 0, whole: bool = False) -> int:
+        """Queue the chunk's first `execution_steps` actions (all of them when `whole`), less the first `skip`
+        (stale ones). Returns the count of actions dropped."""
+        end = len(chunk.actions) if whole else chunk.execution_steps
         dropped = min(skip, end)
+        self._queue.clear()
         self._queue.extend(chunk.actions[dropped:end])
         return dropped
 
@@ -129,3 +129,40 @@ class ChunkExecutor:
     @property
     def empty(self) -> bool:
         return not self._queue
+
+
+class EnsembleExecutor(ChunkExecutor):
+    """Temporal ensembling (Zhao et al. 2023): every prediction made for a control step is kept, and the step executes
+    their average weighted exp(−m·i), i = 0 the oldest. A new chunk adds its predictions to the steps it covers
+    instead of replacing the plan; it needs array actions."""
+
+    __slots__ = ("_dtype", "m")
+
+    def __init__(self, m: float = 0.01) -> None:
+        super().__init__()
+        self.m = m
+        self._dtype = np.dtype(np.float32)
+
+    def load(self, chunk: ActionChunk, *, skip: int = 0, whole: bool = False) -> int:
+        end = len(chunk.actions) if whole else chunk.execution_steps
+        dropped = min(skip, end)
+        try:
+            fresh = [np.asarray(a, dtype=np.float64) for a in chunk.actions[dropped:end]]
+        except (TypeError, ValueError):
+            raise ValueError("the ensemble strategy averages array actions; this chunk's are not numeric") from None
+        queue = self._queue
+        for i, action in enumerate(fresh):
+            if i < len(queue):
+                queue[i].append(action)
+            else:
+                queue.append([action])
+        self._dtype = np.asarray(chunk.actions[0]).dtype
+        return dropped
+
+    def next(self) -> Action:
+        predictions: list[np.ndarray[Any, Any]] = self._queue.popleft()
+        dtype = self._dtype if self._dtype.kind == "f" else np.dtype(np.float32)
+        if len(predictions) == 1:
+            return predictions[0].astype(dtype)
+        weights = np.exp(-self.m * np.arange(len(predictions)))
+        return np.tensordot(weights / weights.sum(), np.stack(predictions), axes=1).astype(dtype)

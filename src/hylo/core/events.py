@@ -66,6 +66,10 @@ class AgentChunkEvent(BaseEvent):
     latency_s: float
     dropped: int = 0
     requested_at: int
+    delay_steps: int = 0
+    """Control steps between the request and the merge."""
+    virtual_latency_s: float | None = None
+    """The latency the virtual clock charged (modelled, or the measured one); None under the wall clock and sync."""
     actions: list[Any]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from hylo.core.agent import agent_name, check_compatible
 from hylo.core.bus import EventBus
-from hylo.core.chunk import ActionChunk
+from hylo.core.chunk import ActionChunk, EnsembleExecutor
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
 from hylo.core.episode import FAULTS, EndEpisode, detail_of, noted, raised
@@ -30,11 +30,12 @@ from hylo.core.errors import (
     SimulationDiverged,
 )
 from hylo.core.jsonable import snapshot
-from hylo.core.scaffold import EpisodeScaffold
+from hylo.core.latency import episode_rng, steps_for
+from hylo.core.scaffold import EpisodeScaffold, RealtimeCounts
 from hylo.core.shield import SafetyShield
 from hylo.core.signals import ContainerSet, Signal
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
-from hylo.core.timing import Clock, RealtimeTiming, SyncTiming, Timing, parse_timing
+from hylo.core.timing import Clock, RealtimeTiming, Strategy, SyncTiming, Timing, check_horizon, parse_timing
 from hylo.core.types import Action, Observation, TaskInstance
 from hylo.core.worker import AgentWorker, Call
 
@@ -94,6 +95,8 @@ class Kernel:
             raise IncompatibleComponents(
                 f"realtime timing needs an environment with a hold action; {spec.name!r} declares none"
             )
+        if isinstance(self.timing, RealtimeTiming):
+            self.timing.check_bind(spec.dt, getattr(agent, "chunk_size", None))
         self.shield = SafetyShield() if shield is None else shield
         self.shield.bind(spec.action_space)
 
@@ -134,6 +137,10 @@ class Kernel:
             act_timeout_s=act_timeout_s,
             dt=spec.dt,
         )
+        if isinstance(self.timing, RealtimeTiming):
+            self._sc.realtime = RealtimeCounts(spec.dt)
+            if self.timing.strategy is Strategy.ENSEMBLE:
+                self._sc.executor = EnsembleExecutor(self.timing.ensemble_m)
 
     @property
     def auto_episode_reset(self) -> bool:
@@ -231,7 +238,7 @@ class Kernel:
                     return sc.agent_failed(exc, "agent reset")
         if isinstance(self.timing, SyncTiming):
             return self._sync_loop(obs)
-        return self._realtime_loop(obs, self.timing)
+        return self._realtime_loop(obs, self.timing, task.seed)
 
     def _sync_loop(self, obs: Observation) -> EpisodeOutcome:
         sc = self._sc
@@ -248,21 +255,31 @@ class Kernel:
             obs = self._advance(executor.next(), False)
         return sc.ended(EpisodeStatus.FAILURE, "max_steps")
 
-    def _realtime_loop(self, obs: Observation, timing: RealtimeTiming) -> EpisodeOutcome:
-        """One loop for both realtime clocks: the world keeps stepping while a requested chunk is computed.
+    def _realtime_loop(self, obs: Observation, timing: RealtimeTiming, seed: int) -> EpisodeOutcome:
+        """One loop for both realtime clocks and both schedules: the world keeps stepping while a requested chunk is
+        computed.
 
-        Virtual clock: `act` runs inline and its result is merged `latency_steps` later. Wall clock: `act` runs on the
+        Virtual clock: `act` runs inline and its result is merged the latency's steps later (the latency model's,
+        drawn from a generator seeded by the episode's `seed`, or the measured one). Wall clock: `act` runs on the
         agent's worker thread and is merged at the first step after it finished; the loop is paced at the control
         rate unless the env paces itself.
         """
         sc = self._sc
         executor = sc.executor
+        counts = sc.realtime
+        assert counts is not None
         dt = self.spec.dt
         worker = self._worker
         paced = worker is not None and not self.env.capabilities.self_paced
+        model = timing.model
+        rng = episode_rng(seed) if model is not None else None
+        chunked = timing.chunked
+        nominal = timing.nominal_latency_steps(dt) if chunked else None
+        every = 0  # the chunked schedule's s for the plan that runs now
         pending: Call | None = None  # wall clock: the act in flight
-        scheduled: tuple[int, ActionChunk, int, float] | None = None  # virtual: (merge at, chunk, asked at, latency)
-        lead = timing.refill_steps  # request early enough to cover the latency seen lately
+        scheduled: tuple[int, ActionChunk, int, float, float] | None = None  # merge at, chunk, asked, latencies
+        asked: int | None = None  # the step of the last request
+        lead = timing.refill_steps  # refill: request early enough to cover the latency seen lately
         holds = 0
         start = time.perf_counter()
         while sc.steps < self.max_steps:
@@ -275,7 +292,8 @@ class Kernel:
                         if pending.error is not None:
                             return sc.agent_failed(pending.error)
                         sc.check_latency(pending.latency)
-                        sc.load(sc.chunk_of(pending.result), pending.latency, pending.step)
+                        chunk = sc.chunk_of(pending.result)
+                        every = self._merge(chunk, pending.latency, None, pending.step, timing, nominal)
                         if timing.adaptive_refill:
                             lead = max(timing.refill_steps, step - pending.step)
                         pending = None
@@ -283,25 +301,34 @@ class Kernel:
                         self.act_timeout_s is not None and time.perf_counter() - pending.submitted > self.act_timeout_s
                     ):
                         return sc.agent_failed(AgentTimeout(None, self.act_timeout_s))
-                if pending is None and executor.remaining <= lead:
+                if pending is None and _due(chunked, executor.remaining, lead, asked, every, step):
                     pending = worker.submit(self._act, snapshot(obs), step, self._serial)
+                    counts.chunks += 1
+                    asked = step
             else:
                 if scheduled is not None and scheduled[0] <= step:
-                    sc.load(scheduled[1], scheduled[3], scheduled[2])
+                    every = self._merge(scheduled[1], scheduled[3], scheduled[4], scheduled[2], timing, nominal)
                     scheduled = None
-                if scheduled is None and executor.remaining <= lead:
+                if scheduled is None and _due(chunked, executor.remaining, lead, asked, every, step):
+                    counts.chunks += 1
+                    asked = step
                     chunk, latency = self._call_act(obs)
-                    delay = timing.latency_steps(latency, dt)
+                    if model is not None:
+                        assert rng is not None
+                        charged, delay = model.draw(rng, dt)
+                    else:
+                        charged, delay = latency, steps_for(latency, dt)
                     if timing.adaptive_refill:
                         lead = max(timing.refill_steps, delay)
                     if delay == 0:
-                        sc.load(chunk, latency, step)
+                        every = self._merge(chunk, latency, charged, step, timing, nominal)
                     else:
-                        scheduled = (step + delay, chunk, step, latency)
+                        scheduled = (step + delay, chunk, step, latency, charged)
             if executor.empty:
                 if holds >= timing.max_hold_steps:
                     return sc.ended(EpisodeStatus.FAILURE, "watchdog", f"{holds} consecutive hold steps")
                 holds += 1
+                counts.holds += 1
                 try:
                     hold = self.env.hold_action()
                 except FAULTS as exc:
@@ -309,12 +336,37 @@ class Kernel:
                 obs = self._advance(hold, True)
             else:
                 holds = 0
+                counts.executed += 1
                 obs = self._advance(executor.next(), False)
             if paced:
                 delay_s = start + sc.steps * dt - time.perf_counter()
                 if delay_s > 0:
                     time.sleep(delay_s)
         return sc.ended(EpisodeStatus.FAILURE, "max_steps")
+
+    def _merge(
+        self,
+        chunk: ActionChunk,
+        latency: float,
+        charged: float | None,
+        asked: int,
+        timing: RealtimeTiming,
+        d: int | None,
+    ) -> int:
+        """Merge a chunk asked for at step `asked` into the plan. Returns the chunked schedule's s for it (0 under the
+        refill schedule); a chunk too short for the chunked protocol's horizon ends the episode as `error`."""
+        sc = self._sc
+        if not timing.chunked:
+            sc.load(chunk, latency, asked, virtual_latency_s=charged)
+            return 0
+        every = chunk.execution_steps if timing.execution_steps is None else timing.execution_steps
+        if d is not None:
+            try:
+                check_horizon(len(chunk.actions), d, every)
+            except ValueError as exc:
+                raise EndEpisode(sc.ended(EpisodeStatus.ERROR, f"agent's chunk breaks the protocol: {exc}")) from None
+        sc.load(chunk, latency, asked, virtual_latency_s=charged, whole=True)
+        return every
 
     # -- one step -------------------------------------------------------------------------------------------------
 
@@ -416,3 +468,11 @@ class Kernel:
             log.warning("%s failed after its episode ended: %r", failure.who, failure.error)
             return
         raise EndEpisode(self._sc.agent_failed(failure.error, failure.who))
+
+
+def _due(chunked: bool, remaining: int, lead: int, asked: int | None, every: int, step: int) -> bool:
+    """Whether a chunk is to be requested now (none being in flight): under the chunked schedule `every` steps after
+    the last request (at once for the first), under the refill schedule when at most `lead` actions remain."""
+    if chunked:
+        return asked is None or step - asked >= every
+    return remaining <= lead

@@ -63,7 +63,7 @@ class EpisodeScaffold:
 
     __slots__ = (
         "_placed", "_recorded", "act_timeout_s", "auto_episode_reset", "bus", "deliver", "dt", "executor",
-        "interventions", "lifecycle", "scope", "shield", "space", "step_open", "steps", "total_return",
+        "interventions", "lifecycle", "realtime", "scope", "shield", "space", "step_open", "steps", "total_return",
     )  # fmt: skip
 
     def __init__(
@@ -87,6 +87,8 @@ class EpisodeScaffold:
         self.act_timeout_s = act_timeout_s
         self.dt = dt
         self.executor = ChunkExecutor()
+        self.realtime: RealtimeCounts | None = None
+        """What a realtime loop counts per episode (set by it); None under sync timing."""
         self.scope: str | None = None
         self.step_open = False
         self.steps = 0
@@ -104,6 +106,8 @@ class EpisodeScaffold:
         self.interventions = 0
         self.total_return = 0.0
         self.executor.clear()
+        if self.realtime is not None:
+            self.realtime = RealtimeCounts(self.dt)
 
     def open(
         self,
@@ -172,9 +176,27 @@ class EpisodeScaffold:
             invalid = self.ended(EpisodeStatus.ERROR, f"{who} an invalid chunk: {exc}", detail_of(exc))
             raise EndEpisode(invalid) from None
 
-    def load(self, chunk: ActionChunk, latency: float, requested_at: int) -> None:
-        """Load a chunk computed for step `requested_at`, dropping the actions whose time has passed; trace it."""
-        dropped = self.executor.load(chunk, skip=self.steps - requested_at)
+    def load(
+        self,
+        chunk: ActionChunk,
+        latency: float,
+        requested_at: int,
+        *,
+        virtual_latency_s: float | None = None,
+        whole: bool = False,
+    ) -> None:
+        """Load a chunk computed for step `requested_at`, dropping the actions whose time has passed; trace it.
+        `whole`: queue all its actions, not only its first `execution_steps` (the chunked schedule);
+        `virtual_latency_s`: the latency the virtual clock charged for it."""
+        delay = self.steps - requested_at
+        try:
+            dropped = self.executor.load(chunk, skip=delay, whole=whole)
+        except ValueError as exc:
+            refused = self.ended(EpisodeStatus.ERROR, f"agent returned a chunk the plan cannot take: {exc}")
+            raise EndEpisode(refused) from None
+        counts = self.realtime
+        if counts is not None:
+            counts.merged(latency, virtual_latency_s, delay, dropped)
         if self.bus.active:
             self.bus.emit_trusted(
                 AgentChunkEvent,
@@ -183,6 +205,8 @@ class EpisodeScaffold:
                 latency_s=latency,
                 dropped=dropped,
                 requested_at=requested_at,
+                delay_steps=delay,
+                virtual_latency_s=virtual_latency_s,
                 actions=[jsonable(a) for a in chunk.actions],
             )
 
@@ -353,8 +377,10 @@ class EpisodeScaffold:
     # -- outcomes -------------------------------------------------------------------------------------------------
 
     def tally(self) -> dict[str, Any]:
-        """The metrics every outcome of this loop carries."""
-        return {"return": self.total_return}
+        """The metrics every outcome of this loop carries (`realtime` under realtime timing)."""
+        if self.realtime is None:
+            return {"return": self.total_return}
+        return {"return": self.total_return, "realtime": self.realtime.to_json(self.steps)}
 
     def ended(
         self, status: EpisodeStatus, reason: str, detail: str | None = None, *, metrics: dict[str, Any] | None = None
@@ -381,6 +407,45 @@ class EpisodeScaffold:
 
     def hold_failed(self, why: str) -> EpisodeOutcome:
         return self.ended(EpisodeStatus.INFRA_INVALID, f"env hold action failed: {why}")
+
+
+class RealtimeCounts:
+    """One realtime episode's figures: chunks requested, actions executed and held, stale actions dropped, and the
+    latency (measured, and charged by the virtual clock) and delay in steps of every merged chunk."""
+
+    __slots__ = ("chunks", "delay_steps", "dropped", "dt", "executed", "holds", "latency_s", "virtual_latency_s")
+
+    def __init__(self, dt: float) -> None:
+        self.dt = dt
+        self.chunks = 0
+        self.executed = 0
+        self.holds = 0
+        self.dropped = 0
+        self.latency_s: list[float] = []
+        self.virtual_latency_s: list[float] | None = []
+        self.delay_steps: list[int] = []
+
+    def merged(self, latency: float, virtual_latency_s: float | None, delay: int, dropped: int) -> None:
+        self.latency_s.append(latency)
+        if virtual_latency_s is None:
+            self.virtual_latency_s = None
+        elif self.virtual_latency_s is not None:
+            self.virtual_latency_s.append(virtual_latency_s)
+        self.delay_steps.append(delay)
+        self.dropped += dropped
+
+    def to_json(self, steps: int) -> dict[str, Any]:
+        return {
+            "dt": self.dt,
+            "steps": steps,
+            "executed": self.executed,
+            "holds": self.holds,
+            "dropped": self.dropped,
+            "chunks": self.chunks,
+            "latency_s": list(self.latency_s),
+            "virtual_latency_s": None if self.virtual_latency_s is None else list(self.virtual_latency_s),
+            "delay_steps": list(self.delay_steps),
+        }
 
 
 def _recorder_failed(bus: EventBus, outcome: EpisodeOutcome) -> EpisodeOutcome:

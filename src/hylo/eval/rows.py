@@ -7,7 +7,7 @@ database.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,19 @@ from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import TaskInstance
 from hylo.eval.run_status import RunStatus
 from hylo.eval.stats import EpisodeRecord
+
+WALL_TIME_METRICS = ("wall_s",)
+"""The metrics that are wall time, which no run repeats (the measured `realtime.latency_s` too)."""
+
+
+def repeatable_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """An episode's metrics less its wall-time figures: what the same episode, agent, protocol and seed give again,
+    whatever the worker count, backend or batch size (under a modelled latency on the virtual clock)."""
+    kept = {k: v for k, v in metrics.items() if k not in WALL_TIME_METRICS}
+    realtime = kept.get("realtime")
+    if isinstance(realtime, Mapping):
+        kept["realtime"] = {k: v for k, v in realtime.items() if k != "latency_s"}
+    return kept
 
 
 @dataclass(frozen=True, slots=True)
