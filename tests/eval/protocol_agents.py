@@ -13,18 +13,21 @@ class ArgsChunkedAgent:
 
     class Args(AgentArgs):
         chunk_size: int = Field(default=8, ge=1)
+        execution_steps: int | None = None
 
-    def __init__(self, chunk_size: int = 8) -> None:
+    def __init__(self, chunk_size: int = 8, execution_steps: int | None = None) -> None:
         self.chunk_size = chunk_size
+        self.execution_steps = execution_steps
 
     def act(self, obs):
         return ActionChunk.single(0)
 
 
 class AttributeChunkedAgent:
-    """Declares its chunk size as a class attribute (6)."""
+    """Declares its chunk size (6) and horizon (4) as class attributes."""
 
     chunk_size = 6
+    execution_steps = 4
 
     def act(self, obs):
         return ActionChunk.single(0)

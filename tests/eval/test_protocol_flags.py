@@ -168,7 +168,10 @@ def test_hylo_list_protocols(capsys) -> None:
         (["--protocol", "realtime-d2", "--timing", "sync"], "--timing sync conflicts with protocol 'realtime-d2'"),
         (["--protocol", "libero-realtime-100ms"], "protocol 'libero-realtime-100ms' is for libero, not 'babyai'"),
         (["--protocol", "rt2"], "unknown protocol 'rt2'; choose from: sync, realtime-d1, realtime-d2, realtime-d4"),
-        (["--latency-steps", "2", "--execution-steps", "1"], "s=1 with latency_steps d=2 breaks the rule"),
+        (
+            ["--latency-steps", "2", "--execution-steps", "1"],
+            "s=1 with latency d=2 steps breaks max(1, d) <= s <= H - d",
+        ),
     ],
 )
 def test_hylo_eval_refuses_before_anything_runs(tmp_path: Path, capsys, argv: list[str], message: str) -> None:
@@ -176,3 +179,24 @@ def test_hylo_eval_refuses_before_anything_runs(tmp_path: Path, capsys, argv: li
     assert code == 2
     assert message in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # no run was made
+
+
+def test_a_protocol_run_on_meta_world_end_to_end(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("metaworld")
+    base = ["eval", "metaworld", "--task", "reach-v3", "--agent", "expert", "-A", "chunk_size=8", "--protocol",
+            "realtime-d2", "--episodes", "2", "--log-dir", str(tmp_path)]  # fmt: skip
+    assert main(base) == 2  # s is the expert's own: all 8 actions of its chunk, which runs dry before the next arrives
+    refusal = capsys.readouterr().err
+    assert "s=8 with latency d=2 steps breaks max(1, d) <= s <= H - d (H=8)" in refusal
+    assert "give --execution-steps S" in refusal and not list(tmp_path.iterdir())
+
+    assert main([*base, "--execution-steps", "4", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    assert run["spec"]["protocol"] == "realtime-d2" and run["spec"]["timing"] == "realtime"
+    assert run["spec"]["timing_options"] == {**CHUNKED, "latency_steps": 2, "max_hold_steps": 20, "execution_steps": 4}
+    assert [episode["status"] for episode in run["episodes"]] == ["success", "success"]
+
+    assert main([*base, "--execution-steps", "4"]) == 0  # the same run, resumed: the summary names the protocol
+    out = capsys.readouterr().out
+    assert f"run {run['run_id']}: 2 episodes (0 run now)" in out
+    assert "timing: protocol realtime-d2: realtime (schedule chunked" in out

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from hylo.core.agent import MAX_CHUNK
 from hylo.core.errors import shown
 from hylo.core.registry import Registry, RegistryError
+from hylo.core.timing import check_horizon
 from hylo.eval.spec import MAX_NAME, MAX_SECONDS, MAX_STEPS, check_latency_model
 
 ENTRY_POINT_GROUP = "hylo.protocols"
@@ -75,7 +76,8 @@ class Protocol(BaseModel):
     def _consistent(self) -> Protocol:
         latencies = [key for key in ("latency_steps", "latency_s", "latency_model") if getattr(self, key) is not None]
         if self.timing == "sync":
-            realtime = [*latencies, *(k for k in ("clock", "execution_steps", "max_hold_steps") if getattr(self, k))]
+            fields = ("clock", "execution_steps", "max_hold_steps", "strategy")
+            realtime = [*latencies, *(key for key in fields if getattr(self, key) is not None)]
             if realtime:
                 raise ValueError(f"sync protocol {self.name!r} cannot set {realtime}: they are realtime timing's")
             return self
@@ -86,18 +88,17 @@ class Protocol(BaseModel):
                 f"realtime protocol {self.name!r} sets exactly one of latency_steps, latency_s, latency_model; "
                 f"got {latencies or 'none'}"
             )
-        if self.chunk_size is not None and self.execution_steps is not None and self.latency_steps is not None:
-            d, s, h = self.latency_steps, self.execution_steps, self.chunk_size
-            if not max(1, d) <= s <= h - d:
-                raise ValueError(
-                    f"protocol {self.name!r}: execution_steps s={s} breaks max(1, d) <= s <= H - d with d={d}, H={h}"
-                )
+        if self.execution_steps is not None and self.latency_steps is not None:
+            try:
+                check_horizon(self.chunk_size, self.latency_steps, self.execution_steps)
+            except ValueError as exc:
+                raise ValueError(f"protocol {self.name!r}: {exc}") from None
         return self
 
     def fixed_timing(self) -> tuple[Literal["sync", "realtime"], dict[str, Any]]:
         """The spec's `timing` and `timing_options` this protocol fixes."""
         if self.timing == "sync":
-            return "sync", ({"strategy": self.strategy} if self.strategy is not None else {})
+            return "sync", {}
         options: dict[str, Any] = dict(CHUNKED)
         for key in ("latency_steps", "latency_s", "latency_model", "execution_steps", "max_hold_steps", "strategy"):
             value = getattr(self, key)
@@ -106,10 +107,13 @@ class Protocol(BaseModel):
         return "realtime", options
 
     def open_options(self) -> tuple[str, ...]:
-        """The timing options a run under this protocol may still set: s when it leaves s to the agent, the strategy
-        and its weight when it leaves the strategy open, the weight when it fixes the ensemble."""
+        """The timing options a realtime run under this protocol may still set: s when it leaves s to the agent, the
+        strategy and its weight when it leaves the strategy open, the weight when it fixes the ensemble. A sync
+        protocol leaves none (sync timing takes no options)."""
+        if self.timing == "sync":
+            return ()
         opened: list[str] = []
-        if self.timing == "realtime" and self.execution_steps is None:
+        if self.execution_steps is None:
             opened.append("execution_steps")
         if self.strategy is None:
             opened.append("strategy")

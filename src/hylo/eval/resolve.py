@@ -18,7 +18,7 @@ import psutil
 
 from hylo.agents.registry import agent_factory, args_model, vet_agent
 from hylo.core.errors import HyloError, UnknownChoice
-from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
+from hylo.core.timing import RealtimeTiming, SyncTiming, Timing, check_horizon
 from hylo.core.types import NodesetMode
 from hylo.cpus import usable_cpus
 from hylo.envs.benchmark import Benchmark, BenchmarkOptionError
@@ -246,9 +246,6 @@ def vet_run_agents(resolved: Resolved, *, allow_import: bool = True) -> list[str
     return vet_agent(spec.agent, spec.agent_args, resolved.benchmark, allow_import=allow_import)
 
 
-SYNC_OPTIONS = ("strategy", "ensemble_m")
-"""The timing options sync timing takes: how a new chunk merges into the plan."""
-
 OPTION_FLAGS = {
     "refill_steps": "--refill-steps",
     "max_hold_steps": "--max-hold-steps",
@@ -327,79 +324,76 @@ def option_text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def check_horizon(chunk_size: int, latency_steps: int, execution_steps: int) -> None:
-    """Refuse a grid point outside `max(1, d) <= s <= H - d`, stating the rule with the values."""
-    h, d, s = chunk_size, latency_steps, execution_steps
-    if not max(1, d) <= s <= h - d:
-        raise ValueError(
-            f"execution_steps s={s} with latency_steps d={d} and chunk_size H={h} breaks the rule "
-            f"max(1, d) <= s <= H - d ({max(1, d)} <= s <= {h - d})"
-        )
-
-
-def declared_chunk_size(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bool = True) -> int | None:
-    """The chunk size H a spec's agent declares, read without building it: its `chunk_size` argument, else its
-    `Args`' default, else its class's `chunk_size` attribute; None for a graph run or an agent that declares none."""
+def declared_chunking(
+    spec: EvalSpec, benchmark: Benchmark, *, allow_import: bool = True
+) -> tuple[int | None, int | None]:
+    """The chunk size H and execution horizon s a spec's agent declares, read without building it: each from its
+    argument (`chunk_size`, `execution_steps`), else its `Args`' default, else its class's attribute. s None: all
+    of the chunk (H, when H is declared). (None, None) for a graph run or an agent that declares no H."""
     if spec.graph is not None:
-        return None
-    given = spec.agent_args.get("chunk_size")
-    if given is not None:
-        return given if isinstance(given, int) and not isinstance(given, bool) else None
+        return None, None
     try:
         factory = agent_factory(spec.agent, benchmark, allow_import=allow_import)
     except (HyloError, ValueError, LookupError):
-        return None  # vetting the agent names the problem
-    model = args_model(factory)
-    default: Any = None
-    if model is not None and "chunk_size" in model.model_fields:
-        default = model.model_fields["chunk_size"].default
-    if default is None:
-        default = getattr(factory, "chunk_size", None)
-    return default if isinstance(default, int) and not isinstance(default, bool) else None
+        return None, None  # vetting the agent names the problem
+    chunk_size = _declared(spec.agent_args, factory, "chunk_size")
+    if chunk_size is None:
+        return None, None
+    return chunk_size, _declared(spec.agent_args, factory, "execution_steps") or chunk_size
+
+
+def _declared(args: dict[str, Any], factory: Any, name: str) -> int | None:
+    """An agent's integer `name`: its argument, else its `Args`' default, else its class's attribute; None if none."""
+    value = args.get(name)
+    if value is None:
+        model = args_model(factory)
+        if model is not None and name in model.model_fields:
+            value = model.model_fields[name].default
+    if value is None:
+        value = getattr(factory, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def check_grid(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bool = True) -> None:
-    """Refuse a chunked-execution grid point the protocol's rule forbids, before anything runs: with a fixed latency
-    of d steps and an execution horizon s given, s < max(1, d); with an agent that declares its chunk size H,
-    s > H - d too (the rule of `check_horizon`); and an agent whose H is not the one its protocol requires."""
+    """Refuse a chunked-execution point the protocol's rule forbids, before anything runs (`check_horizon`'s
+    message): with a fixed latency of d steps, s (`execution_steps`, else the agent's own) outside
+    `max(1, d) <= s <= H - d`, the upper bound only with an agent that declares its chunk size H; and an agent
+    whose H is not the one its protocol requires."""
     options = spec.timing_options
     required = find_protocol(spec.protocol).chunk_size if spec.protocol is not None else None
-    chunk_size = declared_chunk_size(spec, benchmark, allow_import=allow_import)
+    chunk_size, own_steps = declared_chunking(spec, benchmark, allow_import=allow_import)
     if required is not None and chunk_size != required:
         declared = "declares none" if chunk_size is None else f"declares chunk_size {chunk_size}"
         raise EvalError(
             f"protocol {spec.protocol!r} runs agents with chunk_size H={required}; agent {spec.agent!r} {declared}",
             field="agent_args",
         )
-    if spec.timing != "realtime" or options.get("schedule") != "chunked":
+    if spec.timing != "realtime" or options.get("schedule") != "chunked" or options.get("latency_steps") is None:
         return
-    d, s = options.get("latency_steps"), options.get("execution_steps")
-    if d is None or s is None:
+    d, given = options["latency_steps"], options.get("execution_steps")
+    s = given if given is not None else own_steps
+    if s is None:
         return
     try:
-        if chunk_size is not None:
-            check_horizon(chunk_size, d, s)
-        elif s < max(1, d):
-            raise ValueError(
-                f"execution_steps s={s} with latency_steps d={d} breaks the rule max(1, d) <= s <= H - d "
-                f"(s >= {max(1, d)}): a new chunk every s steps may not be asked for before the last one arrives"
-            )
+        check_horizon(chunk_size, d, s)
     except ValueError as exc:
-        raise EvalError(str(exc), field="timing_options") from None
+        if given is not None:
+            raise EvalError(str(exc), field="timing_options") from None
+        raise EvalError(
+            f"{exc}; with no --execution-steps s is the agent's own execution_steps: give --execution-steps S (or "
+            "the agent's execution_steps argument)",
+            field="agent_args",
+        ) from None
 
 
 def make_timing(spec: EvalSpec) -> Timing:
     """The Kernel timing a spec asks for (the one place it is built); refuses options the timing does not take."""
     if spec.timing == "sync":
-        realtime = sorted(set(spec.timing_options) - set(SYNC_OPTIONS))
-        if realtime:
-            raise EvalError(f"timing options {realtime} need --timing realtime", field="timing_options")
-        if not spec.timing_options:
-            return SyncTiming()
-        try:
-            return SyncTiming(**spec.timing_options)
-        except (TypeError, ValueError) as exc:
-            raise EvalError(f"bad sync timing options {spec.timing_options}: {exc}", field="timing_options") from None
+        if spec.timing_options:
+            raise EvalError(
+                f"timing options {sorted(spec.timing_options)} need --timing realtime", field="timing_options"
+            )
+        return SyncTiming()
     try:
         return RealtimeTiming(**spec.timing_options)
     except (TypeError, ValueError) as exc:
