@@ -171,12 +171,18 @@ def test_the_digest_is_unchanged_without_a_protocol_and_differs_with_one() -> No
             "--refill-steps 2 conflicts with protocol 'realtime-d2', which fixes refill_steps \\(it leaves it unset\\)",
         ),
         ({"timing_options": {"latency_s": 0.1}}, "--latency 0.1 conflicts with protocol 'realtime-d2'"),
-        ({"timing": "sync"}, "--timing sync conflicts with protocol 'realtime-d2', which fixes timing realtime"),
     ],
 )
 def test_a_flag_the_protocol_fixes_given_otherwise_is_refused_naming_both(changes: dict[str, Any], named: str) -> None:
     with pytest.raises(EvalError, match=named):
         apply_protocol(spec(protocol="realtime-d2", **changes))
+
+
+def test_the_default_sync_timing_yields_to_a_protocol_and_realtime_does_not_to_sync() -> None:
+    dumped = EvalSpec.model_validate(spec(protocol="realtime-d2").model_dump())  # every field set, timing "sync"
+    assert apply_protocol(dumped).timing == "realtime"
+    with pytest.raises(EvalError, match="--timing realtime conflicts with protocol 'sync', which fixes timing sync"):
+        apply_protocol(spec(protocol="sync", timing="realtime"))
 
 
 def test_the_sync_protocol_refuses_realtime_options() -> None:

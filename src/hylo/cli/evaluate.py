@@ -77,8 +77,12 @@ def timing_fields(args: argparse.Namespace, *, grid: bool = True) -> dict[str, A
     (docs/protocols.md). `--latency-steps`, `--execution-steps`, `--latency-lognormal` and `--latency-samples`
     select realtime timing with the chunked schedule on the virtual clock (under `--protocol`, the protocol does);
     with `--refill-steps` or `--timing sync` they are refused."""
-    from hylo.eval.resolve import EvalError
+    from hylo.eval.resolve import EvalError, find_protocol, timing_conflict
 
+    if args.protocol is not None and args.timing is not None:
+        protocol = find_protocol(args.protocol)
+        if args.timing != protocol.timing:
+            raise EvalError(timing_conflict(args.timing, protocol))
     latency_steps = args.latency_steps if grid else None
     execution_steps = args.execution_steps if grid else None
     model = latency_model(args.latency_lognormal, args.latency_samples)

@@ -275,10 +275,19 @@ def find_protocol(name: str) -> Protocol:
         raise EvalError(str(exc), field="protocol") from None
 
 
+def timing_conflict(timing: str, protocol: Protocol) -> str:
+    """Why `--timing timing` cannot run under `protocol`."""
+    return (
+        f"--timing {timing} conflicts with protocol {protocol.name!r}, which fixes timing {protocol.timing}: drop "
+        "--timing"
+    )
+
+
 def apply_protocol(spec: EvalSpec) -> EvalSpec:
     """`spec` with `timing` and `timing_options` filled from its protocol (unchanged without one). Refused: a
-    protocol meant for other benchmarks, a `timing` other than the protocol's, a timing option it fixes given with
-    another value, or one it fixes as unset; the options it leaves open (`Protocol.open_options`) are kept."""
+    protocol meant for other benchmarks, `timing` realtime under a sync protocol (sync, the default, yields to the
+    protocol: the command line refuses `--timing sync` itself), a timing option it fixes given with another value, or
+    one it fixes as unset; the options it leaves open (`Protocol.open_options`) are kept."""
     if spec.protocol is None:
         return spec
     protocol = find_protocol(spec.protocol)
@@ -290,12 +299,8 @@ def apply_protocol(spec: EvalSpec) -> EvalSpec:
             field="protocol",
         )
     timing, fixed = protocol.fixed_timing()
-    if "timing" in spec.model_fields_set and spec.timing != timing:
-        raise EvalError(
-            f"--timing {spec.timing} conflicts with protocol {protocol.name!r}, which fixes timing {timing}: drop "
-            "--timing",
-            field="timing",
-        )
+    if spec.timing != timing and spec.timing != "sync":  # sync is the default: it yields to the protocol
+        raise EvalError(timing_conflict(spec.timing, protocol), field="timing")
     opened = protocol.open_options()
     for key, value in spec.timing_options.items():
         flag = OPTION_FLAGS.get(key, f"timing option {key}")
