@@ -80,8 +80,8 @@ def test_result_defining_fields_change_the_digest(field: str, value: Any) -> Non
 
 
 def test_a_spec_without_env_args_keeps_the_digest_it_had_before_they_existed() -> None:
-    # the digest of this spec as hylo computed it before EvalSpec had `env_args` and `seeds` (its fields only)
-    before = spec().model_dump(mode="json", include=set(DIGEST_FIELDS) - {"env_args", "seeds"})
+    # the digest of this spec as hylo computed it before EvalSpec had `env_args`, `seeds` and `protocol`
+    before = spec().model_dump(mode="json", include=set(DIGEST_FIELDS) - {"env_args", "seeds", "protocol"})
     text = json.dumps(before, sort_keys=True, separators=(",", ":"))
     assert spec().digest() == hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
     assert spec(env_args={}).default_run_id() == spec().default_run_id()
@@ -198,7 +198,10 @@ def test_valid_edge_values_are_accepted() -> None:
         workers=1,
         run_id="run_1.v-2",
         timing="realtime",
-        timing_options={option: 1 for option in TIMING_OPTIONS},
+        timing_options={
+            **{option: 1 for option in ("refill_steps", "max_hold_steps", "latency_s", "clock", "adaptive_refill")},
+            **{"schedule": "chunked", "execution_steps": 1, "strategy": "ensemble", "ensemble_m": 0},
+        },
     )
     assert (s.episodes, s.max_steps, s.run_id) == (1, 1, "run_1.v-2")
 

@@ -320,3 +320,19 @@ def test_hylo_list_describes_benchmarks_and_agents_with_the_catalogs_fields_and_
     for name, row in listed.items():
         counts = {split["name"]: len(split["tasks"]) for split in served[name]["splits"]}
         assert row == {**served[name], "splits": counts, "why": served[name]["reason"] or ""}
+
+
+def test_protocols_lists_the_registered_protocols_as_hylo_list_does(
+    client: httpx.Client, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hylo.cli import main
+
+    response = client.get("/api/protocols")
+    assert response.status_code == 200
+    served = response.json()["protocols"]
+    d2 = next(p for p in served if p["name"] == "realtime-d2")
+    assert d2["timing_options"] == {"schedule": "chunked", "adaptive_refill": False, "clock": "virtual",
+                                    "latency_steps": 2, "max_hold_steps": 20}  # fmt: skip
+    assert main(["list", "protocols", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == served
+    assert "/api/protocols" in client.get("/openapi.json").json()["paths"]

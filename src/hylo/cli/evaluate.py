@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -23,16 +25,6 @@ def _spec_from_flags(args: argparse.Namespace) -> EvalSpec:
     from hylo.argtypes import parse_json_pairs
     from hylo.eval.spec import EvalSpec
 
-    timing_options = {
-        key: value
-        for key, value in (
-            ("refill_steps", args.refill_steps),
-            ("max_hold_steps", args.max_hold_steps),
-            ("latency_s", args.latency),
-            ("clock", args.clock),
-        )
-        if value is not None
-    }
     return EvalSpec(
         benchmark=args.benchmark,
         env_args=parse_json_pairs(args.env_args, "-E"),
@@ -40,15 +32,15 @@ def _spec_from_flags(args: argparse.Namespace) -> EvalSpec:
         tasks=args.tasks,
         agent=args.agent,
         agent_args=parse_agent_args(args.agent_args),
-        timing=args.timing,
-        timing_options=timing_options,
         **run_options(args),
     )
 
 
-def run_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The EvalSpec fields of the options `_add_run_options` added (shared by `hylo eval` and `hylo graph run`)."""
+def run_options(args: argparse.Namespace, *, grid: bool = True) -> dict[str, Any]:
+    """The EvalSpec fields of the options `_add_run_options` added (shared by `hylo eval`, `hylo graph run`,
+    `hylo ab` and, with `grid` False, `hylo sweep`, which sets latency_steps and execution_steps per point)."""
     return {
+        **timing_fields(args, grid=grid),
         "episodes": args.episodes,
         "seed": args.seed,
         "seeds": args.seeds,
@@ -71,6 +63,142 @@ def run_options(args: argparse.Namespace) -> dict[str, Any]:
         "batch_wait_ms": args.batch_wait_ms,
         "host_gpus": args.host_gpus,
     }
+
+
+CHUNKED_TIMING = {"schedule": "chunked", "adaptive_refill": False, "clock": "virtual"}
+"""What the latency-steps, execution-steps and latency-distribution flags select with no --protocol."""
+
+MAX_SAMPLES_FILE_BYTES = 8 * 1024 * 1024
+"""The largest `--latency-samples` file read."""
+
+
+def timing_fields(args: argparse.Namespace, *, grid: bool = True) -> dict[str, Any]:
+    """The spec's `protocol`, `timing_options` and (when the flags decide it) `timing`, from the timing flags
+    (docs/protocols.md). `--latency-steps`, `--execution-steps`, `--latency-lognormal` and `--latency-samples`
+    select realtime timing with the chunked schedule on the virtual clock (under `--protocol`, the protocol does);
+    with `--refill-steps` or `--timing sync` they are refused."""
+    from hylo.eval.resolve import EvalError, find_protocol, timing_conflict
+
+    if args.protocol is not None and args.timing is not None:
+        protocol = find_protocol(args.protocol)
+        if args.timing != protocol.timing:
+            raise EvalError(timing_conflict(args.timing, protocol))
+    latency_steps = args.latency_steps if grid else None
+    execution_steps = args.execution_steps if grid else None
+    model = latency_model(args.latency_lognormal, args.latency_samples)
+    chunked = [
+        flag
+        for flag, value in (
+            ("--latency-steps", latency_steps),
+            ("--execution-steps", execution_steps),
+            ("--latency-lognormal", args.latency_lognormal),
+            ("--latency-samples", args.latency_samples),
+        )
+        if value is not None
+    ]
+    if chunked and args.refill_steps is not None:
+        raise EvalError(
+            f"{chunked[0]} runs the chunked schedule, which asks for a new chunk every s control steps; "
+            "--refill-steps is the refill schedule's threshold: drop one of them"
+        )
+    if chunked and args.timing == "sync":
+        raise EvalError(f"{chunked[0]} is realtime timing's; --timing sync waits for every act: drop one of them")
+    if args.ensemble_m is not None and args.strategy != "ensemble" and args.protocol is None:
+        raise EvalError(f"--ensemble-m {args.ensemble_m:g} weighs the ensemble strategy: add --strategy ensemble")
+    options = {
+        key: value
+        for key, value in (
+            ("refill_steps", args.refill_steps),
+            ("max_hold_steps", args.max_hold_steps),
+            ("latency_s", args.latency),
+            ("latency_steps", latency_steps),
+            ("latency_model", model),
+            ("execution_steps", execution_steps),
+            ("clock", args.clock),
+            ("strategy", args.strategy),
+            ("ensemble_m", args.ensemble_m),
+        )
+        if value is not None
+    }
+    fields: dict[str, Any] = {"protocol": args.protocol}
+    if args.timing is not None:
+        fields["timing"] = args.timing
+    if chunked and args.protocol is None:
+        fields["timing"] = "realtime"
+        options = {**CHUNKED_TIMING, **options}
+    fields["timing_options"] = options
+    return fields
+
+
+def latency_model(lognormal: list[float] | None, samples: Path | None) -> dict[str, Any] | None:
+    """The latency model `--latency-lognormal MEDIAN_S SIGMA` or `--latency-samples FILE` gives, or None."""
+    from hylo.eval.resolve import EvalError
+
+    if lognormal is not None:
+        median, sigma = lognormal
+        if not median > 0:
+            raise EvalError(f"--latency-lognormal: MEDIAN_S must be a number of seconds > 0, got {median:g}")
+        return {"kind": "lognormal", "median_s": median, "sigma": sigma}
+    if samples is not None:
+        return {"kind": "empirical", "samples_s": read_latency_samples(samples)}
+    return None
+
+
+def read_latency_samples(path: Path) -> list[float]:
+    """The latencies (seconds) a `--latency-samples` file holds: a JSON list, or one number a line (blank lines and
+    `#` comments skipped); 1 to 100,000 finite numbers >= 0, in a file of at most 8 MiB. Refuses anything else
+    naming the file and the bad value."""
+    from hylo.eval.resolve import EvalError
+    from hylo.eval.spec import MAX_LATENCY_SAMPLES, MAX_SECONDS
+
+    where = f"--latency-samples {str(path)!r}"
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(MAX_SAMPLES_FILE_BYTES + 1)
+    except OSError as exc:
+        raise EvalError(f"cannot read {where}: {exc.strerror}") from None
+    if len(data) > MAX_SAMPLES_FILE_BYTES:
+        raise EvalError(f"{where} is larger than {MAX_SAMPLES_FILE_BYTES // (1024 * 1024)} MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise EvalError(f"{where} is not UTF-8 text") from None
+    values: list[tuple[str, object]]
+    if text.lstrip().startswith("["):
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise EvalError(f"{where} is not a JSON list: {exc}") from None
+        if not isinstance(parsed, list):
+            raise EvalError(f"{where} holds JSON that is not a list")
+        values = [(f"item {index}", item) for index, item in enumerate(parsed)]
+    else:
+        values = []
+        for number, line in enumerate(text.splitlines(), 1):
+            line = line.strip()
+            if line and not line.startswith("#"):
+                values.append((f"line {number}", line))
+    if not values:
+        raise EvalError(f"{where} holds no latencies")
+    if len(values) > MAX_LATENCY_SAMPLES:
+        raise EvalError(f"{where} holds {len(values):,} latencies, more than the {MAX_LATENCY_SAMPLES:,} it may")
+    samples: list[float] = []
+    for place, value in values:
+        sample = _seconds_value(value)
+        if sample is None or not 0 <= sample <= MAX_SECONDS:
+            raise EvalError(f"{where} {place}: expected a latency in seconds (a finite number >= 0), got {value!r}")
+        samples.append(sample)
+    return samples
+
+
+def _seconds_value(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _spec_file(args: argparse.Namespace) -> EvalSpec:
@@ -140,11 +268,21 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool) -> int:
             f"run {result.run_id}: {len(result.episodes)} episodes ({result.executed_now} run now), "
             f"log {result.log_dir}"
         )
+        out.print(timing_line(evaluation.spec), highlight=False, markup=False)
         if result.batching is not None:
             out.print(batching_line(result.batching, spec))
     if spec.strict and (result.statuses.get("error", 0) or result.statuses.get("infra_invalid", 0)):
         return EXIT_STRICT
     return 0
+
+
+def timing_line(spec: EvalSpec) -> str:
+    """The timing a run ran under, as its summary ends: the protocol's name when it names one, and the options."""
+    from hylo.eval.resolve import option_text
+
+    options = ", ".join(f"{key} {option_text(value)}" for key, value in spec.timing_options.items())
+    timing = f"{spec.timing} ({options})" if options else spec.timing
+    return f"timing: protocol {spec.protocol}: {timing}" if spec.protocol is not None else f"timing: {timing}"
 
 
 def batching_line(figures: dict[str, Any], spec: EvalSpec) -> str:

@@ -1,5 +1,5 @@
-"""`hylo list benchmarks|agents`: what can be evaluated here, as the registries describe it (the same descriptions
-`GET /api/benchmarks` and `GET /api/agents` serve)."""
+"""`hylo list benchmarks|agents|protocols`: what can be evaluated here, and how, as the registries describe it (the
+same descriptions `GET /api/benchmarks`, `GET /api/agents` and `GET /api/protocols` serve)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from hylo.cli.output import console
 def run(args: argparse.Namespace) -> int:
     if args.what == "benchmarks":
         return _benchmarks(args)
+    if args.what == "protocols":
+        return _protocols(args)
     return _agents(args)
 
 
@@ -72,3 +74,28 @@ def _agents(args: argparse.Namespace) -> int:
 
 
 # -- demo --------------------------------------------------------------------------------------------------------------
+
+
+def _protocols(args: argparse.Namespace) -> int:
+    from hylo.eval.protocols import describe_protocol, get_protocol, registered_protocols
+
+    rows = [describe_protocol(get_protocol(name)).model_dump(mode="json") for name in registered_protocols()]
+    if args.json:  # a list, in listing order: the built-ins, then the entry points
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return 0
+    out = console()
+    width = max(len(row["name"]) for row in rows)
+    for row in rows:
+        timing = row["timing"] if row["clock"] is None else f"{row['timing']}/{row['clock']}"
+        agents = "the agent's"
+        parts = [
+            f"latency {row['latency']}",
+            f"s {row['execution_steps'] or agents}",
+            f"H {row['chunk_size'] or 'any'}",
+            *([f"hold {row['max_hold_steps']}"] if row["max_hold_steps"] else []),
+            f"strategy {row['strategy'] or 'any'}",
+            f"for {', '.join(row['families']) or 'any benchmark'}",
+        ]
+        out.print(f"{row['name']:<{width}} {timing:<16} {', '.join(parts)}", highlight=False, markup=False)
+        out.print(f"{'':<{width}}   {row['description']}", highlight=False, markup=False)
+    return 0

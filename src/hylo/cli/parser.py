@@ -50,8 +50,9 @@ def _add_log_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_run_options(parser: argparse.ArgumentParser, *, episodes: bool = True) -> None:
-    """The options `hylo eval` and `hylo graph run` share (`hylo ab` too, which sizes its runs itself)."""
+def _add_run_options(parser: argparse.ArgumentParser, *, episodes: bool = True, grid: bool = True) -> None:
+    """The options `hylo eval` and `hylo graph run` share (`hylo ab` too, which sizes its runs itself; `hylo sweep`
+    too, with `grid` False: it takes lists of `--latency-steps` and `--execution-steps` of its own)."""
     if episodes:
         parser.add_argument("--episodes", type=positive_int, default=10, help="episodes per task (default 10)")
     seeds = parser.add_mutually_exclusive_group()
@@ -118,6 +119,77 @@ def _add_run_options(parser: argparse.ArgumentParser, *, episodes: bool = True) 
         metavar="SECONDS",
         help="limit of every env call (default: 10x the env's mean step, at least 10 s; a reset at least 60 s)",
     )
+    _add_timing_options(parser, grid=grid)
+
+
+def _add_timing_options(parser: argparse.ArgumentParser, *, grid: bool) -> None:
+    """The timing flags (docs/protocols.md): a named `--protocol`, or the timing's own options. A latency in steps,
+    a latency distribution or an execution horizon selects realtime timing with the chunked schedule on the virtual
+    clock; `grid` False leaves out `--latency-steps` and `--execution-steps`."""
+    timing = parser.add_argument_group("timing", "how policy time relates to robot time (docs/protocols.md)")
+    timing.add_argument(
+        "--protocol", default=None, metavar="NAME", help="a named protocol (hylo list protocols): fixes the timing"
+    )
+    timing.add_argument(
+        "--timing",
+        choices=("sync", "realtime"),
+        default=None,
+        help="loop timing (default sync; realtime with --latency-steps/--execution-steps/--latency-lognormal/"
+        "--latency-samples)",
+    )
+    timing.add_argument(
+        "--refill-steps", type=non_negative_int, default=None, metavar="N", help="realtime: refill threshold"
+    )
+    timing.add_argument(
+        "--max-hold-steps", type=positive_int, default=None, metavar="N", help="realtime: watchdog holds"
+    )
+    latency = timing.add_mutually_exclusive_group()
+    latency.add_argument("--latency", type=float, default=None, metavar="SECONDS", help="realtime: fixed act latency")
+    if grid:
+        latency.add_argument(
+            "--latency-steps",
+            type=non_negative_int,
+            default=None,
+            metavar="D",
+            help="chunked realtime: D control steps of latency (virtual clock)",
+        )
+    latency.add_argument(
+        "--latency-lognormal",
+        type=float_in(0.0, math.inf, "a finite number >= 0"),
+        nargs=2,
+        default=None,
+        metavar=("MEDIAN_S", "SIGMA"),
+        help="chunked realtime: a lognormal latency per act, seeded per episode (virtual clock)",
+    )
+    latency.add_argument(
+        "--latency-samples",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="chunked realtime: latencies (s) measured from a policy server, one a line or a JSON list, drawn from",
+    )
+    if grid:
+        timing.add_argument(
+            "--execution-steps",
+            type=positive_int,
+            default=None,
+            metavar="S",
+            help="chunked realtime: a new chunk every S control steps (default: the agent's execution_steps)",
+        )
+    timing.add_argument("--clock", choices=("virtual", "wall"), default=None, help="realtime: clock")
+    timing.add_argument(
+        "--strategy",
+        choices=("naive", "ensemble"),
+        default=None,
+        help="how a new chunk merges into the plan: replace it (naive, default) or temporal ensembling",
+    )
+    timing.add_argument(
+        "--ensemble-m",
+        type=float_in(0.0, 100.0, "a number in [0, 100]"),
+        default=None,
+        metavar="M",
+        help="--strategy ensemble: the weights' decay exp(-M*i), i = 0 the oldest prediction (default 0.01)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,11 +214,6 @@ def build_parser() -> argparse.ArgumentParser:
         "-A", dest="agent_args", action="append", default=[], metavar="K=V", help="agent argument (JSON literal)"
     )
     _add_run_options(ev)
-    ev.add_argument("--timing", choices=("sync", "realtime"), default="sync", help="loop timing (default sync)")
-    ev.add_argument("--refill-steps", type=non_negative_int, default=None, help="realtime: refill threshold")
-    ev.add_argument("--max-hold-steps", type=positive_int, default=None, help="realtime: watchdog holds")
-    ev.add_argument("--latency", type=float, default=None, metavar="SECONDS", help="realtime: fixed act latency")
-    ev.add_argument("--clock", choices=("virtual", "wall"), default=None, help="realtime: clock")
     ev.add_argument("--spec", type=Path, default=None, metavar="FILE", help="read the whole spec from a JSON file")
     ev.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
 
@@ -200,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true")
 
     listing = commands.add_parser("list", help="what is registered")
-    listing.add_argument("what", choices=("benchmarks", "agents"))
+    listing.add_argument("what", choices=("benchmarks", "agents", "protocols"))
     listing.add_argument("--json", action="store_true")
 
     demo = commands.add_parser("demo", help="evaluate experts and random agents on BabyAI and Meta-World")

@@ -12,12 +12,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
-from hylo.agents.registry import vet_agent
-from hylo.core.errors import HyloError
-from hylo.core.timing import RealtimeTiming, SyncTiming, Timing
+from hylo.agents.registry import agent_factory, args_model, vet_agent
+from hylo.core.errors import HyloError, UnknownChoice
+from hylo.core.timing import RealtimeTiming, SyncTiming, Timing, check_horizon
 from hylo.core.types import NodesetMode
 from hylo.cpus import usable_cpus
 from hylo.envs.benchmark import Benchmark, BenchmarkOptionError
@@ -25,6 +26,7 @@ from hylo.envs.gym_adapter import NamespaceRefused
 from hylo.envs.registry import get_benchmark
 from hylo.eval.logdir import ReservedRunId, check_run_id
 from hylo.eval.placement import PanelDriver
+from hylo.eval.protocols import Protocol, ProtocolError, get_protocol, registered_protocols
 from hylo.eval.provenance import package_versions_of
 from hylo.eval.spec import EvalSpec
 from hylo.graph.agent_nodes import vet_agents
@@ -125,6 +127,8 @@ def resolve(spec: EvalSpec, *, allow_import: bool = True) -> Resolved:
     available, why = benchmark.available()
     if not available:
         raise EvalError(f"benchmark {benchmark.name!r} is not available here: {why}", field="benchmark")
+    spec = apply_protocol(spec)
+    check_grid(spec, benchmark, allow_import=allow_import)
     split = benchmark.check_split(spec.split)
     tasks = benchmark.check_tasks(split, spec.tasks)
     plan = compile_spec_graph(spec, benchmark, allow_import=allow_import)
@@ -242,8 +246,153 @@ def vet_run_agents(resolved: Resolved, *, allow_import: bool = True) -> list[str
     return vet_agent(spec.agent, spec.agent_args, resolved.benchmark, allow_import=allow_import)
 
 
+OPTION_FLAGS = {
+    "refill_steps": "--refill-steps",
+    "max_hold_steps": "--max-hold-steps",
+    "latency_s": "--latency",
+    "clock": "--clock",
+    "adaptive_refill": "timing option adaptive_refill",
+    "schedule": "timing option schedule",
+    "execution_steps": "--execution-steps",
+    "latency_steps": "--latency-steps",
+    "latency_model": "--latency-lognormal / --latency-samples",
+    "strategy": "--strategy",
+    "ensemble_m": "--ensemble-m",
+}
+"""The flag of `hylo eval` that sets each timing option, as refusals name it."""
+
+
+def find_protocol(name: str) -> Protocol:
+    """The registered protocol `name`; an unknown one is refused listing the known ones."""
+    try:
+        return get_protocol(name)
+    except UnknownChoice:
+        raise EvalError(
+            f"unknown protocol {name!r}; choose from: {', '.join(registered_protocols())} (hylo list protocols)",
+            field="protocol",
+        ) from None
+    except ProtocolError as exc:
+        raise EvalError(str(exc), field="protocol") from None
+
+
+def timing_conflict(timing: str, protocol: Protocol) -> str:
+    """Why `--timing timing` cannot run under `protocol`."""
+    return (
+        f"--timing {timing} conflicts with protocol {protocol.name!r}, which fixes timing {protocol.timing}: drop "
+        "--timing"
+    )
+
+
+def apply_protocol(spec: EvalSpec) -> EvalSpec:
+    """`spec` with `timing` and `timing_options` filled from its protocol (unchanged without one). Refused: a
+    protocol meant for other benchmarks, `timing` realtime under a sync protocol (sync, the default, yields to the
+    protocol: the command line refuses `--timing sync` itself), a timing option it fixes given with another value, or
+    one it fixes as unset; the options it leaves open (`Protocol.open_options`) are kept."""
+    if spec.protocol is None:
+        return spec
+    protocol = find_protocol(spec.protocol)
+    if not protocol.fits(spec.benchmark):
+        fitting = [name for name in registered_protocols() if find_protocol(name).fits(spec.benchmark)]
+        raise EvalError(
+            f"protocol {protocol.name!r} is for {', '.join(protocol.families)}, not {spec.benchmark!r}; protocols "
+            f"that fit {spec.benchmark!r}: {', '.join(fitting)}",
+            field="protocol",
+        )
+    timing, fixed = protocol.fixed_timing()
+    if spec.timing != timing and spec.timing != "sync":  # sync is the default: it yields to the protocol
+        raise EvalError(timing_conflict(spec.timing, protocol), field="timing")
+    opened = protocol.open_options()
+    for key, value in spec.timing_options.items():
+        flag = OPTION_FLAGS.get(key, f"timing option {key}")
+        if key in fixed and value != fixed[key]:
+            raise EvalError(
+                f"{flag} {option_text(value)} conflicts with protocol {protocol.name!r}, which fixes {key} at "
+                f"{option_text(fixed[key])}: drop {flag} or choose another protocol",
+                field="timing_options",
+            )
+        if key not in fixed and key not in opened:
+            raise EvalError(
+                f"{flag} {option_text(value)} conflicts with protocol {protocol.name!r}, which fixes {key} "
+                f"(it leaves it unset): drop {flag} or choose another protocol",
+                field="timing_options",
+            )
+    options = {**fixed, **{key: value for key, value in spec.timing_options.items() if key in opened}}
+    return spec.model_copy(update={"timing": timing, "timing_options": options})
+
+
+def option_text(value: object) -> str:
+    """A timing option's value as messages and summaries show it (an empirical model by its number of samples)."""
+    if isinstance(value, dict):
+        if value.get("kind") == "empirical":
+            return f"empirical ({len(value.get('samples_s', []))} samples)"
+        return " ".join(f"{key}={item}" for key, item in value.items())
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def declared_chunking(
+    spec: EvalSpec, benchmark: Benchmark, *, allow_import: bool = True
+) -> tuple[int | None, int | None]:
+    """The chunk size H and execution horizon s a spec's agent declares, read without building it: each from its
+    argument (`chunk_size`, `execution_steps`), else its `Args`' default, else its class's attribute. s None: all
+    of the chunk (H, when H is declared). (None, None) for a graph run or an agent that declares no H."""
+    if spec.graph is not None:
+        return None, None
+    try:
+        factory = agent_factory(spec.agent, benchmark, allow_import=allow_import)
+    except (HyloError, ValueError, LookupError):
+        return None, None  # vetting the agent names the problem
+    chunk_size = _declared(spec.agent_args, factory, "chunk_size")
+    if chunk_size is None:
+        return None, None
+    return chunk_size, _declared(spec.agent_args, factory, "execution_steps") or chunk_size
+
+
+def _declared(args: dict[str, Any], factory: Any, name: str) -> int | None:
+    """An agent's integer `name`: its argument, else its `Args`' default, else its class's attribute; None if none."""
+    value = args.get(name)
+    if value is None:
+        model = args_model(factory)
+        if model is not None and name in model.model_fields:
+            value = model.model_fields[name].default
+    if value is None:
+        value = getattr(factory, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def check_grid(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bool = True) -> None:
+    """Refuse a chunked-execution point the protocol's rule forbids, before anything runs (`check_horizon`'s
+    message): with a fixed latency of d steps, s (`execution_steps`, else the agent's own) outside
+    `max(1, d) <= s <= H - d`, the upper bound only with an agent that declares its chunk size H; and an agent
+    whose H is not the one its protocol requires."""
+    options = spec.timing_options
+    required = find_protocol(spec.protocol).chunk_size if spec.protocol is not None else None
+    chunk_size, own_steps = declared_chunking(spec, benchmark, allow_import=allow_import)
+    if required is not None and chunk_size != required:
+        declared = "declares none" if chunk_size is None else f"declares chunk_size {chunk_size}"
+        raise EvalError(
+            f"protocol {spec.protocol!r} runs agents with chunk_size H={required}; agent {spec.agent!r} {declared}",
+            field="agent_args",
+        )
+    if spec.timing != "realtime" or options.get("schedule") != "chunked" or options.get("latency_steps") is None:
+        return
+    d, given = options["latency_steps"], options.get("execution_steps")
+    s = given if given is not None else own_steps
+    if s is None:
+        return
+    try:
+        check_horizon(chunk_size, d, s)
+    except ValueError as exc:
+        if given is not None:
+            raise EvalError(str(exc), field="timing_options") from None
+        raise EvalError(
+            f"{exc}; with no --execution-steps s is the agent's own execution_steps: give --execution-steps S (or "
+            "the agent's execution_steps argument)",
+            field="agent_args",
+        ) from None
+
+
 def make_timing(spec: EvalSpec) -> Timing:
-    """The Kernel timing a spec asks for; refuses options the timing does not take."""
+    """The Kernel timing a spec asks for (the one place it is built); refuses options the timing does not take."""
     if spec.timing == "sync":
         if spec.timing_options:
             raise EvalError(

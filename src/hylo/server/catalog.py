@@ -8,6 +8,7 @@
 - `GET /nodes` — every node type's schema, by nodeset (`hylo nodes --json`)
 - `GET /benchmarks` — registered benchmarks: splits, tasks and their step budgets, availability
 - `GET /agents` — registered agents: description and accepted arguments
+- `GET /protocols` — registered evaluation protocols: timing, clock, latency, s, H, strategy, families
 
 Only registered things are listed or accepted: nothing a client sends is imported or run (`check_servable`).
 """
@@ -23,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from hylo.agents.registry import AgentInfo, describe_agent, registered_agents
 from hylo.envs.registry import BenchmarkInfo, describe_benchmark, listed_benchmarks
+from hylo.eval.protocols import ProtocolInfo, describe_protocol, get_protocol, registered_protocols
 from hylo.graph.compile import GraphError, GraphInvalid
 from hylo.graph.model import MAX_GRAPH_BYTES, Graph
 from hylo.graph.nodesets import NodesetInfo
@@ -83,6 +85,10 @@ class Benchmarks(BaseModel):
 
 class Agents(BaseModel):
     agents: list[AgentInfo]
+
+
+class Protocols(BaseModel):
+    protocols: list[ProtocolInfo]
 
 
 # -- routes --------------------------------------------------------------------------------------------------------
@@ -177,6 +183,10 @@ def catalog_routes(store: GraphStore) -> APIRouter:
     @router.get("/agents", response_model=Agents, summary="Registered agents: description and arguments")
     def agents() -> Agents:
         return Agents(agents=[describe_agent(name) for name in registered_agents()])
+
+    @router.get("/protocols", response_model=Protocols, summary="Registered evaluation protocols: how runs are timed")
+    def protocols() -> Protocols:
+        return Protocols(protocols=[describe_protocol(get_protocol(name)) for name in registered_protocols()])
 
     return router
 
