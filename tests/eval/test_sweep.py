@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-import hylo.eval.spec
 from hylo.cli import main
 from hylo.envs.metaworld import MetaWorldExpert
 from hylo.eval import EvalLog
@@ -31,15 +30,6 @@ from hylo.eval.sweep import (
 )
 
 TASK = "reach-v3"
-CHUNKED_OPTIONS = ("schedule", "execution_steps", "latency_steps", "strategy", "ensemble_m")
-
-
-@pytest.fixture
-def chunked_options(monkeypatch: pytest.MonkeyPatch) -> None:
-    """EvalSpec taking the chunked schedule's timing options (those its TIMING_OPTIONS does not list yet)."""
-    listed = hylo.eval.spec.TIMING_OPTIONS
-    missing = tuple(option for option in CHUNKED_OPTIONS if option not in listed)
-    monkeypatch.setattr(hylo.eval.spec, "TIMING_OPTIONS", (*listed, *missing))
 
 
 def base(log_dir: Path, **more: Any) -> EvalSpec:
@@ -89,9 +79,7 @@ def test_a_bad_grid_is_refused_naming_the_value(tmp_path: Path, latency: list[in
         plan_grid(base(tmp_path), latency, execution)
 
 
-def test_a_point_runs_the_chunked_protocol_on_the_virtual_clock_keeping_the_strategy(
-    tmp_path: Path, chunked_options: None
-):
+def test_a_point_runs_the_chunked_protocol_on_the_virtual_clock_keeping_the_strategy(tmp_path: Path):
     timing, options = point_timing(base(tmp_path, timing_options={"max_hold_steps": 30}), GridPoint(2, 4))
     assert timing == "realtime"
     assert options == {"schedule": "chunked", "clock": "virtual", "adaptive_refill": False,
@@ -114,9 +102,7 @@ def test_the_sweep_id_is_the_base_spec_and_the_grid_alone(tmp_path: Path):
     assert identity != sweep_id(base(tmp_path, agent_args={"chunk_size": 6}), grid)
 
 
-def test_a_sweep_records_every_point_pairs_it_against_zero_latency_and_gives_the_same_bytes_again(
-    tmp_path: Path, chunked_options: None
-):
+def test_a_sweep_records_every_point_pairs_it_against_zero_latency_and_gives_the_same_bytes_again(tmp_path: Path):
     first = run_sweep(base(tmp_path), [0, 2, 4], [2, 4])
     record = first.record
     assert first.directory == tmp_path.resolve() / "sweeps" / record["sweep_id"]
@@ -163,9 +149,7 @@ class ExpertFailingOnTheSecond(MetaWorldExpert):
         return super().act(obs)
 
 
-def test_an_abstention_is_left_out_of_the_rate_and_of_the_pairs_as_compare_leaves_it(
-    tmp_path: Path, chunked_options: None
-):
+def test_an_abstention_is_left_out_of_the_rate_and_of_the_pairs_as_compare_leaves_it(tmp_path: Path):
     spec = base(tmp_path, agent="test_sweep:ExpertFailingOnTheSecond", episodes=3)
     points = run_sweep(spec, [0, 2], [4]).record["points"]
     for point in points:
@@ -175,7 +159,7 @@ def test_an_abstention_is_left_out_of_the_rate_and_of_the_pairs_as_compare_leave
     assert [p["abstained_pairs"] for p in points] == [None, 1]  # the pair where either side abstained
 
 
-def test_without_a_zero_latency_point_no_point_has_a_p_value(tmp_path: Path, chunked_options: None):
+def test_without_a_zero_latency_point_no_point_has_a_p_value(tmp_path: Path):
     record = run_sweep(base(tmp_path, episodes=1), [1, 2], [2]).record
     assert [p["mcnemar_p"] for p in record["points"]] == [None, None]
 
@@ -188,9 +172,7 @@ def test_an_unknown_or_malformed_sweep_id_is_not_found(tmp_path: Path):
             read_sweep(tmp_path, bad)
 
 
-def test_the_command_prints_one_object_and_shows_it_again(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], chunked_options: None
-):
+def test_the_command_prints_one_object_and_shows_it_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     grid = ["--latency-steps", "0", "2", "--execution-steps", "2", "7"]
     code, record = sweep(tmp_path, capsys, "metaworld", "--tasks", TASK, "--agent", "expert", "-A", "chunk_size=8",
                          *grid, "--episodes", "1", "--json")  # fmt: skip

@@ -7,28 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-import hylo.eval.spec
 from hylo.eval.spec import EvalSpec
 from hylo.eval.sweep import run_sweep
 
 API = "/api/eval/v2"
-CHUNKED_OPTIONS = ("schedule", "execution_steps", "latency_steps", "strategy", "ensemble_m")
 
 
-def _with_chunked_options(patch: pytest.MonkeyPatch) -> None:
-    """EvalSpec taking the chunked schedule's timing options (those its TIMING_OPTIONS does not list yet)."""
-    listed = hylo.eval.spec.TIMING_OPTIONS
-    patch.setattr(hylo.eval.spec, "TIMING_OPTIONS", (*listed, *(o for o in CHUNKED_OPTIONS if o not in listed)))
-
-
-def test_a_sweep_is_listed_and_served_as_recorded_with_its_plot(
-    make_server: Any, log_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_sweep_is_listed_and_served_as_recorded_with_its_plot(make_server: Any, log_dir: Path) -> None:
     client = make_server().client
     assert client.get(f"{API}/sweeps").json() == {"sweeps": []}
-    _with_chunked_options(monkeypatch)
     base = EvalSpec(benchmark="metaworld", tasks=["reach-v3"], agent="expert", agent_args={"chunk_size": 8},
                     episodes=1, log_dir=str(log_dir))  # fmt: skip
     result = run_sweep(base, [0, 2], [2, 7])

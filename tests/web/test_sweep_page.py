@@ -11,18 +11,10 @@ import pytest
 from browser import HyloServe, snap
 from playwright.sync_api import Page, expect
 
-import hylo.eval.spec
 from hylo.eval.spec import EvalSpec
 from hylo.eval.sweep import run_sweep
 
 EVAL = "/api/eval/v2"
-CHUNKED_OPTIONS = ("schedule", "execution_steps", "latency_steps", "strategy", "ensemble_m")
-
-
-def _with_chunked_options(patch: pytest.MonkeyPatch) -> None:
-    """EvalSpec taking the chunked schedule's timing options (those its TIMING_OPTIONS does not list yet)."""
-    listed = hylo.eval.spec.TIMING_OPTIONS
-    patch.setattr(hylo.eval.spec, "TIMING_OPTIONS", (*listed, *(o for o in CHUNKED_OPTIONS if o not in listed)))
 
 
 def _p_value(p: float | None) -> str:
@@ -35,9 +27,7 @@ def recorded(server: HyloServe) -> dict[str, Any]:
     """A sweep recorded into the server's log dir, as the API serves it."""
     base = EvalSpec(benchmark="metaworld", tasks=["reach-v3"], agent="expert", agent_args={"chunk_size": 8},
                     episodes=2, log_dir=str(server.log_dir))  # fmt: skip
-    with pytest.MonkeyPatch.context() as patch:
-        _with_chunked_options(patch)
-        result = run_sweep(base, [0, 2, 4], [2, 4])
+    result = run_sweep(base, [0, 2, 4], [2, 4])
     response = server.api.get(f"{EVAL}/sweeps/{result.sweep_id}")
     assert response.status_code == 200, response.text
     record: dict[str, Any] = response.json()
