@@ -55,7 +55,9 @@ def _figure(record: dict[str, Any]) -> Figure:
     axes.set_xlabel("latency d (control steps)")
     axes.set_ylabel("success rate (95% Wilson interval)")
     chunk = f", H = {record['chunk_size']}" if record.get("chunk_size") is not None else ""
-    axes.set_title(f"{record['agent']} on {record['benchmark']}{chunk} · {record['sweep_id']}", fontsize=10)
+    strategy = (record.get("timing_options") or {}).get("strategy", "naive")
+    title = f"{record['agent']} on {record['benchmark']}{chunk}, {strategy} · {record['sweep_id']}"
+    axes.set_title(title, fontsize=10)
     axes.grid(True, alpha=0.3)
     if lines:
         axes.legend(loc="best", fontsize=9)
