@@ -228,3 +228,39 @@ def test_latency_models_parse_and_draw_from_their_own_stream() -> None:
         chunked(latency_s=0.1, latency_steps=1)
     with pytest.raises(ValueError, match="the wall clock measures it"):
         chunked(clock="wall", latency_steps=1)
+
+
+class OutOfBounds(Planner):
+    """Plans as Planner does, but the action at chunk index `bad` is out of the action space: the shield clips it."""
+
+    def __init__(self, bad: int, **args: Any) -> None:
+        super().__init__(**args)
+        self.bad = bad
+
+    def act(self, obs: Observation) -> ActionChunk:
+        actions = [np.array(a) for a in super().act(obs).actions]
+        actions[self.bad] = np.array([2e6, 2e6])
+        return ActionChunk(actions, self.execution_steps)
+
+
+def test_a_plan_the_shield_dropped_is_asked_for_again_at_once() -> None:
+    # H = 8, d = 2, s = 4: index 2 of every chunk, the first to run, is clipped, and the plan dropped (004)
+    outcome, env, recorder = run(OutOfBounds(2, chunk_size=8), chunked(latency_steps=2, execution_steps=4))
+    clipped = [k for k, action in enumerate(env.executed) if action == (1e6, 1e6)]  # clipped to the bounds
+    assert clipped and outcome.safety_interventions == len(clipped)
+    asked = [e.requested_at for e in recorder.of("agent.chunk")]
+    for step in clipped[:-1]:
+        assert step + 1 in asked  # the replan is asked for at the next step, not at the next s boundary
+    holds = [k for k, action in enumerate(env.executed) if action == HOLD]
+    assert len(holds) <= 2 + 2 * len(clipped)  # the first chunk's wait, then d steps for each replan
+
+
+def test_the_ensemble_refuses_a_chunk_whose_actions_change_shape_as_the_agents_error() -> None:
+    class Growing(Planner):
+        def act(self, obs: Observation) -> ActionChunk:
+            width = 2 if obs["t"][0] == 0 else 3
+            return ActionChunk([np.zeros(width)] * self.size)
+
+    outcome, _, _ = run(Growing(8), chunked(latency_steps=0, execution_steps=2, strategy="ensemble"))
+    assert outcome.status is EpisodeStatus.ERROR  # the agent's fault, not the harness's
+    assert "one shape: got (3,) beside (2,)" in outcome.reason

@@ -93,10 +93,11 @@ def test_a_point_runs_the_chunked_protocol_on_the_virtual_clock_keeping_the_stra
         point_timing(base(tmp_path, timing="realtime", timing_options={"clock": "wall"}), GridPoint(0, 1))
 
 
-def test_the_sweep_id_is_the_base_spec_and_the_grid_alone(tmp_path: Path):
+def test_the_sweep_id_is_the_base_spec_the_grid_and_the_episodes_alone(tmp_path: Path):
     grid = plan_grid(base(tmp_path), [0, 2], [2, 4])
     identity = sweep_id(base(tmp_path), grid)
-    assert identity == sweep_id(base(tmp_path / "elsewhere", episodes=9, workers=2), grid)  # knobs, not results
+    assert identity == sweep_id(base(tmp_path / "elsewhere", workers=2), grid)  # knobs, not results
+    assert identity != sweep_id(base(tmp_path, episodes=9), grid)  # another sweep, over the same runs
     assert identity != sweep_id(base(tmp_path), plan_grid(base(tmp_path), [0, 2], [4]))
     assert identity != sweep_id(base(tmp_path, seed=1), grid)
     assert identity != sweep_id(base(tmp_path, agent_args={"chunk_size": 6}), grid)
@@ -208,3 +209,13 @@ def test_bad_input_is_one_line_and_runs_nothing(
     code, err = sweep(tmp_path, capsys, *args)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not list(tmp_path.glob("metaworld-*"))
+
+
+def test_a_point_whose_run_was_extended_elsewhere_is_scored_on_the_sweeps_episodes_only(tmp_path: Path):
+    from hylo.eval import evaluate
+
+    longer = point_spec(base(tmp_path, episodes=3), GridPoint(2, 4))
+    evaluate(longer)  # `hylo eval` ran the (d = 2, s = 4) point's run further than this sweep goes
+    record = run_sweep(base(tmp_path), [0, 2], [4]).record
+    assert [(p["latency_steps"], p["n"], p["pairs"]) for p in record["points"]] == [(0, 2, None), (2, 2, 2)]
+    assert record["episodes"] == 2

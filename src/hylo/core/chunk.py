@@ -151,6 +151,12 @@ class EnsembleExecutor(ChunkExecutor):
         except (TypeError, ValueError):
             raise ValueError("the ensemble strategy averages array actions; this chunk's are not numeric") from None
         queue = self._queue
+        shape = queue[0][0].shape if queue else fresh[0].shape if fresh else None
+        for action in fresh:
+            if action.shape != shape:
+                raise ValueError(
+                    f"the ensemble strategy averages actions of one shape: got {action.shape} beside {shape}"
+                )
         for i, action in enumerate(fresh):
             if i < len(queue):
                 queue[i].append(action)

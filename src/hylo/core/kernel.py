@@ -472,7 +472,8 @@ class Kernel:
 
 def _due(chunked: bool, remaining: int, lead: int, asked: int | None, every: int, step: int) -> bool:
     """Whether a chunk is to be requested now (none being in flight): under the chunked schedule `every` steps after
-    the last request (at once for the first), under the refill schedule when at most `lead` actions remain."""
+    the last request, and at once for the first and whenever the plan is empty (the shield dropped it: 004 asks
+    for a replan); under the refill schedule when at most `lead` actions remain."""
     if chunked:
-        return asked is None or step - asked >= every
+        return asked is None or remaining == 0 or step - asked >= every
     return remaining <= lead

@@ -22,6 +22,11 @@ import numpy as np
 MAX_SAMPLES = 100_000
 """The most measured latencies an empirical model holds."""
 
+MAX_LATENCY_S = 86_400.0
+"""The longest latency a model may be given: one day."""
+MAX_SIGMA = 5.0
+"""The widest lognormal spread (a factor of e^5, ~150, per standard deviation)."""
+
 _STREAM = 0x1A7E_C7
 """Keeps the latency stream of an episode apart from every other stream drawn from its seed."""
 
@@ -82,9 +87,10 @@ class LognormalLatency:
     sigma: float
 
     def __post_init__(self) -> None:
-        if _seconds(self.median_s, "median_s") <= 0:
-            raise ValueError(f"median_s must be > 0, got {self.median_s!r}")
-        _seconds(self.sigma, "sigma")
+        if not 0 < _seconds(self.median_s, "median_s") <= MAX_LATENCY_S:
+            raise ValueError(f"median_s must be > 0 and at most {MAX_LATENCY_S:g} s, got {self.median_s!r}")
+        if not _seconds(self.sigma, "sigma") <= MAX_SIGMA:
+            raise ValueError(f"sigma must be at most {MAX_SIGMA:g}, got {self.sigma!r}")
 
     def draw(self, rng: np.random.Generator, dt: float) -> tuple[float, int]:
         latency = float(rng.lognormal(math.log(self.median_s), self.sigma))

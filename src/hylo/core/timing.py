@@ -68,10 +68,10 @@ def check_horizon(chunk_size: int | None, latency_steps: int, execution_steps: i
     low = max(1, latency_steps)
     high = None if chunk_size is None else chunk_size - latency_steps
     if execution_steps < low or (high is not None and execution_steps > high):
-        shown_h = "H" if chunk_size is None else str(chunk_size)
+        shown_h = "" if chunk_size is None else f" (H={chunk_size})"
         raise ValueError(
             f"execution horizon s={execution_steps} with latency d={latency_steps} steps breaks max(1, d) <= s <= H - d"
-            f" (H={shown_h}): s < d would keep more than one request in flight, s > H - d runs the chunk dry before the"
+            f"{shown_h}: s < d would keep more than one request in flight, s > H - d runs the chunk dry before the"
             " next one arrives"
         )
 
@@ -117,15 +117,21 @@ class RealtimeTiming:
         elif not isinstance(self.adaptive_refill, bool):
             raise ValueError(f"adaptive_refill must be true or false, got {self.adaptive_refill!r}")
         if chunked and (self.adaptive_refill or self.refill_steps):
+            given = (
+                f"adaptive_refill={self.adaptive_refill}"
+                if self.adaptive_refill
+                else f"refill_steps={self.refill_steps}"
+            )
             raise ValueError(
                 "the chunked schedule requests a chunk every execution_steps steps: it takes no refill_steps and no "
-                "adaptive_refill"
+                f"adaptive_refill, got {given}"
             )
         if self.execution_steps is not None:
             if not chunked:
                 raise ValueError("execution_steps sets the chunked schedule's horizon; add schedule='chunked'")
             _int(self.execution_steps, "execution_steps", 1)
-        if not (isinstance(self.ensemble_m, (int, float)) and math.isfinite(self.ensemble_m) and self.ensemble_m >= 0):
+        m = self.ensemble_m
+        if isinstance(m, bool) or not (isinstance(m, (int, float)) and math.isfinite(m) and m >= 0):
             raise ValueError(f"ensemble_m must be a finite number >= 0, got {self.ensemble_m!r}")
         given = [name for name in ("latency_s", "latency_steps", "latency_model") if getattr(self, name) is not None]
         if len(given) > 1:

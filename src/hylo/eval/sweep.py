@@ -28,10 +28,10 @@ from hylo.core.errors import HyloError
 from hylo.core.timing import check_horizon
 from hylo.eval.logdir import SWEEPS_DIR
 from hylo.eval.resolve import make_timing, resolve
-from hylo.eval.rows import records
+from hylo.eval.rows import EpisodeRow, records
 from hylo.eval.runner import EvalResult, Evaluation
 from hylo.eval.spec import MAX_STEPS, EvalSpec
-from hylo.eval.stats import NoPairs, compare_runs
+from hylo.eval.stats import NoPairs, compare_runs, summarize
 
 SWEEP_ID = re.compile(r"sweep-[0-9a-f]{12}")
 """What a sweep id looks like: `sweep-` and 12 hex digits (`sweep_id`)."""
@@ -184,25 +184,38 @@ def point_spec(base: EvalSpec, point: GridPoint) -> EvalSpec:
 
 
 def sweep_id(base: EvalSpec, grid: Grid) -> str:
-    """The sweep's id: the base spec's digest (timing reduced to the options every point keeps) and the grid."""
+    """The sweep's id: the base spec's digest (timing reduced to the options every point keeps), the grid and the
+    episodes per task (a sweep of fewer episodes is another sweep, over the first of the same episodes)."""
     kept = EvalSpec.model_validate({**base.model_dump(), "timing": "realtime", "timing_options": _kept_options(base)})
-    identity = [kept.digest(), grid.latency_steps, grid.execution_steps]
+    identity = [kept.digest(), grid.latency_steps, grid.execution_steps, base.episodes]
     return f"sweep-{hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:12]}"
 
 
-def _point_json(point: GridPoint, result: EvalResult, baseline: EvalResult | None) -> dict[str, Any]:
-    """A point's figures: success rate over its scored episodes with the Wilson interval, McNemar's p against the
-    zero-latency run at its horizon (null for that run itself, or when there is none or nothing pairs), its run."""
-    summary = result.summary
+def planned_episodes(base: EvalSpec, result: EvalResult) -> list[EpisodeRow]:
+    """The episodes of a point's run that the sweep planned: indices below `base.episodes` under the base's seeds. A
+    point's run is an ordinary run, which `hylo eval` or a larger sweep may have extended; its other episodes are not
+    this sweep's, so every point is scored and paired on the same episodes."""
+    seeds = set(base.seed_list)
+    return [row for row in result.episodes if row.index < base.episodes and row.base_seed in seeds]
+
+
+def _point_json(
+    point: GridPoint, result: EvalResult, rows: list[EpisodeRow], baseline: tuple[str, list[EpisodeRow]] | None
+) -> dict[str, Any]:
+    """A point's figures over its planned `rows`: success rate over the scored episodes with the Wilson interval,
+    McNemar's p against the zero-latency run at its horizon (`baseline`: its run id and rows; null for that run
+    itself, or when there is none or nothing pairs), the pairs it used, its run."""
+    summary = summarize(records(rows))
     p_value: float | None = None
     abstained: int | None = None
-    if baseline is not None and baseline.run_id != result.run_id:
+    pairs: int | None = None
+    if baseline is not None and baseline[0] != result.run_id:
         try:
-            comparison = compare_runs(records(baseline.episodes), records(result.episodes))
+            comparison = compare_runs(records(baseline[1]), records(rows))
         except NoPairs:
             comparison = None
         if comparison is not None:
-            p_value, abstained = comparison.p_value, comparison.abstained
+            p_value, abstained, pairs = comparison.p_value, comparison.abstained, comparison.n_pairs
     return {
         **point.to_json(),
         "success_rate": summary.success_rate,
@@ -214,6 +227,7 @@ def _point_json(point: GridPoint, result: EvalResult, baseline: EvalResult | Non
         "successes": summary.successes,
         "conservative_success_rate": summary.conservative_success_rate,
         "status_counts": dict(summary.status_counts),
+        "pairs": pairs,
         "abstained_pairs": abstained,
     }
 
@@ -252,8 +266,11 @@ def run_sweep(
         evaluation = Evaluation(spec)
         with watch(point, evaluation) if watch is not None else nullcontext():
             results[point] = evaluation.run()
-    baselines = {p.execution_steps: r for p, r in results.items() if p.latency_steps == 0}
-    points = [_point_json(p, r, baselines.get(p.execution_steps)) for p, r in sorted(results.items(), key=_order)]
+    rows = {point: planned_episodes(base, result) for point, result in results.items()}
+    baselines = {p.execution_steps: (r.run_id, rows[p]) for p, r in results.items() if p.latency_steps == 0}
+    points = [
+        _point_json(p, r, rows[p], baselines.get(p.execution_steps)) for p, r in sorted(results.items(), key=_order)
+    ]
     first = next(iter(results.values()))
     record = {
         "sweep_id": identity,
@@ -286,7 +303,7 @@ def _order(item: tuple[GridPoint, EvalResult]) -> tuple[int, int]:
 
 
 def _write_json(path: Path, record: dict[str, Any]) -> None:
-    partial = path.with_suffix(".json.partial")
+    partial = path.with_suffix(f".json.{os.getpid()}.partial")  # two sweeps writing the same record never share it
     partial.write_text(json.dumps(record, indent=1) + "\n")
     os.replace(partial, path)
 

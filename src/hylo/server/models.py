@@ -158,6 +158,7 @@ class SweepPoint(BaseModel):
     successes: int
     conservative_success_rate: float | None
     status_counts: dict[str, int]
+    pairs: int | None = None
     abstained_pairs: int | None
 
 
