@@ -117,14 +117,14 @@ class RealtimeTiming:
         elif not isinstance(self.adaptive_refill, bool):
             raise ValueError(f"adaptive_refill must be true or false, got {self.adaptive_refill!r}")
         if chunked and (self.adaptive_refill or self.refill_steps):
-            given = (
+            refill = (
                 f"adaptive_refill={self.adaptive_refill}"
                 if self.adaptive_refill
                 else f"refill_steps={self.refill_steps}"
             )
             raise ValueError(
                 "the chunked schedule requests a chunk every execution_steps steps: it takes no refill_steps and no "
-                f"adaptive_refill, got {given}"
+                f"adaptive_refill, got {refill}"
             )
         if self.execution_steps is not None:
             if not chunked:
