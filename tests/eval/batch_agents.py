@@ -64,6 +64,14 @@ class ExactPolicy(AgentBase):
         return self._actions(np.stack([np.asarray(o["state"]) for o in observations]), contexts)
 
 
+class SlowPolicy(ExactPolicy):
+    """ExactPolicy whose every call takes 30 ms, as a GPU call does to the CPU: an episode outlasts another's reset."""
+
+    def act_batch(self, observations, contexts):
+        time.sleep(0.03)
+        return super().act_batch(observations, contexts)
+
+
 class OneArgumentHooks(ExactPolicy):
     """`ExactPolicy` whose hooks take one argument and read the episode from `self.ctx`, as an `AgentBase` agent
     written for one episode at a time does: served many at once, each hook must still see its own episode."""

@@ -115,9 +115,10 @@ def test_batched_runs_act_and_end_as_unbatched_ones_whatever_the_worker_count(tm
 
 
 def test_requests_of_running_episodes_share_one_call(tmp_path):
-    # both workers are built before either episode starts, and a batch waits up to 5 s for the other's request
-    result = _run(tmp_path, "shared", tasks=["reach-v3"], episodes=2, max_steps=40, workers=2, batch=2,
-                  batch_wait_ms=5000)  # fmt: skip
+    # a batch waits up to 5 s for the other running episode's request; with 30 ms calls each episode lasts 3 s, so
+    # the two overlap for most of their steps however long the other's env takes to reset
+    result = _run(tmp_path, "shared", agent="batch_agents:SlowPolicy", tasks=["reach-v3"], episodes=2, max_steps=100,
+                  workers=2, batch=2, batch_wait_ms=5000)  # fmt: skip
     sizes = [event["size"] for t in _traces(result).values() for event in t if event["event"] == "agent.batch"]
     assert max(sizes) == 2 and sizes.count(2) > len(sizes) / 2
     assert result.batching is not None and result.batching["mean_batch_size"] > 1.5
