@@ -78,3 +78,17 @@ def test_a_sync_run_has_no_realtime_figures(tmp_path: Path, capsys: pytest.Captu
     )  # fmt: skip
     assert "realtime" not in data and "realtime" not in data["episodes"][0]
     assert "realtime" not in hylo_json(capsys, "runs", "show", data["run_id"], "--log-dir", str(tmp_path))
+
+
+def test_compare_says_what_each_run_ran_under(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    common = ["metaworld", "--task", "reach-v3", "--agent", "expert", "-A", "chunk_size=8", "-A", "execution_steps=4",
+              "--episodes", "2", "--max-steps", "100", "--log-dir", str(tmp_path)]  # fmt: skip
+    sync = hylo_json(capsys, "eval", *common)["run_id"]
+    late = hylo_json(capsys, "eval", *common, "--protocol", "realtime-d2")["run_id"]
+    compared = hylo_json(capsys, "compare", sync, late, "--log-dir", str(tmp_path))
+    assert compared["timing_a"] == {"protocol": None, "timing": "sync", "timing_options": {}}
+    assert compared["timing_b"]["protocol"] == "realtime-d2"
+    assert compared["timing_b"]["timing_options"]["latency_steps"] == 2
+    assert main(["compare", sync, late, "--log-dir", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert f"{sync}: timing sync" in text and f"{late}: protocol realtime-d2 · timing realtime" in text

@@ -69,6 +69,7 @@ def test_two_runs_of_the_same_episodes_are_compared_with_mcnemar(make_server):
     assert compared.status_code == 200, compared.text
     result = compared.json()
     assert (result["run_a"], result["run_b"]) == (randomly, expert)
+    assert result["timing_a"] == result["timing_b"] == {"protocol": None, "timing": "sync", "timing_options": {}}
     statuses = {}
     for run in (randomly, expert):
         for row in client.get(f"{API}/runs/{run}/episodes").json()["episodes"]:

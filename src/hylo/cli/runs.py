@@ -94,7 +94,7 @@ def _with_realtime(entry: dict[str, Any], realtime: dict[str, Any] | None) -> di
 
 def run_compare(args: argparse.Namespace) -> int:
     from hylo.eval.logdir import find_run
-    from hylo.eval.report import no_pairs_message, pairing_note, print_comparison
+    from hylo.eval.report import no_pairs_message, pairing_note, print_comparison, run_timing, timing_note
     from hylo.eval.stats import NoPairs, compare_runs
     from hylo.eval.store import EvalLog, records
 
@@ -110,8 +110,12 @@ def run_compare(args: argparse.Namespace) -> int:
         return fail(EXIT_BAD_INPUT, no_pairs_message(info_a, info_b, exc))
     if comparison.partial:
         print(f"hylo: warning: {pairing_note(info_a, info_b, comparison)}", file=sys.stderr)
+    timings = {"timing_a": run_timing(info_a.spec), "timing_b": run_timing(info_b.spec)}
     if args.json:
-        sys.stdout.write(json.dumps({"run_a": name_a, "run_b": name_b, **comparison.to_json()}) + "\n")
+        sys.stdout.write(json.dumps({"run_a": name_a, "run_b": name_b, **timings, **comparison.to_json()}) + "\n")
     else:
-        print_comparison(console(), name_a, name_b, comparison, max_flips=None if args.all_flips else 50)
+        out = console()
+        for name, info in ((name_a, info_a), (name_b, info_b)):
+            out.print(f"{name}: {timing_note(info.spec)}", highlight=False)
+        print_comparison(out, name_a, name_b, comparison, max_flips=None if args.all_flips else 50)
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -183,6 +184,15 @@ def pairing_note(a: RunInfo, b: RunInfo, comparison: Comparison) -> str:
         f"not every episode is paired: {c.paired} of {a.run_id}'s {c.n_a} episodes and {c.paired} of {b.run_id}'s "
         f"{c.n_b} are in both runs; the comparison covers those {c.paired}"
     )
+
+
+def run_timing(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run ran under, as `hylo compare --json` gives it: its protocol (or None), timing and timing options."""
+    return {
+        "protocol": spec.get("protocol"),
+        "timing": spec.get("timing") or "sync",
+        "timing_options": spec.get("timing_options") or {},
+    }
 
 
 def timing_note(spec: Mapping[str, object]) -> str:

@@ -23,6 +23,7 @@ from hylo.core.types import MAX_SEED
 from hylo.eval.ab import list_ab, read_ab
 from hylo.eval.logdir import GRAPHS_DIR, RunNotFound, find_run
 from hylo.eval.realtime_metrics import episode_realtime, realtime_figures
+from hylo.eval.report import run_timing
 from hylo.eval.rows import EpisodeRow
 from hylo.eval.stats import compare_runs, summary_json
 from hylo.eval.store import EvalLog, list_runs, records
@@ -285,13 +286,16 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
         loaded = []
         for run in (a, b):
             with EvalLog.open(find_run(scheduler.log_dir, _run_name(run))) as log:
-                loaded.append((log.info().run_id, records(log.final_episodes())))
-        (run_a, recs_a), (run_b, recs_b) = loaded
+                info = log.info()
+                loaded.append((info.run_id, run_timing(info.spec), records(log.final_episodes())))
+        (run_a, timing_a, recs_a), (run_b, timing_b, recs_b) = loaded
         try:
             comparison = compare_runs(recs_a, recs_b)
         except ValueError as exc:
             raise JobRefused(None, str(exc)) from exc
-        return Comparison(run_a=run_a, run_b=run_b, **comparison.to_json())
+        return Comparison.model_validate(
+            {"run_a": run_a, "run_b": run_b, "timing_a": timing_a, "timing_b": timing_b, **comparison.to_json()}
+        )
 
     @router.get("/ab", response_model=ABRecords, summary="Every A/B comparison in the log dir")
     def ab_list() -> ABRecords:

@@ -64,12 +64,22 @@ class EpisodeTrace(BaseModel):
     events: list[dict[str, Any]]
 
 
+class RunTiming(BaseModel):
+    """What a run ran under: its protocol (null: none named), its timing and timing options."""
+
+    protocol: str | None
+    timing: str
+    timing_options: dict[str, Any]
+
+
 class Comparison(BaseModel):
-    """Two runs paired by episode id (`hylo compare --json`): pair counts, rates, the McNemar exact p-value and the
-    flipped episodes. `difference` is `rate_b - rate_a`."""
+    """Two runs paired by episode id (`hylo compare --json`): what each ran under, pair counts, rates, the McNemar
+    exact p-value and the flipped episodes. `difference` is `rate_b - rate_a`."""
 
     run_a: str
     run_b: str
+    timing_a: RunTiming
+    timing_b: RunTiming
     n_pairs: int
     only_in_a: int
     only_in_b: int
