@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from hylo.eval.spec import EvalSpec
 
 
-def _spec_from_flags(args: argparse.Namespace) -> EvalSpec:
+def spec_from_flags(args: argparse.Namespace, options: dict[str, Any] | None = None) -> EvalSpec:
+    """The EvalSpec of a command's benchmark and agent flags, with `options` (default: `run_options(args)`)."""
     from hylo.agents.registry import parse_agent_args
     from hylo.argtypes import parse_json_pairs
     from hylo.eval.spec import EvalSpec
@@ -32,7 +33,7 @@ def _spec_from_flags(args: argparse.Namespace) -> EvalSpec:
         tasks=args.tasks,
         agent=args.agent,
         agent_args=parse_agent_args(args.agent_args),
-        **run_options(args),
+        **(run_options(args) if options is None else options),
     )
 
 
@@ -228,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
         if args.benchmark is None or args.agent is None:
             missing = "a benchmark" if args.benchmark is None else "--agent"
             raise EvalError(f"hylo eval needs {missing} (or --spec FILE)")
-        spec = _spec_from_flags(args)
+        spec = spec_from_flags(args)
     return run_evaluation(spec, json_out=args.json)
 
 

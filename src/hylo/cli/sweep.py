@@ -83,10 +83,7 @@ def run(args: argparse.Namespace) -> int:
 def base_spec(args: argparse.Namespace) -> Any:
     """The sweep's base spec from the flags: every run option, the agent and its arguments, and the timing options
     each point keeps (strategy, ensemble_m, max_hold_steps)."""
-    from hylo.agents.registry import parse_agent_args
-    from hylo.argtypes import parse_json_pairs
-    from hylo.cli.evaluate import run_options
-    from hylo.eval.spec import EvalSpec
+    from hylo.cli.evaluate import run_options, spec_from_flags
     from hylo.eval.sweep import SweepError
 
     if args.sweep_id is not None:
@@ -106,17 +103,7 @@ def base_spec(args: argparse.Namespace) -> Any:
     for key in SWEEP_OPTIONS[2:]:
         if getattr(args, key) is not None:
             timing_options[key] = getattr(args, key)
-    return EvalSpec(
-        benchmark=args.benchmark,
-        env_args=parse_json_pairs(args.env_args, "-E"),
-        split=args.split,
-        tasks=args.tasks,
-        agent=args.agent,
-        agent_args=parse_agent_args(args.agent_args),
-        timing="realtime",
-        timing_options=timing_options,
-        **options,
-    )
+    return spec_from_flags(args, {**options, "timing": "realtime", "timing_options": timing_options})
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hylo.core.errors import HyloError
-from hylo.eval.logdir import AB_DIR, FILENAME
+from hylo.eval.logdir import AB_DIR, FILENAME, records_oldest_first
 from hylo.eval.resolve import resolve
 from hylo.eval.rows import EpisodeRow
 from hylo.eval.runner import EvalResult, Evaluation
@@ -276,15 +276,7 @@ def read_ab(log_dir: Path, identity: str) -> dict[str, Any]:
 
 def list_ab(log_dir: Path) -> list[dict[str, Any]]:
     """Every A/B record of the log dir, oldest first (a file that no longer reads as a record is left out)."""
-    records = []
-    for path in _record_paths(log_dir):
-        try:
-            written, record = path.stat().st_mtime, json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict):
-            records.append((written, record))
-    return [record for _, record in sorted(records, key=lambda entry: entry[0])]
+    return records_oldest_first(_record_paths(log_dir))
 
 
 def _record_paths(log_dir: Path) -> list[Path]:

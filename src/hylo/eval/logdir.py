@@ -7,10 +7,12 @@ without reading a run.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from hylo.core.errors import HyloError
 
@@ -114,3 +116,17 @@ def delete_run(log_dir: Path, run: str) -> Path:
     run_dir = find_run(log_dir, run)
     shutil.rmtree(run_dir)
     return run_dir
+
+
+def records_oldest_first(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """The JSON records (A/B comparisons, sweeps) at `paths`, oldest written first; a file that no longer reads as
+    a record is left out."""
+    found = []
+    for path in paths:
+        try:
+            written, record = path.stat().st_mtime, json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict):
+            found.append((written, record))
+    return [record for _, record in sorted(found, key=lambda entry: entry[0])]

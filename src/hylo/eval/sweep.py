@@ -26,7 +26,7 @@ from typing import Any
 from hylo.agents.registry import agent_factory, args_model
 from hylo.core.errors import HyloError
 from hylo.core.timing import check_horizon
-from hylo.eval.logdir import SWEEPS_DIR
+from hylo.eval.logdir import SWEEPS_DIR, records_oldest_first
 from hylo.eval.resolve import make_timing, resolve
 from hylo.eval.rows import EpisodeRow, records
 from hylo.eval.runner import EvalResult, Evaluation
@@ -337,15 +337,7 @@ def sweep_plot(log_dir: Path, identity: str, name: str) -> Path:
 
 def list_sweeps(log_dir: Path) -> list[dict[str, Any]]:
     """Every sweep record of the log dir, oldest first (a file that no longer reads as a record is left out)."""
-    found = []
-    for path in _record_paths(log_dir):
-        try:
-            written, record = path.stat().st_mtime, json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict):
-            found.append((written, record))
-    return [record for _, record in sorted(found, key=lambda entry: entry[0])]
+    return records_oldest_first(_record_paths(log_dir))
 
 
 def _record_paths(log_dir: Path) -> list[Path]:
