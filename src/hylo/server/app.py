@@ -25,7 +25,7 @@ from hylo.eval.logdir import GRAPHS_DIR, RunNotFound, find_run
 from hylo.eval.realtime_metrics import episode_realtime, realtime_figures
 from hylo.eval.report import run_timing
 from hylo.eval.rows import EpisodeRow
-from hylo.eval.stats import compare_runs, summary_json
+from hylo.eval.stats import compare_runs, seed_clusters, summary_json
 from hylo.eval.store import EvalLog, list_runs, records
 from hylo.eval.sweep import PLOT_SVG, list_sweeps, read_sweep, sweep_plot
 from hylo.graph.store import GraphStore
@@ -163,6 +163,12 @@ def _episode_json(row: EpisodeRow) -> dict[str, Any]:
     return row.to_json() if realtime is None else {**row.to_json(), "realtime": realtime}
 
 
+def _several_seeds(spec: dict[str, Any]) -> bool:
+    """Whether a run's spec runs each (task, index) under several seeds (`--seeds S1 S2 ...`)."""
+    seeds = spec.get("seeds")
+    return isinstance(seeds, list) and len(seeds) > 1
+
+
 def _sweep_summaries(records: list[dict[str, Any]]) -> list[SweepSummary]:
     """The records that read as sweep records, as listed."""
     summaries = []
@@ -216,16 +222,20 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
     def run_detail(run: str) -> RunDetail:
         """The run (as in `/runs`), its summary as `hylo runs show --json` gives it (every status counted, success
         rate over scored episodes with its 95% Wilson interval, conservative rate over all, and the same per task),
-        and its queued or running job, if any."""
+        its realtime figures, a run of several seeds' episodes clustered by (task, index) (as `hylo runs show
+        --json`'s `seed_clusters`), and its queued or running job, if any. Only a run whose spec holds several seeds
+        reads its episodes for the clusters: the summary of any run is read from the log's tallies."""
         with EvalLog.open(find_run(scheduler.log_dir, _run_name(run))) as log:
             info = log.info()
             tallies = log.tallies()
             realtime = realtime_figures(log.realtime_records())
+            clusters = seed_clusters(records(log.final_episodes())) if _several_seeds(info.spec) else None
         job = scheduler.active_job(info.run_id)
         return RunDetail(
             run=info.to_json(),
             summary=summary_json(tallies=tallies),
             realtime=None if realtime is None else realtime.to_json(),
+            seed_clusters=None if clusters is None else clusters.to_json(),
             job=scheduler.status(job.job_id) if job is not None else None,
         )
 

@@ -42,7 +42,8 @@ class Episodes(BaseModel):
 class RunDetail(BaseModel):
     """A run (as listed in `Runs`), its summary (`hylo runs show --json`'s `summary`: counts of every status, success
     rate with its 95% Wilson interval, conservative rate, and `per_task`), its realtime figures (`hylo runs show
-    --json`'s `realtime`; null for a run without realtime timing) and its queued or running job."""
+    --json`'s `realtime`; null for a run without realtime timing), its episodes clustered by (task, index) under
+    its seeds (`hylo runs show --json`'s `seed_clusters`; null for a run of one seed) and its queued or running job."""
 
     run: dict[str, Any]
     summary: dict[str, Any]
@@ -50,6 +51,11 @@ class RunDetail(BaseModel):
         default=None,
         description="act latency percentiles, control rate, stale and hold ratios, chunks, watchdog ends "
         "(docs/evallog.md, Realtime metrics); null without realtime timing",
+    )
+    seed_clusters: dict[str, Any] | None = Field(
+        default=None,
+        description="a run of several seeds (`--seeds`): seeds, clusters (episode keys), design_effect, success_ci "
+        "clustered by (task, index), pass_at_k and per_seed success rates (docs/statistics.md); null for one seed",
     )
     job: JobStatus | None
 
