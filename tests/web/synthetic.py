@@ -29,9 +29,9 @@ def episode_id(benchmark: str, task: str, index: int, base_seed: int) -> str:
     return f"{benchmark}/{SPLIT}/{task}/{index:04d}@s{base_seed}"
 
 
-def _status(rng: random.Random, success_p: float) -> EpisodeStatus:
-    """Mostly success or failure, with a few of each abstention and safety aborts."""
-    draw = rng.random()
+def _status(rng: random.Random, success_p: float, abstentions: bool) -> EpisodeStatus:
+    """Mostly success or failure, with a few of each abstention and safety aborts (unless not `abstentions`)."""
+    draw = rng.random() if abstentions else 1.0
     if draw < 0.03:
         return EpisodeStatus.ERROR
     if draw < 0.05:
@@ -93,22 +93,32 @@ def write_run(
     status: str = "complete",
     timing_options: dict[str, object] | None = None,
     protocol: str | None = None,
+    seeds: Sequence[int] | None = None,
+    abstentions: bool = True,
 ) -> Path:
     """Write a run of `n_episodes` episodes spread evenly over `tasks` into `log_dir/run_id` and mark it `status`.
 
     Episode ids depend only on benchmark, tasks, counts and `base_seed`, so two runs written with different `seed`s
     pair episode for episode; `seed` draws the outcomes (per task success probability `success_p`, by default
     falling from 0.9 across the tasks). With `timing_options` the run is a realtime one (under `protocol`, when given):
-    every episode carries a `metrics["realtime"]` record. Returns the run directory."""
+    every episode carries a `metrics["realtime"]` record. With `seeds` (two or more, in place of `base_seed`) the run
+    is one of `--seeds`: every (task, index) under each seed, `n_episodes` keys and so `n_episodes * len(seeds)`
+    episodes, whose outcomes share a probability drawn per key (episodes of a key alike, as of one start). Without
+    `abstentions` every episode succeeds or fails. Returns the run directory."""
     if not tasks:
         raise ValueError("a run needs at least one task")
+    if seeds is not None and (len(seeds) < 2 or len(set(seeds)) != len(seeds)):
+        raise ValueError(f"seeds must be two or more distinct seeds, got {list(seeds)}")
+    base_seeds = list(seeds) if seeds is not None else [base_seed]
     rng = random.Random(seed)
     default_p = [0.9 - 0.6 * i / len(tasks) for i in range(len(tasks))]
     probabilities = list(success_p) if success_p is not None else default_p
     per_task = [n_episodes // len(tasks) + (1 if i < n_episodes % len(tasks) else 0) for i in range(len(tasks))]
     digest = hashlib.blake2b(f"{run_id}:{seed}".encode(), digest_size=8).hexdigest()
     spec: dict[str, object] = {"benchmark": benchmark, "agent": agent, "split": SPLIT, "tasks": list(tasks)}
-    spec["seed"] = base_seed
+    spec["seed"] = base_seeds[0]
+    if seeds is not None:
+        spec["seeds"] = base_seeds
     if timing_options is not None:
         spec |= {"timing": "realtime", "timing_options": timing_options}
     if protocol is not None:
@@ -118,31 +128,33 @@ def write_run(
     clock = 1_700_000_000.0
     for task, count, success_rate in zip(tasks, per_task, probabilities, strict=True):
         for index in range(count):
-            outcome = _status(rng, success_rate)
-            steps = rng.randint(3, 60)
-            seed = rng.randrange(2**31)
-            reason = _reason(rng, outcome)
-            metrics: dict[str, object] = {"return": round(rng.random(), 4)}
-            if timing_options is not None:
-                metrics["realtime"] = _realtime(rng, steps, reason)
-            row = EpisodeRow(
-                episode_id=episode_id(benchmark, task, index, base_seed),
-                task=task,
-                split=SPLIT,
-                index=index,
-                base_seed=base_seed,
-                seed=seed,
-                status=outcome,
-                reason=reason,
-                success=outcome is EpisodeStatus.SUCCESS,
-                steps=steps,
-                metrics=metrics,
-                started_at=clock,
-                ended_at=clock + steps * 0.01,
-                worker="synthetic",
-            )
-            clock += 1.0
-            items.append((row, _trace(run_id, row)))
+            key_p = success_rate if seeds is None else min(1.0, max(0.0, success_rate + rng.uniform(-0.5, 0.5)))
+            for under in base_seeds:
+                outcome = _status(rng, key_p, abstentions)
+                steps = rng.randint(3, 60)
+                seed = rng.randrange(2**31)
+                reason = _reason(rng, outcome)
+                metrics: dict[str, object] = {"return": round(rng.random(), 4)}
+                if timing_options is not None:
+                    metrics["realtime"] = _realtime(rng, steps, reason)
+                row = EpisodeRow(
+                    episode_id=episode_id(benchmark, task, index, under),
+                    task=task,
+                    split=SPLIT,
+                    index=index,
+                    base_seed=under,
+                    seed=seed,
+                    status=outcome,
+                    reason=reason,
+                    success=outcome is EpisodeStatus.SUCCESS,
+                    steps=steps,
+                    metrics=metrics,
+                    started_at=clock,
+                    ended_at=clock + steps * 0.01,
+                    worker="synthetic",
+                )
+                clock += 1.0
+                items.append((row, _trace(run_id, row)))
     with EvalLog.create(
         run_dir,
         run_id=run_id,
@@ -151,9 +163,9 @@ def write_run(
         agent=agent,
         digest=digest,
         spec=spec,
-        n_planned=n_episodes,
+        n_planned=n_episodes * len(base_seeds),
         versions={"hylo": "synthetic"},
     ) as log:
         log.record_many(items)
-        log.update_run(status=status, message=f"synthetic: {n_episodes} episodes")
+        log.update_run(status=status, message=f"synthetic: {len(items)} episodes")
     return run_dir

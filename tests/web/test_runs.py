@@ -4,6 +4,7 @@ video."""
 
 from __future__ import annotations
 
+import re
 import time
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
@@ -113,6 +114,8 @@ def test_start_watch_and_read_a_run(server: HyloServe, page: Page, tmp_path: Pat
     expect_summary(page, detail["summary"])
     assert detail["realtime"] is None
     expect(page.get_by_test_id("realtime-panel")).to_have_count(0)
+    assert detail["seed_clusters"] is None
+    expect(page.get_by_test_id("seeds-panel")).to_have_count(0)
     expect(page.get_by_test_id("run-protocol")).to_have_count(0)
 
     episodes = get(server, f"{EVAL}/runs/{run_id}/episodes")["episodes"]
@@ -181,6 +184,41 @@ def test_a_realtime_run_shows_its_protocol_timing_and_realtime_figures(
         f"hold {pct(first['hold_ratio'])} · {first['chunks']} chunks"
     )
     snap(page, tmp_path, "realtime-run")
+
+
+def test_a_run_of_several_seeds_shows_its_clustered_figures(server: HyloServe, page: Page, tmp_path: Path) -> None:
+    run_id = "synthetic-seeds"
+    write_run(server.log_dir, run_id, 120, ["GoToLocal", "Open"], seed=5, seeds=[10, 2, 7], abstentions=False)
+    detail = get(server, f"{EVAL}/runs/{run_id}")
+    clusters = detail["seed_clusters"]
+    assert detail["summary"]["n"] == 360 and (clusters["seeds"], clusters["clusters"]) == (3, 120)
+    assert list(clusters["per_seed"]) == ["2", "7", "10"] and list(clusters["pass_at_k"]) == ["1", "2", "3"]
+    assert clusters["design_effect"] > 1, "episodes of one key share their chance of success"
+    page.goto(server.url + f"/#/runs/{quote(run_id)}")
+    panel = page.get_by_test_id("seeds-panel")
+    expect(panel).to_contain_text("3 seeds over 120 episode keys")
+    expect(panel.get_by_test_id("seeds-list")).to_have_text("2, 7, 10")
+    expect(panel.get_by_test_id("seeds-clusters")).to_have_text("120")
+    expect(panel.get_by_test_id("seeds-plain-ci")).to_have_text(interval(detail["summary"]["success_ci"]))
+    expect(panel.get_by_test_id("seeds-clustered-ci")).to_have_text(interval(clusters["success_ci"]))
+    assert interval(clusters["success_ci"]) != interval(detail["summary"]["success_ci"])
+    expect(panel.get_by_test_id("seeds-design-effect")).to_have_text(fixed(clusters["design_effect"], 2))
+    label = panel.get_by_test_id("seeds-design-effect-label")
+    expect(label).to_have_attribute("title", re.compile(r"Korn & Graubard.*one \(task, index\).*a cluster"))
+    expect(panel.get_by_test_id("seeds-pass-at-k").locator("tbody tr")).to_have_count(3)
+    for k, rate in clusters["pass_at_k"].items():
+        expect(panel.get_by_test_id(f"seeds-pass-{k}-rate")).to_have_text(pct(rate))
+    expect(panel.get_by_test_id("seeds-per-seed").locator("tbody tr")).to_have_count(3)
+    for seed, rate in clusters["per_seed"].items():
+        expect(panel.get_by_test_id(f"seeds-seed-{seed}-rate")).to_have_text(pct(rate))
+    snap(page, tmp_path, "seeds-run")
+
+    write_run(server.log_dir, "synthetic-one-seed", 40, ["GoToLocal"], seed=5, base_seed=7)
+    assert get(server, f"{EVAL}/runs/synthetic-one-seed")["seed_clusters"] is None
+    page.goto(server.url + "/#/runs/synthetic-one-seed")
+    expect(page.get_by_test_id("run-id")).to_have_text("synthetic-one-seed")
+    expect(page.get_by_test_id("task-table")).to_be_visible()
+    expect(page.get_by_test_id("seeds-panel")).to_have_count(0)
 
 
 def test_a_10000_episode_run_pages_and_filters(server: HyloServe, page: Page, tmp_path: Path) -> None:

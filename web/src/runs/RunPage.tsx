@@ -1,6 +1,6 @@
 // `#/runs/<id>`: one run — its state and progress (polled while it runs), its protocol and timing, cancel, the
-// per-task table and chart, the realtime figures of a realtime run, and its episodes with the selected episode's trace
-// and video.
+// per-task table and chart, the realtime figures of a realtime run, the clustered figures of a run of several seeds, and
+// its episodes with the selected episode's trace and video.
 import { useState } from "react";
 import { api } from "../api";
 import { href } from "../router";
@@ -9,6 +9,7 @@ import { EpisodeList } from "./EpisodeList";
 import { EpisodePanel } from "./EpisodePanel";
 import { ProgressBar, StatusBadge } from "./Progress";
 import { RealtimePanel } from "./RealtimePanel";
+import { SeedsPanel } from "./SeedsPanel";
 import { SuccessChart } from "./SuccessChart";
 import { TaskTable } from "./TaskTable";
 import { when } from "./format";
@@ -54,6 +55,7 @@ export function RunPage({ runId }: { runId: string }) {
             </div>
           </section>
           {data.realtime && <RealtimePanel figures={data.realtime} />}
+          {data.seed_clusters && <SeedsPanel clusters={data.seed_clusters} summary={data.summary} />}
           <div className="episodes-area">
             <EpisodeList
               runId={data.run.run_id}

@@ -90,11 +90,29 @@ export interface RealtimeFigures {
   mean_delay_steps: number | null;
 }
 
+/** A run of several seeds, its scored episodes clustered by (task, index), docs/statistics.md "Several seeds". */
+export interface SeedClusters {
+  /** How many seeds the run ran each (task, index) under. */
+  seeds: number;
+  /** How many (task, index) keys: the clusters. */
+  clusters: number;
+  /** The cluster-robust variance of the success rate over the binomial one, at least 1. */
+  design_effect: number;
+  /** The 95% Wilson interval at the effective sample size n / design_effect. */
+  success_ci: [number, number];
+  /** k (as a string) → the chance that at least one of k episodes of a key succeeds. */
+  pass_at_k: Record<string, number>;
+  /** seed (as a string) → the success rate under it; null where none was scored. */
+  per_seed: Record<string, number | null>;
+}
+
 export interface RunDetail {
   run: RunInfo;
   summary: RunSummary;
   /** null for a run without realtime timing (absent from a server that predates it). */
   realtime?: RealtimeFigures | null;
+  /** null for a run of one seed (absent from a server that predates it). */
+  seed_clusters?: SeedClusters | null;
   job: JobStatus | null;
 }
 
