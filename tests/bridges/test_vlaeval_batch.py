@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from vla_eval.connection import Connection
 from vla_eval.runners.sync_runner import SyncEpisodeRunner
-from vlaeval_fixtures import BridgeProcess, ToyBenchmark
+from vlaeval_fixtures import BridgeProcess, ToyBenchmark, refused_in_one_line
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Origin
@@ -299,14 +299,7 @@ def test_a_bad_batch_setting_is_one_line_naming_it_and_exit_2(
     flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["bridge", "vlaeval", "--agent", AGENT, "--port", "0", "--log-dir", str(tmp_path), *flags]
-    try:
-        code = main(argv)
-    except SystemExit as exit:  # argparse refuses it
-        code = exit.code
-    assert code == 2
-    lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and "error: " in lines[0] and message in lines[0]
-    assert not any(tmp_path.iterdir())
+    assert message in refused_in_one_line(argv, tmp_path, lambda: capsys.readouterr().err)
 
 
 def test_an_agent_without_act_batch_is_refused_at_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -273,3 +273,19 @@ def bridge_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
     return env
+
+
+def refused_in_one_line(argv: list[str], log_dir: Path, err: Callable[[], str]) -> str:
+    """Run `hylo` with `argv`; it must exit 2 with one line on stderr (`err()` reads it) and leave `log_dir` empty.
+    Returns the line."""
+    from hylo.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exit:  # argparse refuses it
+        code = exit.code
+    assert code == 2
+    lines = err().splitlines()
+    assert len(lines) == 1 and "error: " in lines[0]
+    assert not any(log_dir.iterdir())
+    return lines[0]

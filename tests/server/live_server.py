@@ -34,6 +34,15 @@ def wait_final(client: httpx.Client, job_id: str, timeout: float = 90) -> dict[s
         time.sleep(0.1)
 
 
+def run_job(client: httpx.Client, **overrides: Any) -> str:
+    """Start a quick job (`quick_spec` with `overrides`), wait until it is done, and return its run id."""
+    started = client.post("/api/eval/v2/start", json=quick_spec(**overrides))
+    assert started.status_code == 200, started.text
+    status = wait_final(client, started.json()["job_id"])
+    assert status["state"] == "done", status["message"]
+    return str(started.json()["run_id"])
+
+
 def quick_spec(**overrides: Any) -> dict[str, Any]:
     """A job that finishes in about a second: BabyAI's expert on GoToLocal, 3 episodes."""
     return {"benchmark": "babyai", "agent": "expert", "tasks": ["GoToLocal"], "episodes": 3, **overrides}

@@ -6,21 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import pytest
-from live_server import quick_spec, wait_final
+from live_server import run_job
 
 from hylo.cli import main
 
 API = "/api/eval/v2"
-
-
-def run_job(client: httpx.Client, **overrides: object) -> str:
-    started = client.post(f"{API}/start", json=quick_spec(**overrides))
-    assert started.status_code == 200, started.text
-    status = wait_final(client, started.json()["job_id"])
-    assert status["state"] == "done", status["message"]
-    return str(started.json()["run_id"])
 
 
 def runs_show(log_dir: Path, run: str, capsys: pytest.CaptureFixture[str]) -> dict[str, object]:

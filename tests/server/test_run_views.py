@@ -7,20 +7,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from live_server import quick_spec, wait_final
+from live_server import run_job
 
 from hylo.eval.stats import mcnemar_exact, wilson_interval
 from hylo.server import web
 
 API = "/api/eval/v2"
-
-
-def run_job(client: httpx.Client, **overrides: object) -> str:
-    started = client.post(f"{API}/start", json=quick_spec(**overrides))
-    assert started.status_code == 200, started.text
-    status = wait_final(client, started.json()["job_id"])
-    assert status["state"] == "done", status["message"]
-    return str(started.json()["run_id"])
 
 
 def test_a_run_is_served_with_its_summary_per_task_trace_and_video(make_server):

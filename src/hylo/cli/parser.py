@@ -256,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(ab, episodes=False)
     ab.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
 
-    add_sweep_parser(commands, _add_run_options)
+    add_sweep_parser(commands, lambda parser: _add_run_options(parser, grid=False))
 
     plan = commands.add_parser("plan", help="episodes needed to tell two success rates apart")
     plan.add_argument("--p-a", type=float, required=True, help="A's success rate")

@@ -21,18 +21,15 @@ if TYPE_CHECKING:
     from hylo.eval.runner import Evaluation
     from hylo.eval.sweep import GridPoint
 
-SWEEP_OPTIONS = ("latency_steps", "execution_steps", "strategy", "ensemble_m", "max_hold_steps")
-"""The options `hylo sweep` adds to the run options (they replace any of the same name the run options have)."""
-
 
 def add_parser(
     commands: argparse._SubParsersAction[Any], run_options: Callable[[argparse.ArgumentParser], None]
 ) -> None:
-    """Add `sweep` to `hylo`'s commands; `run_options` adds the options it shares with `eval`."""
+    """Add `sweep` to `hylo`'s commands; `run_options` adds the options it shares with `eval` (all but the single
+    `--latency-steps` and `--execution-steps`, which a sweep takes as lists)."""
     sweep = commands.add_parser(
         "sweep",
         help="success against latency: a run per latency d x execution horizon s (sweep show ID, sweep list)",
-        conflict_handler="resolve",  # its grid flags take lists where the run options' take one value
     )
     sweep.add_argument("benchmark", help="the benchmark (or `show`, then the sweep id; or `list`)")
     sweep.add_argument("sweep_id", nargs="?", help=argparse.SUPPRESS)
@@ -54,16 +51,7 @@ def add_parser(
         help="the execution horizons s to sweep (default: the agent's own); points outside max(1, d) <= s <= H - d "
         "are refused",
     )  # fmt: skip
-    _add_unless_there(sweep, "--strategy", choices=("naive", "ensemble"), default=None, help="how a new chunk merges")
-    _add_unless_there(sweep, "--ensemble-m", type=float, default=None, metavar="M", help="ensemble: weights exp(-m*i)")
-    _add_unless_there(sweep, "--max-hold-steps", type=positive_int, default=None, help="watchdog: holds in a row")
     sweep.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
-
-
-def _add_unless_there(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
-    """`flag`, unless the run options already have it (the same option: the points keep it)."""
-    if flag not in parser._option_string_actions:
-        parser.add_argument(flag, **kwargs)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,15 +82,12 @@ def base_spec(args: argparse.Namespace) -> Any:
         raise SweepError("hylo sweep needs --latency-steps D [D ...] (the latencies to sweep, in control steps)")
     if getattr(args, "protocol", None) is not None:
         raise SweepError(f"a sweep sets the latency itself at every grid point; drop --protocol {args.protocol}")
-    options = run_options(argparse.Namespace(**{**vars(args), **dict.fromkeys(SWEEP_OPTIONS)}))
+    options = run_options(args, grid=False)
     if options.pop("protocol", None) is not None:
         raise SweepError("a sweep sets the latency itself at every grid point; drop --protocol")
     timing_options = dict(options.pop("timing_options", None) or {})
     if options.pop("timing", None) == "sync":
         raise SweepError("a sweep runs every grid point under realtime timing; drop --timing sync")
-    for key in SWEEP_OPTIONS[2:]:
-        if getattr(args, key) is not None:
-            timing_options[key] = getattr(args, key)
     return spec_from_flags(args, {**options, "timing": "realtime", "timing_options": timing_options})
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from hylo.core.agent import MAX_CHUNK
 from hylo.core.errors import shown
+from hylo.core.latency import steps_for
 from hylo.core.registry import Registry, RegistryError
 from hylo.core.timing import check_horizon
 from hylo.eval.spec import MAX_NAME, MAX_SECONDS, MAX_STEPS, check_latency_model
@@ -165,31 +166,29 @@ REALTIME_D1 = realtime_steps(1)
 REALTIME_D2 = realtime_steps(2)
 REALTIME_D4 = realtime_steps(4)
 
-METAWORLD_REALTIME_50MS = Protocol(
-    name="metaworld-realtime-50ms",
-    description=(
-        "Meta-World (80 Hz, dt 0.0125 s) with a jittered policy latency: lognormal, median 0.05 s (4 control "
-        "steps), sigma 0.25, seeded per episode on the virtual clock; chunked execution, s the agent's own."
-    ),
-    timing="realtime",
-    clock="virtual",
-    latency_model={"kind": "lognormal", "median_s": 0.05, "sigma": 0.25},
-    max_hold_steps=20,
-    families=("metaworld",),
-)
 
-LIBERO_REALTIME_100MS = Protocol(
-    name="libero-realtime-100ms",
-    description=(
-        "LIBERO (20 Hz, dt 0.05 s) with a jittered policy latency: lognormal, median 0.1 s (2 control steps), "
-        "sigma 0.25, seeded per episode on the virtual clock; chunked execution, s the agent's own."
-    ),
-    timing="realtime",
-    clock="virtual",
-    latency_model={"kind": "lognormal", "median_s": 0.1, "sigma": 0.25},
-    max_hold_steps=20,
-    families=("libero",),
-)
+def jittered(family: str, label: str, rate_hz: float, median_s: float, sigma: float = 0.25) -> Protocol:
+    """`<family>-realtime-<ms>ms`: a lognormal policy latency around `median_s`, seeded per episode on the virtual
+    clock, on the benchmark `family` (its control rate `rate_hz`, stated in the description); s the agent's own."""
+    dt = 1 / rate_hz
+    steps = steps_for(median_s, dt)
+    return Protocol(
+        name=f"{family}-realtime-{round(median_s * 1000)}ms",
+        description=(
+            f"{label} ({rate_hz:g} Hz, dt {dt:g} s) with a jittered policy latency: lognormal, median {median_s:g} s "
+            f"({steps} control steps), sigma {sigma:g}, seeded per episode on the virtual clock; chunked execution, "
+            "s the agent's own."
+        ),
+        timing="realtime",
+        clock="virtual",
+        latency_model={"kind": "lognormal", "median_s": median_s, "sigma": sigma},
+        max_hold_steps=20,
+        families=(family,),
+    )
+
+
+METAWORLD_REALTIME_50MS = jittered("metaworld", "Meta-World", 80.0, 0.05)
+LIBERO_REALTIME_100MS = jittered("libero", "LIBERO", 20.0, 0.1)
 
 _BUILTIN: dict[str, str] = {
     "sync": "hylo.eval.protocols:SYNC",

@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hylo.agents.registry import agent_factory, args_model
 from hylo.core.errors import HyloError
 from hylo.core.timing import check_horizon
 from hylo.eval.logdir import SWEEPS_DIR, records_oldest_first
-from hylo.eval.resolve import make_timing, resolve
+from hylo.eval.resolve import declared_chunking, make_timing, resolve
 from hylo.eval.rows import EpisodeRow, records
 from hylo.eval.runner import EvalResult, Evaluation
 from hylo.eval.spec import MAX_STEPS, EvalSpec
@@ -92,29 +91,11 @@ def _checked_steps(values: Sequence[int], flag: str, minimum: int) -> list[int]:
     return sorted(values)
 
 
-def chunk_size_of(spec: EvalSpec) -> int | None:
-    """H, the actions per chunk the agent declares: its `chunk_size` argument, else its `Args`' default, else its
-    class's `chunk_size` attribute; None when it declares none (or the spec runs a graph). Read without building the
-    agent (building may load a model or connect to a server)."""
-    if spec.graph is not None:
-        return None
-    given = spec.agent_args.get("chunk_size")
-    if given is not None:
-        return given if isinstance(given, int) and not isinstance(given, bool) else None
-    factory = agent_factory(spec.agent, resolve(spec).benchmark if spec.agent == "expert" else None)
-    model = args_model(factory)
-    if model is not None and "chunk_size" in model.model_fields:
-        default = model.model_fields["chunk_size"].default
-        return default if isinstance(default, int) and not isinstance(default, bool) else None
-    declared = getattr(factory, "chunk_size", None)
-    return declared if isinstance(declared, int) and not isinstance(declared, bool) else None
-
-
 def _refusal(point: GridPoint, chunk_size: int | None, own_steps: int | None) -> str | None:
     """Why a point breaks max(1, d) <= s <= H - d (core's `check_horizon` message), or None. s None is the agent's
-    own `execution_steps` (H when it sets none); a bound that is not known is not checked."""
+    own `execution_steps` (`own_steps`: H when it sets none); a bound that is not known is not checked."""
     d = point.latency_steps
-    s = point.execution_steps if point.execution_steps is not None else (own_steps or chunk_size)
+    s = point.execution_steps if point.execution_steps is not None else own_steps
     if s is None:
         return None
     try:
@@ -134,9 +115,7 @@ def plan_grid(spec: EvalSpec, latency_steps: Sequence[int], execution_steps: Seq
     size = len(latencies) * (len(horizons) if horizons else 1)
     if size > MAX_POINTS:
         raise SweepError(f"a sweep runs at most {MAX_POINTS} grid points; {size} were asked for")
-    chunk_size = chunk_size_of(spec)
-    own = spec.agent_args.get("execution_steps")
-    own_steps = own if isinstance(own, int) and not isinstance(own, bool) else None
+    chunk_size, own_steps = declared_chunking(spec, resolve(spec).benchmark)
     points: list[GridPoint] = []
     refused: list[tuple[GridPoint, str]] = []
     columns: list[int | None] = list(horizons) if horizons else [None]

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import FileResponse, Response, StreamingResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Match, Mount
 
@@ -146,12 +146,16 @@ def _run_name(run: str) -> str:
     return run
 
 
-def _ab_summaries(records: list[dict[str, Any]]) -> list[ABSummary]:
-    """The records that read as A/B records, as listed."""
+Listed = TypeVar("Listed", bound=BaseModel)
+
+
+def _readable(model: type[Listed], records: list[dict[str, Any]]) -> list[Listed]:
+    """The records that read as `model` (A/B or sweep summaries), as listed; one edited by hand into something else
+    is left out."""
     summaries = []
     for record in records:
         try:
-            summaries.append(ABSummary.model_validate(record))
+            summaries.append(model.model_validate(record))
         except ValidationError:
             continue
     return summaries
@@ -167,17 +171,6 @@ def _several_seeds(spec: dict[str, Any]) -> bool:
     """Whether a run's spec runs each (task, index) under several seeds (`--seeds S1 S2 ...`)."""
     seeds = spec.get("seeds")
     return isinstance(seeds, list) and len(seeds) > 1
-
-
-def _sweep_summaries(records: list[dict[str, Any]]) -> list[SweepSummary]:
-    """The records that read as sweep records, as listed."""
-    summaries = []
-    for record in records:
-        try:
-            summaries.append(SweepSummary.model_validate(record))
-        except ValidationError:
-            continue
-    return summaries
 
 
 SVG_POLICY = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
@@ -311,7 +304,7 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
     def ab_list() -> ABRecords:
         """The comparisons `hylo ab` recorded, oldest first: agents, runs, decision, pairs used of the most allowed. A
         file that does not hold a record (edited by hand) is left out."""
-        return ABRecords(comparisons=_ab_summaries(list_ab(scheduler.log_dir)))
+        return ABRecords(comparisons=_readable(ABSummary, list_ab(scheduler.log_dir)))
 
     @router.get("/ab/{ab_id}", response_model=ABRecord, summary="An A/B comparison's record")
     def ab_record(ab_id: str) -> ABRecord:
@@ -324,7 +317,7 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
     def sweeps() -> SweepRecords:
         """The sweeps `hylo sweep` recorded, oldest first: agent, benchmark, the grid asked for. A file that does not
         hold a record (edited by hand) is left out."""
-        return SweepRecords(sweeps=_sweep_summaries(list_sweeps(scheduler.log_dir)))
+        return SweepRecords(sweeps=_readable(SweepSummary, list_sweeps(scheduler.log_dir)))
 
     @router.get("/sweeps/{sweep_id}", response_model=SweepRecord, summary="A latency sweep's record")
     def sweep_record(sweep_id: str) -> SweepRecord:

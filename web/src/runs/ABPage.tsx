@@ -1,26 +1,14 @@
 // `#/ab/<id>`: an A/B comparison's record, as `hylo ab` wrote it — the sequential test's decision, the pairs it
 // used of the most allowed, the difference with its confidence sequence, the flips, the abstentions, both runs, and
 // the path of log E against the decision boundary.
-import { useEffect, useState } from "react";
-import { api, errorMessage } from "../api";
 import { href } from "../router";
 import { PathChart } from "./PathChart";
 import { points } from "./format";
 import { EVAL_API, type ABRecord } from "./types";
+import { useRecord } from "./useRecord";
 
 export function ABPage({ abId }: { abId: string }) {
-  const [record, setRecord] = useState<ABRecord | null>(null);
-  const [error, setError] = useState<string | null>(null);
-
-  useEffect(() => {
-    let cancelled = false;
-    api<ABRecord>(`${EVAL_API}/ab/${encodeURIComponent(abId)}`)
-      .then((answer) => !cancelled && setRecord(answer))
-      .catch((e: unknown) => !cancelled && setError(errorMessage(e)));
-    return () => {
-      cancelled = true;
-    };
-  }, [abId]);
+  const { record, error } = useRecord<ABRecord>(`${EVAL_API}/ab/${encodeURIComponent(abId)}`);
 
   return (
     <div className="compare-page ab-page">

@@ -1,25 +1,14 @@
 // `#/sweeps/<id>`: a latency sweep's record, as `hylo sweep` wrote it — the plot (success against latency, one line
 // per execution horizon, Wilson bands) and the table of grid points, each linking to its run, with the points
 // refused by the rule max(1, d) <= s <= H - d.
-import { useEffect, useState } from "react";
-import { api, errorMessage, withToken } from "../api";
+import { withToken } from "../api";
 import { href } from "../router";
 import { interval, pct, pValue } from "./format";
 import { EVAL_API, type SweepRecord } from "./types";
+import { useRecord } from "./useRecord";
 
 export function SweepPage({ sweepId }: { sweepId: string }) {
-  const [record, setRecord] = useState<SweepRecord | null>(null);
-  const [error, setError] = useState<string | null>(null);
-
-  useEffect(() => {
-    let cancelled = false;
-    api<SweepRecord>(`${EVAL_API}/sweeps/${encodeURIComponent(sweepId)}`)
-      .then((answer) => !cancelled && setRecord(answer))
-      .catch((e: unknown) => !cancelled && setError(errorMessage(e)));
-    return () => {
-      cancelled = true;
-    };
-  }, [sweepId]);
+  const { record, error } = useRecord<SweepRecord>(`${EVAL_API}/sweeps/${encodeURIComponent(sweepId)}`);
 
   return (
     <div className="compare-page sweep-page">
