@@ -2,10 +2,10 @@
 policy host, answering the four workers' requests in `act_batch` calls).
 
 The same episodes (Meta-World MT10 tasks, cameras off, hylo's `mlp` policy: a seeded numpy MLP over the 39-d state,
-about a millisecond per call) run through the runner's dispatch loop into an EvalLog, on pools built before timing
-(their start-up is left out). Repeats alternate the two; each figure is the median over repeats. `rss_mb` is the
-summed resident memory of every process of the run (this one, the workers and, batched, the host), read at the
-end of a timed pass: one copy of the policy's weights instead of four.
+about 3–5 ms per call on one core, for one state as for four) run through the runner's dispatch loop into an EvalLog,
+on pools built before timing (their start-up is left out). Repeats alternate the two; each figure is the median over
+repeats. `rss_mb` is the summed resident memory of every process of the run (this one, the workers and, batched,
+the host), read at the end of a timed pass: one copy of the policy's weights instead of four.
 
 `--call-sleep-ms 20` makes every call of the policy a 20 ms wait on one shared device (a file lock that every copy
 of the policy on this machine takes; the MLP shrinks to 64 units so that the CPU's part of a call is negligible), as

@@ -19,6 +19,14 @@ def test_it_is_registered_by_name_and_built_with_its_arguments() -> None:
     assert [w.shape for w in agent.weights] == [(16, 39), (4, 16)]
 
 
+def test_its_weights_are_held_once_as_row_blocks() -> None:
+    agent = MlpPolicy(hidden=100, layers=2)  # 100 rows: one full block of 64 and one padded with zero rows
+    assert [b.shape for b in agent.blocks] == [(2, 64, 39), (2, 64, 100), (1, 4, 100)]
+    for weights, blocks in zip(agent.weights, agent.blocks, strict=True):
+        assert np.shares_memory(weights, blocks)  # the (out, in) matrix is a view: one copy of the model in memory
+        assert not blocks.reshape(-1, weights.shape[1])[weights.shape[0] :].any()
+
+
 def test_its_weights_come_from_its_seed() -> None:
     obs = _obs(np.random.default_rng(0))
     one, again, other = MlpPolicy(hidden=32), MlpPolicy(hidden=32), MlpPolicy(seed=1, hidden=32)
@@ -28,7 +36,7 @@ def test_its_weights_come_from_its_seed() -> None:
 
 def test_a_batch_answers_each_observation_as_act_does() -> None:
     rng = np.random.default_rng(3)
-    agent = MlpPolicy(hidden=64)
+    agent = MlpPolicy(hidden=100)  # a padded last block: its zero rows must not reach the next layer
     observations = [_obs(rng) for _ in range(5)]
     batch = agent.act_batch(observations, [])
     assert len(batch) == 5
