@@ -7,12 +7,12 @@ more than one. `call_sleep_ms` adds a sleep to every call, whatever its batch si
 cost barely grows with the batch while the CPU waits.
 
 Each layer's weights are held as a stack of row blocks of `BLOCK_ROWS` rows, (blocks, rows, in), and applied to the
-batch (as columns) in one stacked matrix product, `np.matmul(blocks, x)`; one state goes through the plain
-(out, in) view in a matrix-vector product. Held as one (out, in) matrix, OpenBLAS
-multiplies it by a few columns in its general kernel, which copies (packs) the whole matrix first: four states then
-cost 2.4× one on the machine this was measured on, where the stacked blocks cost 1.2× (`hidden` 2048, one core).
+batch (as columns) in one stacked matrix product, `np.matmul(blocks, x)`; one state goes through the plain (out, in)
+view in a matrix-vector product. Held as one (out, in) matrix, OpenBLAS multiplies it by a few columns in its general
+kernel, which copies (packs) the whole matrix first: four states then cost 2.4× one on the machine this was measured
+on, where the stacked blocks cost 1.2× (`hidden` 2048, one core).
 
-The default shape (39 → 2048 → 2048 → 2048 → 2048 → 4, float32, 48 MB of weights; about 3 ms per call on one core of
+The default shape (39 → 2048 → 2048 → 2048 → 2048 → 4, float32, 48 MB of weights; 3–5 ms per call on one core of
 that machine, for one state as for four) fits Meta-World's 39-d state and 4-d action.
 """
 
