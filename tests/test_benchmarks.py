@@ -120,14 +120,29 @@ def test_sequential_savings_prints_each_case_with_its_ratio():
         assert abs(c["pairs_ratio"] - c["sequential_mean_pairs"] / c["fixed_pairs"]) < 1e-9
 
 
-def test_batched_policy_prints_both_rates_their_ratio_and_the_memory_of_each():
+def test_batched_policy_prints_both_rates_their_ratio_and_the_memory_of_each_role():
     result = run_benchmark("batched_policy.py", "--json", "--episodes", "1", "--repeats", "1", "--max-steps", "5",
                            timeout=300)  # fmt: skip
     figures = json.loads(result.stdout)
     assert figures["workers"] == figures["batch"] == 4 and 1 <= figures["mean_batch_size"] <= 4
     ratio = figures["batched_eps_per_s"] / figures["unbatched_eps_per_s"]
     assert abs(figures["throughput_ratio"] - ratio) < 1e-2 * ratio
-    assert figures["rss_mb"]["unbatched"] > 0 and figures["rss_mb"]["batched"] > 0
+    roles = figures["rss_by_role_mb"]
+    assert set(roles["unbatched"]) == {"runner", "workers"} and set(roles["batched"]) == {"runner", "workers", "host"}
+    for label, total in figures["rss_mb"].items():
+        assert abs(total - sum(roles[label].values())) < 1.0
+    # each unbatched worker holds a copy of the policy's 48 MB of weights, no batched one does: the host holds one
+    assert roles["unbatched"]["workers"] - roles["batched"]["workers"] > 2 * 48
+
+
+def test_batched_policy_wire_times_each_observation_both_ways():
+    result = run_benchmark("batched_policy.py", "--json", "--wire", "--calls", "20", timeout=300)
+    figures = json.loads(result.stdout)
+    assert list(figures) == ["state", "metaworld_camera", "frame_256", "aloha_4_cameras"]
+    assert figures["state"]["bytes"] == 39 * 8 and figures["aloha_4_cameras"]["bytes"] == 4 * 480 * 640 * 3 + 39 * 8
+    for each in figures.values():
+        assert each["round_trip_ms"] > 0 and each["pickled_round_trip_ms"] > 0
+        assert abs(each["speedup"] - each["pickled_round_trip_ms"] / each["round_trip_ms"]) < 0.01 * each["speedup"]
 
 
 def test_realtime_overhead_prints_both_rates_and_their_ratio_on_identical_episodes():

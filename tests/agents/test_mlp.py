@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
-from hylo.agents.mlp import MlpPolicy
+from hylo.agents.mlp import MlpPolicy, blas_threads
 from hylo.agents.registry import AgentSpecError, make_agent, registered_agents
 
 
@@ -45,6 +48,22 @@ def test_a_batch_answers_each_observation_as_act_does() -> None:
         assert chunk.actions[0].dtype == np.float32 and chunk.actions[0].shape == (4,)
         np.testing.assert_allclose(chunk.actions[0], single, rtol=0, atol=1e-5)  # float rounding only
         assert np.all(np.abs(single) <= 1.0)
+
+
+def test_its_actions_do_not_depend_on_the_threads_it_is_given() -> None:
+    rng = np.random.default_rng(5)
+    agent = MlpPolicy(hidden=1000)  # 16 blocks of 64 rows (the last padded): shared out among up to 3 threads
+    batches = [rng.uniform(-1, 1, (size, 39)).astype(np.float32) for size in (1, 2, 4, 7)]
+    with threadpool_limits(1):
+        alone = [agent.forward(states) for states in batches]
+    for threads in (2, 3):
+        before = set(threading.enumerate())
+        with threadpool_limits(threads):
+            assert blas_threads() == threads
+            for states, expected in zip(batches, alone, strict=True):
+                assert np.array_equal(agent.forward(states), expected)  # bit for bit
+        helpers = [t for t in set(threading.enumerate()) - before if t.name.startswith("hylo-mlp")]
+        assert 1 <= len(helpers) <= threads - 1  # shared out (the calling thread takes a share too)
 
 
 def test_bad_arguments_are_refused_by_name() -> None:

@@ -13,6 +13,7 @@ import time
 import gymnasium.spaces as spaces
 import numpy as np
 
+from hylo.agents.mlp import blas_threads
 from hylo.core import ActionChunk, AgentBase, AgentRequirements, ContainerSpec
 
 REQUIRES = AgentRequirements(observation_keys=("state",), action_space=spaces.Box(-1.0, 1.0, (4,)))
@@ -62,6 +63,39 @@ class ExactPolicy(AgentBase):
 
     def act_batch(self, observations, contexts):
         return self._actions(np.stack([np.asarray(o["state"]) for o in observations]), contexts)
+
+
+class FramePolicy(ExactPolicy):
+    """`ExactPolicy` that also reads the camera frame: its actions move with an exact sum over the frame's pixels,
+    so a frame that reached the host changed, cut or another episode's would change them."""
+
+    requirements = AgentRequirements(
+        observation_keys=("state", "images/corner"), action_space=spaces.Box(-1.0, 1.0, (4,)), needs_images=True
+    )
+
+    def _framed(self, chunks: list[ActionChunk], observations) -> list[ActionChunk]:
+        framed = []
+        for chunk, obs in zip(chunks, observations, strict=True):
+            pixels = np.asarray(obs["images"]["corner"], dtype=np.int64)
+            shift = np.float32(int((pixels * np.arange(1, pixels.shape[1] + 1)[:, None]).sum()) % 97) / np.float32(400)
+            framed.append(ActionChunk([action + shift for action in chunk.actions]))
+        return framed
+
+    def act(self, obs):
+        return self._framed([super().act(obs)], [obs])[0]
+
+    def act_batch(self, observations, contexts):
+        return self._framed(super().act_batch(observations, contexts), observations)
+
+
+class ThreadsPolicy(ExactPolicy):
+    """Acts [n / 100, 0, 0, 0], n the BLAS threads its process may use when it acts."""
+
+    def act_batch(self, observations, contexts):
+        return [ActionChunk.single(np.array([blas_threads() / 100, 0, 0, 0], np.float32)) for _ in observations]
+
+    def act(self, obs):
+        return self.act_batch([obs], [self.ctx])[0]
 
 
 class SlowPolicy(ExactPolicy):

@@ -11,18 +11,20 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from pydantic import ValidationError
 
 from hylo.cli import main
 from hylo.core.context import EpisodeContext
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
+from hylo.cpus import usable_cpus
 from hylo.envs.registry import get_benchmark
 from hylo.eval import EvalLog, EvalSpec, evaluate
 from hylo.eval.batched import build_agent, policy_host
-from hylo.eval.batching import HostedAgent
+from hylo.eval.batching import HostedAgent, wire
 from hylo.eval.rows import repeatable_metrics
-from hylo.eval.runner import EvalError
+from hylo.eval.runner import EvalError, Evaluation
 
 pytest.importorskip("metaworld")
 
@@ -112,6 +114,51 @@ def test_batched_runs_act_and_end_as_unbatched_ones_whatever_the_worker_count(tm
         assert len(batches) == chunks == result.batching["requests"]  # steps served from a chunk never asked
         assert chunks == 4 * -(-20 // chunk)
         assert {event["size"] for event in batches} <= set(range(1, (result.spec["batch"] or 0) + 1))
+
+
+def test_camera_frames_travel_to_the_host_out_of_band_and_act_as_unbatched(tmp_path, monkeypatch):
+    # the run's one worker is this process (inline): every buffer over 1 kB it sends leaves the pickle, the 128x128
+    # frames included, and the host acts on what it read from the socket
+    monkeypatch.setattr(wire, "OUT_OF_BAND_BYTES", 1024)
+    options = {"agent": "batch_agents:FramePolicy", "tasks": ["reach-v3"], "max_steps": 6}
+    unbatched = _run(tmp_path, "frames", **options)
+    batched = _run(tmp_path, "frames-b1", batch=1, **options)
+    assert batched.batching is not None and batched.batching["requests"] == 12
+    assert _keys(batched) == _keys(unbatched)
+    expected = {eid: _comparable(trace) for eid, trace in _traces(unbatched).items()}
+    assert {eid: _comparable(trace) for eid, trace in _traces(batched).items()} == expected
+
+
+def _threads_acted(result) -> set[int]:
+    traces = _traces(result).values()
+    return {round(e["actions"][0][0] * 100) for trace in traces for e in trace if e["event"] == "agent.chunk"}
+
+
+def test_the_host_gets_every_cpu_for_its_calls_and_the_workers_one_each(tmp_path, monkeypatch):
+    options = {"agent": "batch_agents:ThreadsPolicy", "tasks": ["reach-v3"], "max_steps": 2, "workers": 2}
+    assert _threads_acted(_run(tmp_path, "threads", **options)) == {1}  # HYLO_WORKER_THREADS' default
+    assert _threads_acted(_run(tmp_path, "threads-b2", batch=2, **options)) == {usable_cpus()}
+    monkeypatch.setenv("HYLO_HOST_THREADS", "3")
+    assert _threads_acted(_run(tmp_path, "threads-b2-3", batch=2, **options)) == {3}
+    monkeypatch.setenv("HYLO_HOST_THREADS", "none")
+    with pytest.raises(EvalError, match="HYLO_HOST_THREADS must be a positive integer, got 'none'"):
+        _run(tmp_path, "threads-bad", batch=2, **options)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="no SCHED_BATCH here")
+def test_env_workers_of_a_batched_run_do_not_take_the_hosts_core_when_they_wake(tmp_path):
+    spec = EvalSpec(benchmark="metaworld", agent="batch_agents:ExactPolicy", workers=2, batch=2, log_dir=str(tmp_path))
+    pool = Evaluation(spec)._pool()
+    pool.start()
+    try:
+        host = pool.host.pid
+        children = psutil.Process().children()
+        workers = [p.pid for p in children if p.pid != host and "spawn_main" in " ".join(p.cmdline())]
+        assert len(workers) == 2
+        assert [os.sched_getscheduler(pid) for pid in workers] == [os.SCHED_BATCH] * 2
+        assert os.sched_getscheduler(host) == os.sched_getscheduler(0)  # the host runs as the run's process does
+    finally:
+        pool.close()
 
 
 def test_requests_of_running_episodes_share_one_call(tmp_path):

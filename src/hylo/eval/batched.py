@@ -18,7 +18,7 @@ from hylo.eval.limits import EpisodeLimits
 from hylo.eval.pool import Pool
 from hylo.eval.resolve import EvalError, Resolved, resolve
 from hylo.eval.spec import EvalSpec
-from hylo.eval.worker import EpisodeJob, EpisodeResult, WorkerFailed, limit_threads
+from hylo.eval.worker import EpisodeJob, EpisodeResult, WorkerFailed, host_threads
 
 
 def build_agent(spec: EvalSpec) -> Any:
@@ -57,12 +57,13 @@ def policy_host(spec: EvalSpec, backend: str, limits: Iterable[EpisodeLimits] = 
     overdue = overdue_limit(limits)
     if backend == "ray":
         try:
-            from hylo.eval.rayhost import RayPolicyHost
+            from hylo.eval.rayhost import HOST_CPUS, RayPolicyHost
         except ImportError as exc:
             raise EvalError(f"--backend ray needs Ray ({exc}): pip install 'hylo[ray]'") from None
-        return RayPolicyHost(*serves, overdue_s=overdue, setup=limit_threads, gpus=spec.host_gpus,
-                             address=spec.address, workers=spec.workers)  # fmt: skip
-    return PolicyHost(*serves, overdue_s=overdue, setup=limit_threads)
+        threads = functools.partial(host_threads, HOST_CPUS)  # the CPUs its actor reserves: it shares a node
+        return RayPolicyHost(*serves, overdue_s=overdue, setup=threads, gpus=spec.host_gpus, address=spec.address,
+                             workers=spec.workers)  # fmt: skip
+    return PolicyHost(*serves, overdue_s=overdue, setup=host_threads)
 
 
 def overdue_limit(limits: Iterable[EpisodeLimits]) -> float | None:

@@ -31,6 +31,7 @@ from hylo.eval.worker import (
     EpisodeWorker,
     WorkerConfig,
     WorkerFailed,
+    defer_to_host,
     limit_threads,
     lost_episode,
 )
@@ -119,6 +120,8 @@ def _worker_main(conn: multiprocessing.connection.Connection, config: WorkerConf
     try:
         worker.initialize()
         limit_threads()
+        if config.policy_host is not None:
+            defer_to_host()
     except Exception as exc:
         plain = isinstance(exc, HyloError) and not isinstance(exc, HyloFailure)  # a failure is named by its type
         conn.send(("failed", str(exc) if plain else f"{type(exc).__name__}: {exc}"))

@@ -29,6 +29,7 @@ from hylo.eval.worker import (
     EpisodeWorker,
     WorkerConfig,
     WorkerFailed,
+    defer_to_host,
     limit_threads,
     lost_episode,
 )
@@ -79,6 +80,8 @@ class _ActorWorker:
     def initialize(self) -> int:
         self.worker.initialize()
         limit_threads()
+        if self.worker.config.policy_host is not None:
+            defer_to_host()
         return os.getpid()
 
     def run(self, job: EpisodeJob) -> EpisodeResult:

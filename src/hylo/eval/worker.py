@@ -12,6 +12,7 @@ the metric `env_panel`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -32,6 +33,7 @@ from hylo.core.kernel import Kernel
 from hylo.core.shield import SafetyShield
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
+from hylo.cpus import usable_cpus
 from hylo.envs.benchmark import Benchmark
 from hylo.eval.batching.proxy import HostedAgent, HostEndpoint
 from hylo.eval.limits import OBSERVE, RESET, STEP, EpisodeLimits, Meter, Verdict, task_limits
@@ -173,18 +175,41 @@ class RemoteEnvCalls:
 THREADS_ENV = "HYLO_WORKER_THREADS"
 """The environment variable that sets how many BLAS / OpenMP threads each worker process uses (default 1)."""
 
+HOST_THREADS_ENV = "HYLO_HOST_THREADS"
+"""The environment variable that sets how many BLAS / OpenMP threads a policy host uses (default: every CPU)."""
+
 
 def limit_threads() -> None:
     """Keep a worker's BLAS and OpenMP pools to `HYLO_WORKER_THREADS` threads (default 1): N workers on N cores, each
     with a pool as wide as the machine, would fight over the cores. Call it after the simulator's libraries load."""
-    text = os.environ.get(THREADS_ENV, "1")
+    threadpool_limits(limits=_threads(THREADS_ENV, 1))
+
+
+def host_threads(default: int | None = None) -> None:
+    """Give a policy host's BLAS and OpenMP pools `HYLO_HOST_THREADS` threads (else `default`; None: every CPU this
+    process may use). The workers whose requests are in a batch wait for its call, so their cores are the call's to
+    use, as a GPU would be. Call it after the agent is built (its libraries are loaded)."""
+    threadpool_limits(limits=_threads(HOST_THREADS_ENV, usable_cpus() if default is None else default))
+
+
+def defer_to_host() -> None:
+    """Make this env worker process a batch process (Linux's SCHED_BATCH): a worker woken by its answer does not
+    take the core from the process running on it. A policy host answers a batch's requests one after another; without
+    this, the first worker it wakes takes the host's core before the others are answered, and the last answer of a
+    batch waits for a worker's step. Nothing changes where there is no SCHED_BATCH (the worker runs as it would)."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+
+
+def _threads(variable: str, default: int) -> int:
+    text = os.environ.get(variable, str(default))
     try:
         threads = int(text)
     except ValueError:
-        raise WorkerFailed(f"{THREADS_ENV} must be a positive integer, got {text!r}") from None
+        raise WorkerFailed(f"{variable} must be a positive integer, got {text!r}") from None
     if threads < 1:
-        raise WorkerFailed(f"{THREADS_ENV} must be a positive integer, got {text!r}")
-    threadpool_limits(limits=threads)
+        raise WorkerFailed(f"{variable} must be a positive integer, got {text!r}")
+    return threads
 
 
 def needs_images(agent: object) -> bool:

@@ -5,7 +5,8 @@ fed by every env worker.
 - `host` is the host process: one `EpisodeContext` per running episode, requests gathered by `batcher.Batcher` into
   `act_batch` calls of at most B;
 - `proxy.HostedAgent` is what each worker's Kernel holds instead of the agent: its calls, tagged by episode, go to
-  the host over a Unix socket.
+  the host over a Unix socket;
+- `wire` is how both ends frame a message: pickled, with large arrays (camera frames) out of band.
 
 Nothing here imports the workers or the pools (they import it): `hylo.eval.batched` joins a pool to its host.
 """

@@ -32,6 +32,7 @@ from hylo.core.errors import HyloError
 from hylo.core.events import BaseEvent
 from hylo.core.signals import ContainerSet, Signal
 from hylo.eval.batching.batcher import Batcher, Request
+from hylo.eval.batching.wire import recv_message, send_message
 
 CALLS, REQUESTS, QUEUE_S, BUSY_S, CALL_STARTED, FIRST_REQUEST, LAST_ANSWER = range(7)
 """The slots of the figures the host keeps in shared memory for its supervisor (floats): calls of `act_batch`,
@@ -149,7 +150,7 @@ class Host:
 
     def _send(self, client: _Client, message: tuple[Any, ...]) -> bool:
         try:
-            client.conn.send(message)
+            send_message(client.conn, message)
         except (OSError, EOFError, BrokenPipeError):
             self._drop(client)
             return False
@@ -186,7 +187,7 @@ class Host:
 
     def _receive(self, client: _Client) -> None:
         try:
-            op, serial, payload = client.conn.recv()
+            op, serial, payload = recv_message(client.conn)
         except (OSError, EOFError):
             self._drop(client)  # its worker is gone: so is its episode
             return

@@ -24,6 +24,7 @@ from hylo.core.events import EVENT_TYPES, AgentBatchEvent
 from hylo.core.signals import Signal
 from hylo.core.status import EpisodeOutcome
 from hylo.core.types import Observation, StepResult
+from hylo.eval.batching.wire import recv_message, send_message
 
 CONNECT_TIMEOUT_S = 300.0
 """How long a worker keeps trying to reach the policy host (a restarted host builds its agent again first)."""
@@ -91,7 +92,7 @@ class HostedAgent:
                 if not conn.poll(max(0.0, deadline - time.monotonic())):
                     conn.close()
                     raise TimeoutError("it accepted the connection but did not greet this worker")
-                _, _, (name, requirements, hooks) = conn.recv()
+                _, _, (name, requirements, hooks) = recv_message(conn)
                 break
             except (EOFError, OSError) as exc:
                 why = self.endpoint.why_given_up()
@@ -123,12 +124,12 @@ class HostedAgent:
         serial = self._serial
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            conn.send((op, serial, payload))
+            send_message(conn, (op, serial, payload))
             while True:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if not conn.poll(left):
                     raise AgentTimeout(None, timeout or 0.0, op)
-                status, answered, result = conn.recv()
+                status, answered, result = recv_message(conn)
                 if answered == serial:
                     break  # else the late answer to a call this worker gave up on
         except (EOFError, OSError):
@@ -180,6 +181,6 @@ class HostedAgent:
     def on_signal(self, signal: Signal) -> None:
         if self._forwards_signals and self._conn is not None:
             try:
-                self._conn.send(("signal", 0, signal.value))
+                send_message(self._conn, ("signal", 0, signal.value))
             except OSError:
                 self._lost("a signal")
