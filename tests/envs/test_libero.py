@@ -240,3 +240,21 @@ def test_evaluations_with_one_and_two_workers_agree_bit_for_bit(
     with av.open(str(videos[0])) as container:
         frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
     assert len(frames) == 4 + 1 and frames[0].shape == (256, 256, 3)
+
+
+def test_a_process_that_sees_no_cuda_device_still_renders_libero_frames():
+    # how a batched run's env workers and a job that declared no GPU start: robosuite reads an empty
+    # CUDA_VISIBLE_DEVICES as its EGL device list unless an EGL device is named
+    code = (
+        "import os\n"
+        "from hylo.envs.headless import configure, without_cuda_devices\n"
+        "configure(); without_cuda_devices(os.environ)\n"
+        "os.environ.setdefault('PYOPENGL_PLATFORM', 'egl')\n"
+        "from robosuite.renderers.context.egl_context import EGLGLContext\n"
+        "EGLGLContext(64, 64)\n"
+        "print(repr(os.environ['CUDA_VISIBLE_DEVICES']), 'rendering context made')\n"
+    )
+    environ = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "MUJOCO_EGL_DEVICE_ID")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=environ)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("'' rendering context made")

@@ -105,7 +105,18 @@ class LateStepEnv(CountedEnv):
         return super().step(action)
 
 
+class DevicesEnv(CountedEnv):
+    """`CountedEnv` that logs the devices its process may use when it is built: `devices <CUDA_VISIBLE_DEVICES>
+    <MUJOCO_EGL_DEVICE_ID>` (`-` for unset)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        seen = [os.environ.get(name, "-") for name in ("CUDA_VISIBLE_DEVICES", "MUJOCO_EGL_DEVICE_ID")]
+        _log("devices " + " ".join(repr(value) for value in seen))
+
+
 gym.register(id="Counted-v0", entry_point=CountedEnv)
+gym.register(id="Devices-v0", entry_point=DevicesEnv)
 gym.register(id="HangOnce-v0", entry_point=HangOnceEnv)
 gym.register(id="Slow-v0", entry_point=SlowEnv)
 gym.register(id="LateStep-v0", entry_point=LateStepEnv)
@@ -116,6 +127,13 @@ class Forward:
 
     def act(self, obs):
         return ActionChunk.single(1)
+
+
+class BatchForward(Forward):
+    """`Forward` with an `act_batch`: it can serve a batched run."""
+
+    def act_batch(self, observations, contexts):
+        return [ActionChunk.single(1) for _ in observations]
 
 
 class IndexSleeper:

@@ -161,6 +161,18 @@ def test_env_workers_of_a_batched_run_do_not_take_the_hosts_core_when_they_wake(
         pool.close()
 
 
+def test_env_workers_of_a_batched_run_see_no_cuda_device_and_keep_an_egl_device(tmp_path, monkeypatch):
+    log = tmp_path / "envs.log"
+    monkeypatch.setenv("HYLO_TEST_ENV_LOG", str(log))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # the GPU hylo eval was started with: the host's
+    monkeypatch.delenv("MUJOCO_EGL_DEVICE_ID", raising=False)
+    options = {"agent": "pool_fixtures:BatchForward", "episodes": 2, "workers": 2, "backend": "process"}
+    evaluate("gym:pool_fixtures:Devices-v0", log_dir=str(tmp_path / "unbatched"), **options)
+    evaluate("gym:pool_fixtures:Devices-v0", log_dir=str(tmp_path / "batched"), batch=2, **options)
+    seen = [line.split()[1:3] for line in log.read_text().splitlines() if line.startswith("devices")]
+    assert seen == [["'0'", "'-'"]] * 2 + [["''", "'0'"]] * 2  # each run's two workers, in turn
+
+
 def test_requests_of_running_episodes_share_one_call(tmp_path):
     # a batch waits up to 5 s for the other running episode's request; with 30 ms calls each episode lasts 3 s, so
     # the two overlap for most of their steps however long the other's env takes to reset

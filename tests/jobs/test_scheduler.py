@@ -132,6 +132,29 @@ def test_a_gpu_job_is_placed_on_a_gpu_of_a_simulated_gpu_machine(tmp_path: Path)
     assert done.state is JobState.DONE and done.gpu == 0 and done.resources.exclusive_gpu
 
 
+def _environ(pid: int) -> dict[bytes, bytes]:
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.split(b"=", 1) for entry in entries if b"=" in entry)
+
+
+def test_on_a_gpu_machine_a_job_sees_its_gpu_or_none_and_still_renders(tmp_path: Path, monkeypatch):
+    monkeypatch.delenv("MUJOCO_EGL_DEVICE_ID", raising=False)
+    gpu_box = Machine(cpus=2, ram_total_gb=8.0, ram_available_gb=8.0, gpus=(Gpu(0, "Simulated", 16.0, 16.0),))
+    seen = {}
+    with JobScheduler(tmp_path / "runs", machine=gpu_box) as scheduler:
+        scheduler.start()
+        for name, gpu in (("no gpu", {}), ("a gpu", {"gpu_mem_gb": 4.0})):
+            job = scheduler.submit(slow(seed=len(seen)), **gpu)
+            running = wait_for_episodes(scheduler, job.job_id, 0)
+            assert running.pid is not None
+            environ = _environ(running.pid)  # read while it ran
+            seen[name] = (environ.get(b"CUDA_VISIBLE_DEVICES"), environ.get(b"MUJOCO_EGL_DEVICE_ID"))
+            scheduler.cancel(job.job_id)
+    # no CUDA device for a job that declared none, and EGL device 0 for its renderer: robosuite (LIBERO) would read
+    # the empty CUDA_VISIBLE_DEVICES as its EGL devices and render nothing
+    assert seen == {"no gpu": (b"", b"0"), "a gpu": (b"0", None)}
+
+
 def test_a_batched_job_is_admitted_with_its_policy_host_and_one_copy_of_its_gpu_memory(tmp_path: Path):
     gpu = (Gpu(0, "Simulated", 16.0, 16.0),)
     with JobScheduler(tmp_path / "four", machine=Machine(4, 8.0, 8.0, gpu)) as scheduler:

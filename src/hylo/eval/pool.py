@@ -32,6 +32,7 @@ from hylo.eval.worker import (
     WorkerConfig,
     WorkerFailed,
     defer_to_host,
+    leave_devices_to_host,
     limit_threads,
     lost_episode,
 )
@@ -116,6 +117,8 @@ def _worker_main(conn: multiprocessing.connection.Connection, config: WorkerConf
     terminal's Ctrl-C or a scheduler's SIGTERM to the run's group reaches the pool only (which stops its workers
     itself, so no episode is mistaken for a dead worker), and the pool kills a worker together with whatever it
     started."""
+    if config.policy_host is not None:
+        leave_devices_to_host()
     worker = EpisodeWorker(config, name=name, record=record)
     try:
         worker.initialize()

@@ -30,6 +30,7 @@ from hylo.eval.worker import (
     WorkerConfig,
     WorkerFailed,
     defer_to_host,
+    leave_devices_to_host,
     limit_threads,
     lost_episode,
 )
@@ -72,8 +73,8 @@ class _ActorWorker:
     """The actor: an `EpisodeWorker` on one thread, and a second thread that judges its record while it runs."""
 
     def __init__(self, config: WorkerConfig, name: str) -> None:
-        if config.policy_host is not None:  # `--batch`: the agent, and the GPU, are the host's (Ray leaves a worker
-            os.environ["CUDA_VISIBLE_DEVICES"] = ""  # that asked for no GPU every GPU of its node)
+        if config.policy_host is not None:  # Ray leaves an actor that asked for no GPU every GPU of its node
+            leave_devices_to_host()
         self.worker = EpisodeWorker(config, name=name)
         self.job: tuple[str, int] | None = None
 

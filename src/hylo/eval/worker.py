@@ -35,6 +35,7 @@ from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.cpus import usable_cpus
 from hylo.envs.benchmark import Benchmark
+from hylo.envs.headless import without_cuda_devices
 from hylo.eval.batching.proxy import HostedAgent, HostEndpoint
 from hylo.eval.limits import OBSERVE, RESET, STEP, EpisodeLimits, Meter, Verdict, task_limits
 from hylo.eval.placement import PanelDriver, PlacingPanel
@@ -190,6 +191,12 @@ def host_threads(default: int | None = None) -> None:
     process may use). The workers whose requests are in a batch wait for its call, so their cores are the call's to
     use, as a GPU would be. Call it after the agent is built (its libraries are loaded)."""
     threadpool_limits(limits=_threads(HOST_THREADS_ENV, usable_cpus() if default is None else default))
+
+
+def leave_devices_to_host() -> None:
+    """An env worker of a batched run: the agent, and the GPU, are the policy host's; the worker sees no CUDA device
+    (its renderer keeps its EGL device). Call it before anything in the worker could initialise CUDA."""
+    without_cuda_devices(os.environ)
 
 
 def defer_to_host() -> None:
