@@ -8,7 +8,7 @@ episode's placement, limits and row are those of an unbatched run.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from hylo.agents.registry import agent_factory, make_agent
@@ -18,7 +18,7 @@ from hylo.eval.limits import EpisodeLimits
 from hylo.eval.pool import Pool
 from hylo.eval.resolve import EvalError, Resolved, resolve
 from hylo.eval.spec import EvalSpec
-from hylo.eval.worker import EpisodeJob, EpisodeResult, WorkerFailed, host_threads
+from hylo.eval.worker import EpisodeJob, EpisodeResult, WorkerFailed, host_threads, set_threads
 
 
 def build_agent(spec: EvalSpec) -> Any:
@@ -60,10 +60,18 @@ def policy_host(spec: EvalSpec, backend: str, limits: Iterable[EpisodeLimits] = 
             from hylo.eval.rayhost import HOST_CPUS, RayPolicyHost
         except ImportError as exc:
             raise EvalError(f"--backend ray needs Ray ({exc}): pip install 'hylo[ray]'") from None
-        threads = functools.partial(host_threads, HOST_CPUS)  # the CPUs its actor reserves: it shares a node
+        threads = _threads_of_host(HOST_CPUS)  # the CPUs its actor reserves: it shares a node
         return RayPolicyHost(*serves, overdue_s=overdue, setup=threads, gpus=spec.host_gpus, address=spec.address,
                              workers=spec.workers)  # fmt: skip
-    return PolicyHost(*serves, overdue_s=overdue, setup=host_threads)
+    return PolicyHost(*serves, overdue_s=overdue, setup=_threads_of_host(None))
+
+
+def _threads_of_host(default: int | None) -> Callable[[], None]:
+    """The host's setup: its threads (`host_threads`), read here, so that a bad `HYLO_HOST_THREADS` refuses the run."""
+    try:
+        return functools.partial(set_threads, host_threads(default))
+    except WorkerFailed as exc:
+        raise EvalError(str(exc)) from None
 
 
 def overdue_limit(limits: Iterable[EpisodeLimits]) -> float | None:

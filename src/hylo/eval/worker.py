@@ -183,14 +183,19 @@ HOST_THREADS_ENV = "HYLO_HOST_THREADS"
 def limit_threads() -> None:
     """Keep a worker's BLAS and OpenMP pools to `HYLO_WORKER_THREADS` threads (default 1): N workers on N cores, each
     with a pool as wide as the machine, would fight over the cores. Call it after the simulator's libraries load."""
-    threadpool_limits(limits=_threads(THREADS_ENV, 1))
+    set_threads(_threads(THREADS_ENV, 1))
 
 
-def host_threads(default: int | None = None) -> None:
-    """Give a policy host's BLAS and OpenMP pools `HYLO_HOST_THREADS` threads (else `default`; None: every CPU this
+def host_threads(default: int | None = None) -> int:
+    """The BLAS and OpenMP threads a policy host gets: `HYLO_HOST_THREADS`, else `default` (None: every CPU this
     process may use). The workers whose requests are in a batch wait for its call, so their cores are the call's to
-    use, as a GPU would be. Call it after the agent is built (its libraries are loaded)."""
-    threadpool_limits(limits=_threads(HOST_THREADS_ENV, usable_cpus() if default is None else default))
+    use, as a GPU would be."""
+    return _threads(HOST_THREADS_ENV, usable_cpus() if default is None else default)
+
+
+def set_threads(count: int) -> None:
+    """Give this process's BLAS and OpenMP pools `count` threads (after the libraries they belong to are loaded)."""
+    threadpool_limits(limits=count)
 
 
 def leave_devices_to_host() -> None:
