@@ -31,10 +31,9 @@ from hylo.eval.worker import (
     EpisodeWorker,
     WorkerConfig,
     WorkerFailed,
-    defer_to_host,
-    leave_devices_to_host,
     limit_threads,
     lost_episode,
+    serve_as_batched_worker,
 )
 
 START_ATTEMPTS = 3
@@ -118,13 +117,11 @@ def _worker_main(conn: multiprocessing.connection.Connection, config: WorkerConf
     itself, so no episode is mistaken for a dead worker), and the pool kills a worker together with whatever it
     started."""
     if config.policy_host is not None:
-        leave_devices_to_host()
+        serve_as_batched_worker()
     worker = EpisodeWorker(config, name=name, record=record)
     try:
         worker.initialize()
         limit_threads()
-        if config.policy_host is not None:
-            defer_to_host()
     except Exception as exc:
         plain = isinstance(exc, HyloError) and not isinstance(exc, HyloFailure)  # a failure is named by its type
         conn.send(("failed", str(exc) if plain else f"{type(exc).__name__}: {exc}"))

@@ -29,10 +29,9 @@ from hylo.eval.worker import (
     EpisodeWorker,
     WorkerConfig,
     WorkerFailed,
-    defer_to_host,
-    leave_devices_to_host,
     limit_threads,
     lost_episode,
+    serve_as_batched_worker,
 )
 
 LOCAL = "local"
@@ -74,15 +73,13 @@ class _ActorWorker:
 
     def __init__(self, config: WorkerConfig, name: str) -> None:
         if config.policy_host is not None:  # Ray leaves an actor that asked for no GPU every GPU of its node
-            leave_devices_to_host()
+            serve_as_batched_worker()
         self.worker = EpisodeWorker(config, name=name)
         self.job: tuple[str, int] | None = None
 
     def initialize(self) -> int:
         self.worker.initialize()
         limit_threads()
-        if self.worker.config.policy_host is not None:
-            defer_to_host()
         return os.getpid()
 
     def run(self, job: EpisodeJob) -> EpisodeResult:

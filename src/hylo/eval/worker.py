@@ -198,17 +198,16 @@ def set_threads(count: int) -> None:
     threadpool_limits(limits=count)
 
 
-def leave_devices_to_host() -> None:
-    """An env worker of a batched run: the agent, and the GPU, are the policy host's; the worker sees no CUDA device
-    (its renderer keeps its EGL device). Call it before anything in the worker could initialise CUDA."""
+def serve_as_batched_worker() -> None:
+    """Make this process an env worker of a batched run; call it before anything in it could initialise CUDA.
+
+    - It sees no CUDA device (its renderer keeps its EGL device): the agent, and the GPU, are the policy host's.
+    - It is a batch process (Linux's SCHED_BATCH): a worker woken by its answer does not take the core from the
+      process running on it. A policy host answers a batch's requests one after another; without this, the first
+      worker it wakes takes the host's core before the others are answered, and the last answer of a batch waits for
+      a worker's step. Nothing changes where there is no SCHED_BATCH (the worker runs as it would).
+    """
     without_cuda_devices(os.environ)
-
-
-def defer_to_host() -> None:
-    """Make this env worker process a batch process (Linux's SCHED_BATCH): a worker woken by its answer does not
-    take the core from the process running on it. A policy host answers a batch's requests one after another; without
-    this, the first worker it wakes takes the host's core before the others are answered, and the last answer of a
-    batch waits for a worker's step. Nothing changes where there is no SCHED_BATCH (the worker runs as it would)."""
     with contextlib.suppress(AttributeError, OSError):
         os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
 

@@ -413,10 +413,10 @@ class JobScheduler:
     def _start(self, job: Job, gpu: int | None, machine: Machine) -> None:
         # A job never calls the API back: it gets no token to read, log or leak (hylo.secret_env).
         env = without_secrets(os.environ if self._env is None else self._env)
-        if machine.gpus and gpu is None:  # a job that declared no GPU sees none (and renders on EGL device 0) ...
-            without_cuda_devices(env)
-        elif machine.gpus:  # ... and one that did sees only the GPU it was placed on
+        if machine.gpus and gpu is not None:  # a job sees only the GPU it was placed on ...
             env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        elif machine.gpus:  # ... and one that declared none sees none (and renders on EGL device 0)
+            without_cuda_devices(env)
         job_dir = self.job_dir(job.job_id)
         try:
             popen = spawn(

@@ -74,7 +74,7 @@ def recv_message(conn: Any) -> Any:
         (count,) = _COUNT.unpack_from(head)
         if count > MAX_BUFFERS:
             raise WireError(f"a message with {count} out-of-band buffers (at most {MAX_BUFFERS})")
-        sizes = [_SIZE.unpack_from(head, _COUNT.size + _SIZE.size * i)[0] for i in range(count)]
+        sizes = struct.unpack_from(f"!{count}Q", head, _COUNT.size)
     except struct.error:
         raise WireError("a message too short for its header") from None
     buffers = [_read_buffer(conn.fileno(), size) for size in sizes]
@@ -95,10 +95,10 @@ def _read_buffer(fd: int, size: int) -> np.ndarray[Any, Any]:
     return buffer
 
 
-def _read_exact(fd: int, size: int) -> bytes:
+def _read_exact(fd: int, size: int) -> bytearray:
     buffer = bytearray(size)
     _read_into(fd, memoryview(buffer))
-    return bytes(buffer)
+    return buffer
 
 
 def _read_into(fd: int, view: memoryview) -> None:
