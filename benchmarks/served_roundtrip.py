@@ -94,7 +94,9 @@ def serve_hylo(timing_file: Path, batch: int | None = None, call_sleep_ms: float
     device = threading.Lock()  # every copy of the policy shares the one device
 
     class ZeroAgent(AgentBase):
-        requirements = AgentRequirements(action_space=spaces.Box(-1.0, 1.0, shape=(ACTION_DIM,), dtype=np.float32))
+        requirements = AgentRequirements(
+            action_space=spaces.Box(-1.0, 1.0, shape=(ACTION_DIM,), dtype=np.float32), needs_images=False
+        )
         zero = np.zeros(ACTION_DIM, dtype=np.float32)
 
         def _call(self) -> None:

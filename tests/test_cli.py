@@ -1,6 +1,7 @@
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import hylo
-from hylo.core import parse_event
+from hylo.core import EpisodeStatus, parse_event
 
 
 def _hylo(*args):
@@ -47,22 +48,20 @@ def test_demo_rejects_a_bad_episode_count():
 
 
 def test_demo_evaluates_experts_and_random_agents_on_real_benchmarks(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "hylo", "demo", "--episodes", "2", "--log-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    def demo():
+        return subprocess.run([sys.executable, "-m", "hylo", "demo", "--episodes", "2"], capture_output=True,
+                              text=True, timeout=300, cwd=tmp_path)  # fmt: skip
+
+    def in_log_dir(*args):
+        return subprocess.run([sys.executable, "-m", "hylo", *args], capture_output=True, text=True, timeout=60,
+                              cwd=tmp_path)  # fmt: skip
+
+    result = demo()
     assert result.returncode == 0, result.stderr
     for words in ("expert on BabyAI", "random on BabyAI", "expert on Meta-World", "random on Meta-World", "McNemar"):
         assert words in result.stdout
-    listed = subprocess.run(
-        [sys.executable, "-m", "hylo", "runs", "list", "--json", "--log-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    assert f"the demo's runs are in {tmp_path / 'hylo-runs'}" in result.stdout  # kept, in ./hylo-runs
+    listed = in_log_dir("runs", "list", "--json")
     runs = json.loads(listed.stdout)
     assert sorted((r["benchmark"], r["agent"]) for r in runs) == [
         ("babyai", "expert"),
@@ -72,6 +71,19 @@ def test_demo_evaluates_experts_and_random_agents_on_real_benchmarks(tmp_path):
     ]
     assert all(r["status"] == "complete" and r["n_done"] == r["n_planned"] for r in runs)
     assert not list(tmp_path.glob("MUJOCO_LOG.TXT"))
+    # the commands it suggests work as printed
+    hints = re.findall(r"(hylo (?:compare|runs) [^)\n]+)", result.stdout)
+    assert any("--all-flips" in hint for hint in hints) and any(hint.startswith("hylo runs show") for hint in hints)
+    for hint in hints:
+        followed = in_log_dir(*hint.split()[1:])
+        assert followed.returncode == 0, (hint, followed.stderr)
+    attempts = {
+        r["run_id"]: len(json.loads(in_log_dir("runs", "export", r["run_id"]).stdout)["attempts"]) for r in runs
+    }
+    # a second demo finds its runs complete: it runs no episode again
+    assert demo().returncode == 0
+    again = {r["run_id"]: len(json.loads(in_log_dir("runs", "export", r["run_id"]).stdout)["attempts"]) for r in runs}
+    assert again == attempts and len(json.loads(in_log_dir("runs", "list", "--json").stdout)) == 4
 
 
 # -- the operator's own code, from the current directory ---------------------------------------------------------------
@@ -182,3 +194,75 @@ def test_serve_does_not_put_the_current_directory_on_the_import_path(tmp_path, m
     monkeypatch.setattr(command, "run", serve)
     assert cli.main(["serve", "--log-dir", str(tmp_path / "runs")]) == 0
     assert seen and str(tmp_path) not in seen and "" not in seen
+
+
+# -- small commands and the width of output ---------------------------------------------------------------------------
+
+
+def test_list_tasks_of_a_benchmark_and_of_one_split(capsys):
+    from hylo.cli import main
+
+    assert main(["list", "tasks", "metaworld", "--split", "mt10"]) == 0
+    out = capsys.readouterr().out
+    assert "metaworld split mt10 (the default split): 10 tasks" in out
+    assert "reach-v3" in out and "pick-place-v3" in out and "reach the red goal position" in out
+    assert main(["list", "tasks", "metaworld", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["default_split"] == "mt10" and [s["name"] for s in listed["splits"]] == ["mt10", "mt50"]
+    mt10 = listed["splits"][0]["tasks"]
+    assert len(mt10) == 10 and mt10[0] == {"name": "reach-v3", "step_budget": 500,
+                                           "instruction": "reach the red goal position"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["list", "tasks", "nope"], ["'nope'", "babyai", "metaworld"]),
+        (["list", "tasks", "metaworld", "--split", "mt11"], ["'mt11'", "mt10, mt50"]),
+        (["list", "tasks"], ["needs a benchmark", "babyai", "metaworld"]),
+        (["list", "agents", "babyai"], ["'babyai'", "hylo list tasks BENCH"]),
+    ],
+)
+def test_list_tasks_refuses_a_bad_benchmark_or_split_in_one_line(capsys, args, named):
+    from hylo.cli import main
+
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert all(word in err for word in named), err
+
+
+def test_output_that_no_terminal_shows_is_as_wide_as_the_terminal_typed_in_else_unbound(monkeypatch):
+    import io
+
+    from hylo.cli import output
+
+    def no_terminal(fd):
+        raise OSError("not a terminal")
+
+    monkeypatch.setattr(sys, "stdout", io.StringIO())  # redirected: not a terminal
+    monkeypatch.setenv("COLUMNS", "80")  # what a parent that loaded readline exports, whatever its terminal
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((101, 40)))
+    assert output.console().width == 101  # `hylo eval ... | tee log` in a terminal of 101 columns
+    monkeypatch.setattr(os, "get_terminal_size", no_terminal)
+    assert output.console().width == output.UNBOUND_WIDTH  # a job's log: no terminal anywhere
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_the_builtin_demos_table_keeps_every_count_whole(width):
+    import io
+
+    from rich.console import Console
+
+    from hylo.cli.demo import render, run_demo
+
+    rows = run_demo(episodes=2)
+    out = io.StringIO()
+    render(rows, Console(file=out, width=width, color_system=None))
+    text = out.getvalue()
+    assert "…" not in text and all(len(line) <= width for line in text.splitlines())
+    for row in rows:
+        tokens = [t for line in text.splitlines() if line.startswith(f"{row.env} ") and f" {row.agent} " in line
+                  for t in line.split()]  # fmt: skip
+        counts = [str(len(row.outcomes)), *(str(row.counts.get(s, 0)) for s in EpisodeStatus)]
+        assert tokens[2 : 2 + len(counts)] == counts, (row.env, row.agent, text)

@@ -6,11 +6,13 @@ from pathlib import Path
 
 import numpy as np
 
-from hylo.core import ActionChunk
+from hylo.core import ActionChunk, AgentRequirements
 
 
 class StateLog:
     """Holds the arm still with the gripper open and writes every state it is shown to `<out>/<episode>.npy`."""
+
+    requirements = AgentRequirements(needs_images=False)  # so that a recorded episode is the only one rendered
 
     def __init__(self, out: str) -> None:
         self.out = Path(out)

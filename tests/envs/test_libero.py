@@ -165,6 +165,16 @@ def test_frames_are_rendered_upright_only_while_asked_for(env: LiberoEnvironment
     assert "images" not in env.step(OPEN).obs
 
 
+def test_a_video_frame_is_rendered_at_the_size_asked_outside_the_observations(env: LiberoEnvironment) -> None:
+    obs = env.reset(BENCH.task_instance(SPLIT, TASK, 0))
+    wide, own = env.video_frame((320, 240)), env.video_frame(None)
+    assert "images" not in obs and "images" not in env.step(OPEN).obs  # rendered for the video alone
+    assert wide.shape == (240, 320, 3) and own.shape == (256, 256, 3) and wide.dtype == own.dtype == np.uint8
+    for frame in (wide, own):  # the front camera, upright: the wall above the lit table
+        rows = frame.mean(axis=(1, 2))
+        assert frame.std() > 10 and rows[: len(rows) // 8].mean() < rows[-len(rows) // 8 :].mean()
+
+
 class Meddling(AgentBase):
     """Holds still, but before its second act does `meddle` to the simulator's data."""
 

@@ -16,7 +16,7 @@ import numpy as np
 from hylo.agents.mlp import blas_threads
 from hylo.core import ActionChunk, AgentBase, AgentRequirements, ContainerSpec
 
-REQUIRES = AgentRequirements(observation_keys=("state",), action_space=spaces.Box(-1.0, 1.0, (4,)))
+REQUIRES = AgentRequirements(observation_keys=("state",), action_space=spaces.Box(-1.0, 1.0, (4,)), needs_images=False)
 
 
 def _first_time() -> bool:

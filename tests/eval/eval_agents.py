@@ -6,11 +6,16 @@ import time
 
 import numpy as np
 
-from hylo.core import ActionChunk
+from hylo.core import ActionChunk, AgentRequirements
+
+STATE_ONLY = AgentRequirements(needs_images=False)
+"""What these agents declare: none reads a camera, so no frame is rendered for them."""
 
 
 class RaisingAgent:
     """Fails on the `fail_at`-th act of every episode."""
+
+    requirements = STATE_ONLY
 
     def __init__(self, fail_at: int = 0) -> None:
         self.fail_at = fail_at
@@ -28,6 +33,8 @@ class RaisingAgent:
 class SlowAgent:
     """Takes `seconds` per act."""
 
+    requirements = STATE_ONLY
+
     def __init__(self, seconds: float = 0.2, action: int = 0) -> None:
         self.seconds = seconds
         self.action = action
@@ -40,6 +47,8 @@ class SlowAgent:
 class NaNAgent:
     """Returns a NaN action for a Box action space of `dim` dimensions."""
 
+    requirements = STATE_ONLY
+
     def __init__(self, dim: int = 1) -> None:
         self.dim = dim
 
@@ -49,6 +58,8 @@ class NaNAgent:
 
 class SleepyKillable:
     """Sleeps a little each step so that a test can kill the run midway."""
+
+    requirements = STATE_ONLY
 
     def __init__(self, seconds: float = 0.02) -> None:
         self.seconds = seconds
@@ -64,6 +75,8 @@ class SleepyKillable:
 class NoisyAgent:
     """Prints from Python and writes to file descriptor 1 directly (as C libraries do) on every act."""
 
+    requirements = STATE_ONLY
+
     def act(self, obs):
         import os
 
@@ -75,6 +88,8 @@ class NoisyAgent:
 class SurrogateAgent:
     """Traces a decision whose text no UTF-8 encoder accepts (a lone surrogate), then acts."""
 
+    requirements = STATE_ONLY
+
     def reset(self, ctx):
         self.ctx = ctx
 
@@ -85,6 +100,8 @@ class SurrogateAgent:
 
 class ResetHater:
     """Fails when told that the placed episode changed, on the `fail_on`-th such signal."""
+
+    requirements = STATE_ONLY
 
     def __init__(self, fail_on: int = 2) -> None:
         self.fail_on = fail_on
@@ -102,6 +119,8 @@ class ResetHater:
 
 class HangOnce:
     """Hangs for `seconds` in its first act of the run, then acts at once (zeros: the arm stays put)."""
+
+    requirements = STATE_ONLY
 
     def __init__(self, seconds: float = 5.0) -> None:
         self.seconds = seconds

@@ -3,6 +3,9 @@
 
 Environment variables (inherited by worker processes) tell the envs where to record what they did:
 `HYLO_TEST_ENV_LOG` — a file each env appends `open <pid>` / `close <pid>` to.
+`HYLO_TEST_AWAIT_REPLACEMENT` — the marker of a worker's death (`KillOnce`): once it exists, an env built before it
+(a surviving worker's) waits at its next reset until an env built after it (the replacement's) has placed an episode,
+so the replacement takes episodes however long it takes to start.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from hylo.core import ActionChunk
+from hylo.core import ActionChunk, AgentRequirements
 
 
 def _log(line: str) -> None:
@@ -42,9 +45,13 @@ class CountedEnv(gym.Env):
         self.action_space = gym.spaces.Discrete(2)
         self.observation_space = gym.spaces.Box(-1.0, 10.0, shape=(1,), dtype=np.float32)
         self.t = 0
+        self._killed = os.environ.get("HYLO_TEST_AWAIT_REPLACEMENT")
+        self._replacement = self._killed is not None and os.path.exists(self._killed)
         _log("open")
 
     def reset(self, *, seed=None, options=None):
+        if self._killed is not None:
+            _await_replacement(self._killed, self._replacement)
         super().reset(seed=seed)
         self.t = 0
         return np.zeros(1, dtype=np.float32), {}
@@ -56,6 +63,16 @@ class CountedEnv(gym.Env):
 
     def close(self) -> None:
         _log("close")
+
+
+def _await_replacement(killed: str, replacement: bool, timeout_s: float = 300.0) -> None:
+    taken = killed + ".taken"
+    if replacement:
+        Path(taken).touch()
+        return
+    deadline = time.monotonic() + timeout_s
+    while os.path.exists(killed) and not os.path.exists(taken) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 class HangOnceEnv(CountedEnv):
@@ -138,6 +155,8 @@ class BatchForward(Forward):
 
 class IndexSleeper:
     """Sleeps `seconds` per act in the episode of index `slow_index`, none in the others; moves forward (2)."""
+
+    requirements = AgentRequirements(needs_images=False)  # it runs on BabyAI, whose frames it would not read
 
     def __init__(self, slow_index: int = 0, seconds: float = 0.3, action: int = 2) -> None:
         self.slow_index = slow_index

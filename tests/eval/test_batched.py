@@ -22,15 +22,20 @@ from hylo.cpus import usable_cpus
 from hylo.envs.registry import get_benchmark
 from hylo.eval import EvalLog, EvalSpec, evaluate
 from hylo.eval.batched import build_agent, policy_host
-from hylo.eval.batching import HostedAgent, wire
+from hylo.eval.batching import HostedAgent, HostEndpoint, wire
+from hylo.eval.pool import ProcessPool
 from hylo.eval.rows import repeatable_metrics
 from hylo.eval.runner import EvalError, Evaluation
+from hylo.eval.worker import EpisodeJob, WorkerConfig
 
 pytest.importorskip("metaworld")
 
 HERE = Path(__file__).parent
 TASKS = ["reach-v3", "push-v3"]
 SKIP = {"run_id", "seq", "wall_time", "latency_s"}
+RAY = pytest.param("ray", marks=pytest.mark.timeout(300))
+"""A Ray run starts an actor per worker and one for the host, each importing the simulator: minutes on a loaded
+machine (two CPU-bound processes beside the suite on two cores: 70-140 s)."""
 
 
 def _run(tmp_path, run_id, agent="batch_agents:ExactPolicy", **kw):
@@ -84,7 +89,7 @@ def _comparable(trace):
     return [{k: v for k, v in event.items() if k not in SKIP} for event in trace if event["event"] != "agent.batch"]
 
 
-@pytest.mark.parametrize("backend", ["process", "ray"])
+@pytest.mark.parametrize("backend", ["process", RAY])
 @pytest.mark.parametrize(
     ("agent", "chunk"),
     [("batch_agents:ExactPolicy", 1), ("batch_agents:RememberingPolicy", 4), ("batch_agents:OneArgumentHooks", 1)],
@@ -195,7 +200,7 @@ def test_realtime_timing_merges_a_hosted_chunk_as_it_merges_an_inline_one(tmp_pa
     assert any(dropped)  # the latency's steps ran before the merge, as inline
 
 
-@pytest.mark.parametrize("backend", ["process", "ray"])
+@pytest.mark.parametrize("backend", ["process", RAY])
 def test_a_failing_batch_costs_its_episodes_with_the_agents_reason_and_the_run_goes_on(tmp_path, request, backend):
     if backend == "ray":
         request.getfixturevalue("local_ray")
@@ -213,7 +218,7 @@ def test_a_failing_batch_costs_its_episodes_with_the_agents_reason_and_the_run_g
     assert all(row.status.value == "failure" and row.steps == 20 for row in rows.values() if row not in errors)
 
 
-@pytest.mark.parametrize("backend", ["process", "ray"])
+@pytest.mark.parametrize("backend", ["process", RAY])
 def test_a_dead_host_costs_its_in_flight_episodes_and_is_restarted(tmp_path, monkeypatch, request, backend):
     _marker(request, monkeypatch, backend, tmp_path / "killed.marker")
     # episodes after the two the death can cost: they run on the host started in its place (on Ray, the death is
@@ -229,6 +234,7 @@ def test_a_dead_host_costs_its_in_flight_episodes_and_is_restarted(tmp_path, mon
     assert result.batching is not None and result.batching["host_restarts"] == 1
 
 
+@pytest.mark.timeout(300)  # two workers, the host and its three failed restarts: seven processes on a loaded machine
 def test_a_host_that_cannot_be_restarted_ends_the_remaining_episodes_as_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HYLO_TEST_BATCH_MARKER", str(tmp_path / "gone.marker"))
     result = _run(tmp_path, "gone", agent="batch_agents:DiesForGood", tasks=["reach-v3"], episodes=6, workers=2,
@@ -242,7 +248,29 @@ def test_a_host_that_cannot_be_restarted_ends_the_remaining_episodes_as_error(tm
     assert rows[5] in after  # episodes started after it gave up did not wait for a host
 
 
-@pytest.mark.parametrize("backend", ["process", "ray"])
+def test_workers_built_after_the_host_was_given_up_on_start_and_end_their_episodes_naming_why(tmp_path):
+    # what a worker replaced late in a run meets, whichever worker that is: no host, and the supervisor's reason
+    endpoint = HostEndpoint(str(tmp_path / "host.sock"), os.urandom(32))
+    Path(endpoint.given_up).write_text("the policy host could not be restarted 3 times: the weights are gone")
+    evaluation = Evaluation(EvalSpec(benchmark="babyai", agent="random", tasks=["GoToLocal"], episodes=2,
+                                     max_steps=5, workers=2, log_dir=str(tmp_path)))  # fmt: skip
+    config = WorkerConfig(evaluation.spec, evaluation.run_id, tmp_path, evaluation.resolved.budgets,
+                          policy_host=endpoint)  # fmt: skip
+    pool = ProcessPool(config, 2, evaluation.episode_limits())
+    pool.start()  # no worker fails to start for want of a host
+    try:
+        for task in evaluation._plan():
+            assert pool.submit(EpisodeJob(task))
+        results = []
+        while pool.busy():
+            results += pool.poll(0.5)
+    finally:
+        pool.close()
+    assert [r.row.status.value for r in results] == ["error", "error"]
+    assert all("could not be restarted 3 times: the weights are gone" in r.row.reason for r in results)
+
+
+@pytest.mark.parametrize("backend", ["process", RAY])
 def test_act_timeout_covers_a_call_that_hangs_in_the_host(tmp_path, monkeypatch, request, backend):
     _marker(request, monkeypatch, backend, tmp_path / "hung.marker")
     result = _run(tmp_path, "hung", agent="batch_agents:HangOnce", tasks=["reach-v3"], episodes=4, workers=2,

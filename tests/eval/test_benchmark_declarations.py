@@ -44,7 +44,8 @@ def test_the_versions_a_benchmarks_results_depend_on_are_part_of_the_runs_digest
 ) -> None:
     plain = Evaluation(spec(1, tmp_path))
     assert plain.resolved.versions == {}  # a benchmark that names no package: run ids as they always were
-    assert plain.digest == plain.spec.digest(plain.resolved.budgets)
+    assert plain.config_digest == plain.spec.digest(plain.resolved.budgets)
+    assert plain.digest == plain.spec.digest(plain.resolved.budgets, code=plain.code.digest)
     monkeypatch.setattr(BabyAIBenchmark, "result_packages", ("minigrid", "not-a-package"))
     pinned = Evaluation(spec(1, tmp_path))
     assert pinned.resolved.versions["not-a-package"] is None and pinned.resolved.versions["minigrid"]

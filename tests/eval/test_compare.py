@@ -1,11 +1,13 @@
 """`hylo compare` and `GET /api/eval/v2/compare` on runs that pair fully, partly or not at all: runs without an
 episode in common are refused (exit 2, HTTP 422) instead of reported as "no difference"; a partial pairing says how
-much of each run it covers."""
+much of each run it covers; the pairing correlation is reported, or why it is undefined."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,10 @@ from hylo.server import create_app
 def make_run(
     log_dir: Path, run_id: str, *, benchmark: str = "babyai", split: str = "test", seed: int = 0,
     tasks: tuple[str, ...] = ("GoToLocal",), episodes: int = 4, successes: int = 0,
+    succeeded: Collection[int] | None = None,
 ) -> None:  # fmt: skip
-    """A finished run of `episodes` per task, the first `successes` of each task successful."""
+    """A finished run of `episodes` per task, the first `successes` of each task successful (or the indices in
+    `succeeded`)."""
     spec = {"benchmark": benchmark, "split": split, "seed": seed, "tasks": list(tasks), "agent": "random"}
     with EvalLog.create(
         log_dir / run_id, run_id=run_id, benchmark=benchmark, split=split, agent="random", digest=run_id,
@@ -31,7 +35,7 @@ def make_run(
     ) as log:  # fmt: skip
         for task in tasks:
             for index in range(episodes):
-                success = index < successes
+                success = index < successes if succeeded is None else index in succeeded
                 status = EpisodeStatus.SUCCESS if success else EpisodeStatus.FAILURE
                 episode_id = f"{benchmark}/{split}/{task}/{index:04d}@s{seed}"
                 log.record(EpisodeRow(episode_id, task, split, index, seed, index, status, status.value, success, 5))
@@ -156,3 +160,49 @@ def test_runs_of_several_tasks_are_compared_per_task_with_holms_correction(
     code, out, _ = compare(tmp_path, capsys, "a", "b")
     assert "per task (p adjusted over the tasks by Holm's method)" in out
     assert all(task in out for task in tasks) and "0.005859" in out  # 3 × 2/1024, as the table writes it
+
+
+@pytest.mark.parametrize(
+    ("episodes", "succeeded_a", "succeeded_b", "expected"),
+    [
+        (4, {0}, {0, 1}, 1 / math.sqrt(3)),  # both 1, only B 1, neither 2: (1·2 − 0·1) / √(1·3·2·2)
+        (4, {0, 1}, {2, 3}, -1.0),  # every pair discordant, each side winning two
+        (6, {0, 1, 2}, {1, 2, 3, 4}, 0.0),  # both 2, only A 1, only B 2, neither 1: 2·1 − 1·2 = 0
+    ],
+)
+def test_the_pairing_correlation_is_the_phi_of_the_paired_outcomes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], episodes: int, succeeded_a: set[int], succeeded_b: set[int],
+    expected: float,
+) -> None:  # fmt: skip
+    make_run(tmp_path, "a", episodes=episodes, succeeded=succeeded_a)
+    make_run(tmp_path, "b", episodes=episodes, succeeded=succeeded_b)
+    code, out, _ = compare(tmp_path, capsys, "a", "b", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["correlation"] == pytest.approx(expected) and result["correlation_note"] is None
+    assert result["per_task"]["GoToLocal"]["correlation"] == pytest.approx(expected)
+    served = api_get(tmp_path, "/api/eval/v2/compare", a="a", b="b").json()
+    assert served["correlation"] == pytest.approx(expected) and served["correlation_note"] is None
+    code, out, _ = compare(tmp_path, capsys, "a", "b")
+    text = " ".join(out.split())
+    assert f"pairing correlation (phi of A's and B's outcomes over the {episodes} pairs): {expected:+.3f}" in text
+    assert f"hylo plan --correlation {expected:.2f}" in text
+
+
+def test_a_side_whose_outcome_never_varies_leaves_the_correlation_undefined_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_run(tmp_path, "all", episodes=4, successes=4)
+    make_run(tmp_path, "one", episodes=4, successes=1)
+    make_run(tmp_path, "none", episodes=4, successes=0)
+    code, out, _ = compare(tmp_path, capsys, "all", "one", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["correlation"] is None
+    assert result["correlation_note"] == "undefined: A succeeded on every pair (it needs both outcomes on each side)"
+    code, out, _ = compare(tmp_path, capsys, "all", "none", "--json")
+    assert json.loads(out)["correlation_note"] == (
+        "undefined: A succeeded on every pair and B failed on every pair (it needs both outcomes on each side)"
+    )
+    served = api_get(tmp_path, "/api/eval/v2/compare", a="one", b="all").json()
+    assert served["correlation"] is None and "B succeeded on every pair" in served["correlation_note"]
+    code, out, _ = compare(tmp_path, capsys, "one", "all")
+    assert "pairing correlation: undefined: B succeeded on every pair" in " ".join(out.split())

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 
 import hylo.eval.limits as rule
+from hylo.core import registry as core_registry
+from hylo.core.errors import OverLimit
+from hylo.envs.registry import BENCHMARK_REGISTRY, ENTRY_POINT_GROUP
 from hylo.eval import EvalResult, evaluate
 from hylo.eval.limits import RESET, STEP, EpisodeLimits, call_limit, judge
 
@@ -155,3 +159,93 @@ def test_a_worker_that_does_not_hand_an_episode_back_after_its_end_is_charged_to
     assert rule.headroom(meter.record, ended + 10, limits) == pytest.approx(rule.WRAP_UP_S - 10)
     meter.done()  # handed back: nothing of the episode runs any more
     assert judge(meter.record, ended + 10 * rule.WRAP_UP_S, limits) is None
+
+
+@pytest.fixture
+def slow_builds(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """Benchmarks whose resets sleep (`build_fixtures`), registered as a package would register them; a reset's floor
+    of 0.5 s, so that a later reset's limit is short (10× a mean of microseconds, at least 0.5 s). Inline runs only:
+    the floor is this process's."""
+    plugins = [EntryPoint(name, f"build_fixtures:{target}", ENTRY_POINT_GROUP)
+               for name, target in (("slow_first_reset", "SlowFirstReset"),
+                                    ("slower_than_its_build", "SlowerThanItsBuild"))]  # fmt: skip
+    monkeypatch.setattr(core_registry, "entry_points", lambda *, group: plugins if group == ENTRY_POINT_GROUP else [])
+    BENCHMARK_REGISTRY.refresh()
+    request.addfinalizer(BENCHMARK_REGISTRY.refresh)
+    monkeypatch.setattr(rule, "RESET_FLOOR_S", 0.5)
+
+
+@pytest.mark.usefixtures("slow_builds")
+def test_a_workers_first_reset_may_take_the_benchmarks_build_time_and_a_later_reset_may_not(tmp_path):
+    # Resets of 1 s in episodes 0 and 2: the first is the worker's build, limited at 10 × (1 s build + 0.05 s reset);
+    # the later one is limited by the mean of the resets measured since (episode 1's, the build left out).
+    result = evaluate("slow_first_reset", agent="random", episodes=3, log_dir=str(tmp_path))
+    first, fast, late = result.episodes
+    assert first.status.value != "infra_invalid" and first.steps > 0, first.detail
+    assert fast.status.value != "infra_invalid", fast.detail
+    assert (late.status.value, late.reason) == ("infra_invalid", "env timeout")
+    assert late.detail.startswith("a reset ran ") and "past its limit of 0.5 s (the floor for a reset" in late.detail
+    assert late.detail.endswith("--env-timeout sets it")
+
+
+@pytest.mark.usefixtures("slow_builds")
+def test_a_first_reset_past_the_benchmarks_build_time_names_the_build_and_the_flag(tmp_path):
+    result = evaluate("slower_than_its_build", agent="random", episodes=2, log_dir=str(tmp_path))
+    first, second = result.episodes
+    assert (first.status.value, first.reason) == ("infra_invalid", "env timeout")
+    assert first.detail.startswith("the worker's first reset ran ")
+    assert first.detail.endswith(
+        "past its limit of 1 s (10× the benchmark's typical first reset of 0.1 s, its build 0.05 s and its reset "
+        "0.05 s); --env-timeout sets it"
+    )
+    assert second.status.value != "infra_invalid", second.detail  # built: the next reset is an ordinary one
+
+
+def test_a_first_resets_limit_adds_the_benchmarks_build_to_its_reset():
+    declared = EpisodeLimits(budget=20, per_step_s=0.5, agent_s=10.0, typical_reset_s=8.0, typical_build_s=25.0)
+    assert call_limit(RESET, 0, 0.0, declared, first=True)[:2] == (330.0, rule.BUILD)
+    assert call_limit(RESET, 0, 0.0, declared)[:2] == (80.0, rule.TYPICAL)  # a later reset before one was measured
+    assert call_limit(RESET, 3, 9.0, declared)[:2] == (90.0, rule.MEASURED)
+    quick = EpisodeLimits(budget=20, per_step_s=0.5, agent_s=10.0, typical_reset_s=0.08, typical_build_s=1.5)
+    assert call_limit(RESET, 0, 0.0, quick, first=True)[0] == rule.RESET_FLOOR_S
+    explicit = EpisodeLimits(budget=20, per_step_s=0.5, agent_s=10.0, typical_build_s=25.0, env_s=30.0)
+    assert call_limit(RESET, 0, 0.0, explicit, first=True)[:2] == (30.0, rule.EXPLICIT)  # --env-timeout is exact
+
+
+class _Clock:
+    """A monotonic clock that moves only when told to."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_time_a_worker_waits_for_its_policy_host_is_neither_the_agents_nor_unlimited(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr(rule, "_clock", clock)
+    limits = EpisodeLimits(budget=4, per_step_s=0.5, agent_s=2.0)
+    meter = rule.Meter()
+    meter.begin(limits)
+    clock.now += 1.0  # the agent's reset, before the host it knew turned out dead
+    assert meter.hold(330.0)
+    clock.now += 120.0  # the host is started again
+    assert judge(meter.record, clock.now, limits) is None
+    assert rule.headroom(meter.record, clock.now, limits) <= 210.0
+    meter.release()
+    clock.now += 0.5
+    assert meter.enter(STEP)  # the agent has used 1.5 s of its 2: no verdict
+    meter.leave(STEP)
+    clock.now += 0.6
+    with pytest.raises(OverLimit, match=r"agent used 2\.10 s outside env calls"):
+        meter.enter(STEP)
+
+    meter.begin(limits)
+    meter.hold(330.0)
+    waited = judge(meter.record, clock.now + 331.0, limits)  # a worker that never came back from its wait
+    assert waited is not None and (waited.status.value, waited.reason) == ("error", "policy host unavailable")
+    assert waited.detail == "the worker waited 331.0 s for its policy host to be started, past 330 s"
+    meter.release()
+    meter.end()
+    assert not meter.hold(330.0)  # outside the agent's stretch: nothing to hold

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -76,13 +77,26 @@ def test_random_on_babyai_stays_low_and_runs_show_and_compare(tmp_path):
     listed = hylo("runs", "list", "--json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     runs = {r["run_id"]: r for r in json.loads(listed.stdout)}
+    created = runs["exp"].pop("created_at"), runs["exp"].pop("updated_at")
+    assert all(isinstance(t, float) for t in created)
+    lo, hi = runs["exp"].pop("success_ci")
+    assert 0.6 < lo < 1.0 and hi == 1.0
     assert runs["exp"] == {
         "run_id": "exp",
         "status": "complete",
         "n_done": 8,
         "n_planned": 8,
         "benchmark": "babyai",
+        "split": "default",
         "agent": "expert",
+        "agent_args": {},
+        "digest": expert["spec"]["digest"],
+        "status_counts": {"success": 8, "failure": 0, "error": 0, "infra_invalid": 0, "safety_abort": 0},
+        "scored": 8,
+        "successes": 8,
+        "abstained": 0,
+        "success_rate": 1.0,
+        "health": "ok",
     }
 
     shown = hylo("runs", "show", "rnd", cwd=tmp_path)
@@ -128,6 +142,39 @@ def test_failures_get_honest_statuses(tmp_path):
     strict = hylo("eval", "babyai", "--task", "GoToLocal", "--agent", "eval_agents:RaisingAgent", "--episodes", "1",
                   "--strict", cwd=tmp_path)  # fmt: skip
     assert strict.returncode == 3
+
+
+def test_the_summary_says_why_episodes_did_not_succeed_and_where_the_videos_are(tmp_path):
+    common = ("eval", "babyai", "--task", "GoToLocal", "--episodes", "2")
+    raising = hylo(*common, "--agent", "eval_agents:RaisingAgent", "-A", "fail_at=2", "--video", "1", cwd=tmp_path)
+    assert raising.returncode == 0, raising.stderr
+    out = raising.stdout
+    first = r"\(first: babyai/default/GoToLocal/0000@s0\)"
+    assert re.search(rf"error ×2 +agent raised RuntimeError: policy exploded +{first}", out), out
+    run_id = re.search(r"each episode's reason and detail: hylo runs export (\S+)$", out, re.MULTILINE)
+    assert run_id, out
+    videos = re.search(r"^videos: (\S+) \(1 mp4 files", out, re.MULTILINE)
+    assert videos and len(list(Path(videos.group(1)).glob("*.mp4"))) == 1, out
+    limited = hylo(*common, "--agent", "random", "--max-steps", "3", cwd=tmp_path)
+    assert re.search(r"failure ×2 +max_steps .*\n.*--max-steps sets it", limited.stdout), limited.stdout
+    shown = hylo("runs", "show", run_id.group(1), cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "error ×2" in shown.stdout and "policy exploded" in shown.stdout
+
+
+def test_runs_list_has_a_header_the_rate_and_the_agents_arguments(tmp_path):
+    for fail_at in ("1", "2"):
+        eval_json("babyai", "--task", "GoToLocal", "--agent", "eval_agents:RaisingAgent", "-A", f"fail_at={fail_at}",
+                  "--episodes", "2", cwd=tmp_path)  # fmt: skip
+    eval_json("babyai", "--task", "GoToLocal", "--agent", "expert", "--episodes", "3", cwd=tmp_path)
+    listed = hylo("runs", "list", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    header = listed.stdout.split("──")[0].split()
+    for word in ("run", "status", "done", "success", "created"):
+        assert word in header, listed.stdout
+    assert "fail_at=1" in listed.stdout and "fail_at=2" in listed.stdout
+    assert listed.stdout.count("complete, 2/2 error") == 2
+    assert "1.000 [0.439, 1.000]" in listed.stdout
 
 
 def test_cartpole_runs_through_the_generic_adapter(tmp_path):

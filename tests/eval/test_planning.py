@@ -1,5 +1,5 @@
 """Planning an A/B comparison: each count `hylo plan` prints reaches its power in simulated tests of its kind, and
-a correlation the two rates cannot have is refused naming the range."""
+a correlation the two rates cannot have is refused naming the range; without a stated correlation none is assumed."""
 
 from __future__ import annotations
 
@@ -65,18 +65,39 @@ def test_pairing_correlated_outcomes_needs_fewer_episodes() -> None:
 def test_hylo_plan_prints_every_count(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--p-a", "0.6", "--p-b", "0.8", "--correlation", "0.3", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
+    assert plan["correlation"] == 0.3
     assert plan["paired_mcnemar"]["pairs"] == mcnemar_pairs(0.6, 0.8, correlation=0.3)
+    assert plan["paired_by_correlation"] == [{"correlation": 0.3, **plan["paired_mcnemar"]}]
     assert plan["unpaired_two_proportion"]["per_side"] == two_proportion_per_side(0.6, 0.8)
     assert plan["unpaired_two_proportion"]["episodes"] == 2 * plan["unpaired_two_proportion"]["per_side"]
     sequential = plan["sequential"]
     assert 0 < sequential["mean_pairs"] <= sequential["p90_pairs"] <= sequential["max_pairs"]
-    assert main(["plan", "--p-a", "0.6", "--p-b", "0.8"]) == 0
-    text = capsys.readouterr().out
+    assert main(["plan", "--p-a", "0.6", "--p-b", "0.8", "--correlation", "0.3"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(correlation 0.3, as given)" in text
     assert f"{plan['unpaired_two_proportion']['per_side']} episodes per side" in text
-    assert f"{mcnemar_pairs(0.6, 0.8)} pairs (A and B on the same episode keys)" in text  # correlation 0 by default
-    plan_text = sequential_plan(0.6, 0.8)
-    assert f"{math.ceil(plan_text.mean_pairs)} pairs on average" in text
-    assert f"with --max-episodes {plan_text.max_pairs}" in text
+    assert f"{plan['paired_mcnemar']['pairs']} pairs (A and B on the same episode keys)" in text
+    assert f"{math.ceil(sequential['mean_pairs'])} pairs on average" in text
+    assert f"with --max-episodes {sequential['max_pairs']}" in text
+    assert "hylo compare RUN_A RUN_B prints it" in text
+
+
+def test_without_a_correlation_the_paired_count_is_given_at_several_and_none_is_assumed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["plan", "--p-a", "0.6", "--p-b", "0.8", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["correlation"] is None and plan["paired_mcnemar"] is None and plan["sequential"] is None
+    counts = {entry["correlation"]: entry["pairs"] for entry in plan["paired_by_correlation"]}
+    assert set(counts) == {0.0, 0.25, 0.5}  # 0.6 and 0.8 cannot correlate at 0.75 (at most 0.61)
+    assert counts == {r: mcnemar_pairs(0.6, 0.8, correlation=r) for r in counts}
+    assert counts[0.5] < plan["unpaired_two_proportion"]["per_side"] < counts[0.0]  # pairing pays only through r
+    assert main(["plan", "--p-a", "0.6", "--p-b", "0.8"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(correlation not given)" in text and "No r is assumed" in text
+    assert " · ".join(f"r = {r:g}: {n}" for r, n in counts.items()) in text
+    assert "sequential paired test (hylo ab): simulated at one r; give --correlation r" in text
+    assert "hylo compare RUN_A RUN_B prints it" in text
 
 
 def test_rates_that_cannot_be_planned_exit_2_naming_why(capsys: pytest.CaptureFixture[str]) -> None:

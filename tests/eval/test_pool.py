@@ -77,9 +77,12 @@ def test_a_worker_killed_mid_episode_costs_that_episode_only(tmp_path, monkeypat
     envs = tmp_path / "envs.log"
     monkeypatch.setenv("HYLO_TEST_ENV_LOG", str(envs))
     marker = tmp_path / "killed"
+    # the surviving worker's next reset waits until the replacement has placed an episode: else, on a loaded machine,
+    # it could run every remaining episode while the replacement starts (a reset's wait: --env-timeout covers it)
+    monkeypatch.setenv("HYLO_TEST_AWAIT_REPLACEMENT", str(marker))
     args = {"marker": str(marker), "index": 1, "seconds": 0.1}
     result = evaluate(COUNTED, agent="pool_fixtures:KillOnce", agent_args=args, episodes=12, max_steps=5, workers=2,
-                      log_dir=str(tmp_path))  # fmt: skip
+                      env_timeout=300.0, log_dir=str(tmp_path))  # fmt: skip
     by_index = {r.index: r for r in result.episodes}
     lost = by_index[1]
     assert lost.status.value == "infra_invalid" and lost.reason.startswith("worker died: SIGKILL")
@@ -256,10 +259,12 @@ def test_a_segfault_or_an_early_exit_costs_one_episode(tmp_path, how, reason):
     assert result.episodes[1].reason.startswith(reason)
 
 
-def test_a_replacement_that_fails_to_build_is_tried_again(tmp_path):
+def test_a_replacement_that_fails_to_build_is_tried_again(tmp_path, monkeypatch):
     marker = str(tmp_path / "killed")
+    monkeypatch.setenv("HYLO_TEST_AWAIT_REPLACEMENT", marker)  # the survivor leaves episodes to the replacements
     result = evaluate(COUNTED, agent="pool_fixtures:KillOnceThenFailToBuild", episodes=12, max_steps=5, workers=2,
-                      agent_args={"marker": marker, "index": 1, "seconds": 0.1}, log_dir=str(tmp_path))  # fmt: skip
+                      agent_args={"marker": marker, "index": 1, "seconds": 0.1}, env_timeout=300.0,
+                      log_dir=str(tmp_path))  # fmt: skip
     assert Path(marker + ".build-failed").exists()  # a replacement did fail to build...
     assert result.summary.status_counts == {**result.summary.status_counts, "success": 11, "infra_invalid": 1}
 

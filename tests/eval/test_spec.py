@@ -39,6 +39,7 @@ def test_digest_is_stable_and_short_hex() -> None:
         ("run_id", "my-run"),
         ("fresh", True),
         ("video", 3),
+        ("video_size", "320x240"),
         ("strict", True),
         ("workers", 8),
         ("episode_timeout", 30.0),
@@ -70,6 +71,7 @@ def test_all_knobs_together_leave_the_digest_alone() -> None:
         ("shield", False),
         ("timing", "realtime"),
         ("timing_options", {"refill_steps": 2}),
+        ("no_images", True),
     ],
 )
 def test_result_defining_fields_change_the_digest(field: str, value: Any) -> None:
@@ -80,12 +82,13 @@ def test_result_defining_fields_change_the_digest(field: str, value: Any) -> Non
 
 
 def test_a_spec_without_env_args_keeps_the_digest_it_had_before_they_existed() -> None:
-    # the digest of this spec as hylo computed it before EvalSpec had `env_args`, `seeds` and `protocol`
-    before = spec().model_dump(mode="json", include=set(DIGEST_FIELDS) - {"env_args", "seeds", "protocol"})
+    # the digest of this spec as hylo computed it before EvalSpec had `env_args`, `seeds`, `protocol`, `no_images`
+    before = spec().model_dump(mode="json", include=set(DIGEST_FIELDS) - {"env_args", "seeds", "protocol", "no_images"})
     text = json.dumps(before, sort_keys=True, separators=(",", ":"))
     assert spec().digest() == hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
     assert spec(env_args={}).default_run_id() == spec().default_run_id()
     assert spec(seeds=[0]).default_run_id() == spec().default_run_id()
+    assert spec(no_images=False).default_run_id() == spec().default_run_id()
 
 
 def test_digest_distinguishes_values_of_one_field() -> None:
@@ -148,6 +151,11 @@ def test_default_run_id_is_filesystem_safe(benchmark: str, agent: str, prefix: s
         ("act_timeout", math.nan, "got nan"),
         ("env_timeout", 0, "env timeout must be a finite number of seconds > 0, got 0"),
         ("video", -1, "video must be >= 0, got -1"),
+        ("video_size", "10", "each side 32-4096 (e.g. 256 or 320x240), got '10'"),
+        ("video_size", "256x5000", "got '256x5000'"),
+        ("video_size", "256x", "got '256x'"),
+        ("video_size", "big", "got 'big'"),
+        ("video_size", 1.5, "got 1.5"),
         ("workers", 0, "workers must be >= 1, got 0"),
         ("timing_options", {"refill_steps": 1, "warp": 9}, "unknown timing options ['warp']"),
         ("run_id", "a/b", "'a/b'"),

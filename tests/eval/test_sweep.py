@@ -1,5 +1,6 @@
-"""`hylo sweep`: a run per latency d × execution horizon s on the same episodes, points outside the rule refused, the
-record and plot under the sweep's own id, resumed to the same points and the same bytes."""
+"""`hylo sweep`: a run of its own per latency d × execution horizon s on the same episodes, points outside the rule
+refused, the record and plot under the sweep's own id, resumed to the same points and the same bytes; a `hylo eval`
+run of a point's configuration left alone unless asked."""
 
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ from hylo.eval.sweep import (
     SweepNotFound,
     list_sweeps,
     plan_grid,
+    point_run_id,
     point_spec,
     point_timing,
     read_sweep,
     run_sweep,
+    runs_id,
     sweep_id,
 )
 
@@ -101,6 +104,9 @@ def test_the_sweep_id_is_the_base_spec_the_grid_and_the_episodes_alone(tmp_path:
     assert identity != sweep_id(base(tmp_path), plan_grid(base(tmp_path), [0, 2], [4]))
     assert identity != sweep_id(base(tmp_path, seed=1), grid)
     assert identity != sweep_id(base(tmp_path, agent_args={"chunk_size": 6}), grid)
+    assert identity != sweep_id(base(tmp_path), grid, reuse_runs=True)  # on hylo eval's runs: another sweep
+    assert runs_id(base(tmp_path), grid) == runs_id(base(tmp_path, episodes=9), grid)  # ... over the same runs
+    assert runs_id(base(tmp_path), grid) != runs_id(base(tmp_path), grid, reuse_runs=True)
 
 
 def test_a_sweep_records_every_point_pairs_it_against_zero_latency_and_gives_the_same_bytes_again(tmp_path: Path):
@@ -112,7 +118,10 @@ def test_a_sweep_records_every_point_pairs_it_against_zero_latency_and_gives_the
     assert [(p["latency_steps"], p["execution_steps"]) for p in points] == [(0, 2), (0, 4), (2, 2), (2, 4), (4, 4)]
     assert [(r["latency_steps"], r["execution_steps"]) for r in record["refused"]] == [(4, 2)]
     runs = {(p["latency_steps"], p["execution_steps"]): p["run_id"] for p in points}
-    assert len(set(runs.values())) == len(points)
+    named = runs_id(base(tmp_path), plan_grid(base(tmp_path), [0, 2, 4], [2, 4]))
+    assert runs[(2, 4)] == f"{named}-d2-s4"  # the sweep's own runs
+    assert [p["run_id"] for p in points] == [point_run_id(named, GridPoint(d, s)) for d, s in runs]
+    assert len(set(runs.values())) == len(points) and record["reuse_runs"] is False
     for point in points:
         with EvalLog.open(find_run(tmp_path, point["run_id"])) as log:
             rows = log.final_episodes()
@@ -139,6 +148,15 @@ def test_a_sweep_records_every_point_pairs_it_against_zero_latency_and_gives_the
     elsewhere = run_sweep(base(tmp_path / "elsewhere"), [0, 2, 4], [2, 4])  # every episode run again
     assert elsewhere.record == record and (elsewhere.directory / "plot.svg").read_bytes() == drawn[0]
     assert [listed["sweep_id"] for listed in list_sweeps(tmp_path)] == [record["sweep_id"]]
+
+
+def test_a_sweep_of_more_episodes_extends_the_runs_of_a_sweep_of_fewer(tmp_path: Path):
+    fewer = run_sweep(base(tmp_path, episodes=1), [0, 2], [4]).record
+    more = run_sweep(base(tmp_path, episodes=2), [0, 2], [4]).record
+    assert fewer["sweep_id"] != more["sweep_id"]  # records of their own ...
+    assert [p["run_id"] for p in fewer["points"]] == [p["run_id"] for p in more["points"]]  # ... over the same runs
+    assert [p["n"] for p in more["points"]] == [2, 2] and [p["n"] for p in fewer["points"]] == [1, 1]
+    assert run_sweep(base(tmp_path, episodes=1), [0, 2], [4]).record == fewer  # scored on its own episodes still
 
 
 class ExpertFailingOnTheSecond(MetaWorldExpert):
@@ -211,11 +229,41 @@ def test_bad_input_is_one_line_and_runs_nothing(
     assert not list(tmp_path.glob("metaworld-*"))
 
 
-def test_a_point_whose_run_was_extended_elsewhere_is_scored_on_the_sweeps_episodes_only(tmp_path: Path):
+def test_a_hylo_eval_run_of_a_points_configuration_is_left_alone(tmp_path: Path):
+    from hylo.eval import evaluate
+
+    evaluated = evaluate(point_spec(base(tmp_path, episodes=3), GridPoint(2, 4)))  # `hylo eval` ran the point first
+    with EvalLog.open(find_run(tmp_path, evaluated.run_id)) as log:
+        before = log.info().updated_at, log.final_episodes()
+    record = run_sweep(base(tmp_path), [0, 2], [4]).record
+    assert evaluated.run_id not in [p["run_id"] for p in record["points"]]
+    with EvalLog.open(find_run(tmp_path, evaluated.run_id)) as log:
+        assert (log.info().updated_at, log.final_episodes()) == before
+
+
+def test_a_reused_point_run_extended_elsewhere_is_scored_on_the_sweeps_episodes_only(tmp_path: Path):
     from hylo.eval import evaluate
 
     longer = point_spec(base(tmp_path, episodes=3), GridPoint(2, 4))
-    evaluate(longer)  # `hylo eval` ran the (d = 2, s = 4) point's run further than this sweep goes
-    record = run_sweep(base(tmp_path), [0, 2], [4]).record
+    evaluated = evaluate(longer)  # `hylo eval` ran the (d = 2, s = 4) point's run further than this sweep goes
+    result = run_sweep(base(tmp_path), [0, 2], [4], reuse_runs=True)
+    record = result.record
     assert [(p["latency_steps"], p["n"], p["pairs"]) for p in record["points"]] == [(0, 2, None), (2, 2, 2)]
-    assert record["episodes"] == 2
+    assert record["episodes"] == 2 and record["reuse_runs"] is True
+    assert record["points"][1]["run_id"] == evaluated.run_id  # asked for: hylo eval's run
+    assert result.logged_before == {GridPoint(0, 4): 0, GridPoint(2, 4): 3}
+
+
+def test_the_command_says_which_runs_it_reuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from hylo.eval import evaluate
+
+    evaluated = evaluate(point_spec(base(tmp_path, episodes=1), GridPoint(0, 4)))
+    args = ["metaworld", "--tasks", TASK, "--agent", "expert", "-A", "chunk_size=8", "--latency-steps", "0", "2",
+            "--execution-steps", "4", "--episodes", "1"]  # fmt: skip
+    code, text = sweep(tmp_path, capsys, *args, "--reuse-runs")
+    text = " ".join(text.split())
+    assert code == 0 and f"d = 0, s = 4: --reuse-runs: reusing run {evaluated.run_id} (1 episode already in it)" in text
+    assert "d = 2, s = 4: --reuse-runs: no run of this configuration yet; made metaworld-expert-" in text
+    assert "on the runs hylo eval made (--reuse-runs)" in text
+    code, err = sweep(tmp_path, capsys, *args, "--reuse-runs", "--fresh")
+    assert code == 2 and "--reuse-runs takes the runs hylo eval made, --fresh starts new ones" in err

@@ -1,9 +1,11 @@
-"""`hylo serve`: its arguments, its refusals, and a real server process that stops its jobs when it stops."""
+"""`hylo serve`: its arguments, its refusals, the URL it prints, and a real server process that stops its jobs when it
+stops."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -19,6 +21,7 @@ from hylo.cli import main
 from hylo.cli.serve import add_parser, run
 from hylo.jobs import JobScheduler, JobState
 from hylo.server import check_binding, is_loopback
+from hylo.server.binding import page_url
 
 API = "/api/eval/v2"
 SERVE = (
@@ -154,3 +157,45 @@ def test_a_malformed_operator_flag_is_one_line_and_exit_2(tmp_path, capsys, flag
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and named in err, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_serve_prints_the_url_to_open_once_it_answers(tmp_path):
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "hylo", "serve", "--port", str(port), "--log-dir", str(tmp_path / "runs")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        ready, _, _ = select.select([server.stdout], [], [], 120)  # printed once the server answers
+        assert ready, "hylo serve printed nothing"
+        line = server.stdout.readline()
+        url = f"http://127.0.0.1:{port}/"
+        assert line.startswith(f"hylo serve: open {url} in a browser"), line
+        assert str((tmp_path / "runs").resolve()) in line
+        page = httpx.get(url, timeout=30)
+        assert page.status_code == 200 and "<html" in page.text.lower()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:8765/"),
+        ("localhost", "http://localhost:8765/"),
+        ("0.0.0.0", "http://127.0.0.1:8765/"),  # a wildcard is not an address to open: this machine's loopback is
+        ("::", "http://[::1]:8765/"),
+        ("::1", "http://[::1]:8765/"),
+        ("192.168.1.10", "http://192.168.1.10:8765/"),
+    ],
+)
+def test_the_url_names_an_address_the_server_answers(host: str, url: str):
+    assert page_url(host, 8765) == url

@@ -1,5 +1,6 @@
-"""What the runs dashboard reads: a run with its summary per task, an episode's trace and video, two runs compared,
-and the web UI's own files served at `/` (without the token, which guards every API route)."""
+"""What the runs dashboard reads: the runs with their health and agent arguments, a run with its summary per task,
+an episode by its id, its trace and video, two runs compared, and the web UI's own files served at `/` (without the
+token, which guards every API route)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import httpx
 import pytest
 from live_server import run_job
 
+from hylo.core.status import EpisodeStatus
+from hylo.eval.rows import EpisodeRow
 from hylo.eval.stats import mcnemar_exact, wilson_interval
+from hylo.eval.store import EvalLog
 from hylo.server import web
 
 API = "/api/eval/v2"
@@ -102,3 +106,80 @@ def test_a_server_without_a_built_ui_says_how_to_build_it(make_server, monkeypat
     missing = client.get("/")
     assert missing.status_code == 404 and "make web" in missing.text
     assert client.get(f"{API}/runs").status_code == 200
+
+
+def _write_run(log_dir: Path, run_id: str, statuses: list[EpisodeStatus], agent_args: dict[str, object]) -> None:
+    """A run of one episode per status, as `hylo eval` logs it (without running anything)."""
+    rows = [
+        EpisodeRow(
+            episode_id=f"babyai/default/GoToLocal/{index:04d}@s0",
+            task="GoToLocal",
+            split="default",
+            index=index,
+            base_seed=0,
+            seed=index,
+            status=status,
+            reason="success" if status is EpisodeStatus.SUCCESS else "agent raised RuntimeError: boom",
+            success=status is EpisodeStatus.SUCCESS,
+            steps=3,
+        )
+        for index, status in enumerate(statuses)
+    ]
+    spec = {"benchmark": "babyai", "agent": "random", "agent_args": agent_args, "split": "default"}
+    with EvalLog.create(
+        log_dir / run_id, run_id=run_id, benchmark="babyai", split="default", agent="random", digest=run_id,
+        spec=spec, n_planned=len(rows), versions={},
+    ) as log:  # fmt: skip
+        log.record_many([(row, []) for row in rows])
+        log.update_run(status="complete")
+
+
+def test_the_runs_list_says_how_each_run_went_and_an_episode_is_served_by_its_id(make_server, log_dir: Path):
+    error, success = EpisodeStatus.ERROR, EpisodeStatus.SUCCESS
+    _write_run(log_dir, "crashed", [error, error, error], {"gain": 10})
+    _write_run(log_dir, "mostly", [error, EpisodeStatus.INFRA_INVALID, success], {"gain": 20})
+    _write_run(log_dir, "fine", [success, EpisodeStatus.FAILURE, success], {})
+    client = make_server(start=False).client
+
+    runs = {run["run_id"]: run for run in client.get(f"{API}/runs").json()["runs"]}
+    assert {run_id: run["health"] for run_id, run in runs.items()} == {
+        "crashed": "all_errors",
+        "mostly": "mostly_errors",
+        "fine": "ok",
+    }
+    assert all(run["status"] == "complete" for run in runs.values())
+    crashed, fine = runs["crashed"], runs["fine"]
+    assert crashed["status_counts"]["error"] == 3 and crashed["scored"] == 0 and crashed["success_rate"] is None
+    assert (fine["scored"], fine["successes"], fine["success_rate"]) == (3, 2, 2 / 3)
+    assert fine["success_ci"] == list(wilson_interval(2, 3))
+    assert runs["mostly"]["spec"]["agent_args"] == {"gain": 20} != crashed["spec"]["agent_args"]
+    assert client.get(f"{API}/runs/mostly").json()["run"]["health"] == "mostly_errors"
+
+    answer = client.get(f"{API}/runs/mostly/episode", params={"episode": "babyai/default/GoToLocal/0001@s0"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["run_id"] == "mostly"
+    episode = answer.json()["episode"]
+    listed = client.get(f"{API}/runs/mostly/episodes", params={"status": "infra_invalid"}).json()["episodes"]
+    assert episode == listed[0] and episode["status"] == "infra_invalid"
+    missing = client.get(f"{API}/runs/mostly/episode", params={"episode": "babyai/default/GoToLocal/0009@s0"})
+    assert missing.status_code == 404 and "0009" in missing.json()["detail"]
+    assert client.get(f"{API}/runs/mostly/episode").status_code == 422  # the episode is named
+
+
+def test_a_run_is_served_with_its_code_and_how_it_differs_from_the_same_configuration(make_server, log_dir: Path):
+    client = make_server().client
+    run_job(client, run_id="code-a")
+    run_job(client, run_id="code-b")
+    detail = client.get(f"{API}/runs/code-b").json()
+    code = detail["code"]
+    assert code == detail["run"]["spec"]["code"] and len(code["digest"]) == 16
+    (agent,) = code["agents"]
+    assert agent["agent"] == "expert" and any(part["kind"] == "source" for part in agent["parts"])
+    changes = detail["code_changes"]
+    assert changes["against"] == "code-a" and changes["same_code"] is True and changes["changes"] == []
+    listed = {run["run_id"]: run for run in client.get(f"{API}/runs").json()["runs"]}
+    assert listed["code-b"]["spec"]["code"] == {"digest": code["digest"]}  # the whole identity is the run's own
+
+    _write_run(log_dir, "before-code", [EpisodeStatus.SUCCESS], {})  # a run made before runs recorded their code
+    older = client.get(f"{API}/runs/before-code").json()
+    assert older["code"] is None and older["code_changes"] is None

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -43,10 +44,18 @@ def free_port() -> int:
 
 
 class HyloServe:
-    """`hylo serve` on a free loopback port over `log_dir`, as a user starts it; stopped with SIGTERM."""
+    """`hylo serve` on a free loopback port over `log_dir`, as a user starts it (with the operator's flags `args`, in
+    the directory `cwd`); stopped with SIGTERM."""
 
     def __init__(
-        self, log_dir: Path, *, token: str | None = None, port: int | None = None, startup_s: float = 60.0
+        self,
+        log_dir: Path,
+        *,
+        token: str | None = None,
+        port: int | None = None,
+        startup_s: float = 60.0,
+        args: Sequence[str] = (),
+        cwd: Path | None = None,
     ) -> None:
         self.log_dir = log_dir
         self.port = port if port is not None else free_port()
@@ -56,8 +65,9 @@ class HyloServe:
         command = [hylo, "serve", "--port", str(self.port), "--log-dir", str(log_dir)]
         if token:
             command += ["--token", token]
+        command += list(args)
         self._log = (log_dir.parent / f"hylo-serve-{self.port}.log").open("wb")
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.api = httpx.Client(base_url=self.url, headers=headers, timeout=30.0)
         deadline = time.monotonic() + startup_s

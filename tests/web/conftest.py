@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 from browser import CHROMIUM_ARGS, HyloServe, chromium_path
-from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+
+WAIT_MS = 20_000
+"""How long an action or an expectation waits: a server's first answers (the catalog's imports) take seconds on a
+loaded machine."""
+
+expect.set_options(timeout=WAIT_MS)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +42,7 @@ def page(browser: Browser, tmp_path: Path) -> Iterator[Page]:
     """A page in a new context (empty localStorage), 1400x900. Its last view is saved to `screenshot.png` in the
     test's temporary directory, pass or fail; `browser.snap(page, tmp_path, name)` saves more along the way."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
-    context.set_default_timeout(20_000)
+    context.set_default_timeout(WAIT_MS)
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))

@@ -95,6 +95,8 @@ def write_run(
     protocol: str | None = None,
     seeds: Sequence[int] | None = None,
     abstentions: bool = True,
+    agent_args: dict[str, object] | None = None,
+    statuses: Sequence[EpisodeStatus] | None = None,
 ) -> Path:
     """Write a run of `n_episodes` episodes spread evenly over `tasks` into `log_dir/run_id` and mark it `status`.
 
@@ -104,7 +106,8 @@ def write_run(
     every episode carries a `metrics["realtime"]` record. With `seeds` (two or more, in place of `base_seed`) the run
     is one of `--seeds`: every (task, index) under each seed, `n_episodes` keys and so `n_episodes * len(seeds)`
     episodes, whose outcomes share a probability drawn per key (episodes of a key alike, as of one start). Without
-    `abstentions` every episode succeeds or fails. Returns the run directory."""
+    `abstentions` every episode succeeds or fails; with `statuses` the episodes end with these, in turn, instead.
+    `agent_args` are the agent's arguments, as `-A` records them. Returns the run directory."""
     if not tasks:
         raise ValueError("a run needs at least one task")
     if seeds is not None and (len(seeds) < 2 or len(set(seeds)) != len(seeds)):
@@ -116,6 +119,8 @@ def write_run(
     per_task = [n_episodes // len(tasks) + (1 if i < n_episodes % len(tasks) else 0) for i in range(len(tasks))]
     digest = hashlib.blake2b(f"{run_id}:{seed}".encode(), digest_size=8).hexdigest()
     spec: dict[str, object] = {"benchmark": benchmark, "agent": agent, "split": SPLIT, "tasks": list(tasks)}
+    if agent_args is not None:
+        spec["agent_args"] = agent_args
     spec["seed"] = base_seeds[0]
     if seeds is not None:
         spec["seeds"] = base_seeds
@@ -130,7 +135,8 @@ def write_run(
         for index in range(count):
             key_p = success_rate if seeds is None else min(1.0, max(0.0, success_rate + rng.uniform(-0.5, 0.5)))
             for under in base_seeds:
-                outcome = _status(rng, key_p, abstentions)
+                drawn = _status(rng, key_p, abstentions)
+                outcome = drawn if statuses is None else statuses[len(items) % len(statuses)]
                 steps = rng.randint(3, 60)
                 seed = rng.randrange(2**31)
                 reason = _reason(rng, outcome)

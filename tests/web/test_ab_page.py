@@ -4,6 +4,7 @@ the path of the statistic against the decision boundary."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,14 @@ def test_the_page_shows_the_decision_the_flips_and_the_path_the_api_recorded(
     for name, key in (("ab-both", "both"), ("ab-a-wins", "a_wins"), ("ab-b-wins", "b_wins"), ("ab-neither", "neither")):
         expect(page.get_by_test_id(name)).to_have_text(str(flips[key]))
     expect(page.get_by_test_id("ab-abstentions")).to_have_text(str(recorded["abstentions"]))
+    # A better: B − A is ruled out at 0 and above, and the page says the interval is the test's own
+    low, high = recorded["confidence_sequence"]
+    assert recorded["confidence_sequence_kind"] == "test" and low < high < 0
+    expect(page.get_by_test_id("ab-confidence")).not_to_contain_text(re.compile(r"[+-]0\.0 pp"))  # never reads as 0
+    expect(page.get_by_test_id("ab-confidence-note")).to_have_text(
+        f"every B − A the test itself has not ruled out at alpha {recorded['alpha']}; it leaves out 0 exactly "
+        "because the test decided"
+    )
     for side in ("a", "b"):
         link = page.get_by_test_id(f"ab-run-{side}")
         expect(link).to_have_text(recorded[f"run_{side}"])

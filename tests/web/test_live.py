@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from browser import HyloServe, snap
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Request, Route, expect
 
 BABYAI = ("env_babyai", "babyai/default")
 METAWORLD = ("env_metaworld", "metaworld/mt10")
@@ -164,6 +164,56 @@ def test_pause_holds_the_step_then_step_adds_one_and_moving_the_episode_ends_the
     state = server.api.get(f"/api/env-panels/{METAWORLD[0]}").json()["state"]
     assert state["episode_id"] == placed(METAWORLD, "reach-v3", 3)
     expect(page.get_by_test_id("panel-message")).to_have_count(0)
+
+
+def test_a_session_being_started_shows_busy_and_a_double_click_starts_it_once(
+    server: HyloServe, page: Page, tmp_path: Path
+) -> None:
+    open_panel(server, page, METAWORLD, "reach-v3", 1)
+    page.get_by_test_id("agent-select").select_option("agent:hold")
+    creates: list[str] = []
+    refusals: list[str] = []
+
+    def sent(request: Request) -> None:
+        if request.method == "POST" and request.url.endswith("/api/sessions"):
+            creates.append(request.url)
+
+    def hold(route: Route) -> None:  # the session's creation waits until the page is looked at while it starts
+        if route.request.method == "POST":
+            held.append(route)
+        else:
+            route.fallback()
+
+    held: list[Route] = []
+    page.on("request", sent)
+    page.on("response", lambda r: refusals.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.route("**/api/sessions", hold)
+
+    page.get_by_test_id("action-play").dblclick()
+    starting = page.get_by_test_id("session-starting")
+    expect(starting).to_be_visible()
+    expect(starting).to_contain_text("agent hold")
+    expect(page.get_by_test_id("no-session")).to_have_count(0)
+    expect(page.get_by_test_id("action-play")).to_be_disabled()
+    expect(page.get_by_test_id("action-step")).to_be_disabled()
+    snap(page, tmp_path, "starting")
+    for _ in range(600):  # the page sends it once its panel is read again; Playwright hands it over as it waits
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert len(held) == 1, held
+    held[0].continue_()
+
+    expect(page.get_by_test_id("session-status")).to_have_text("running")
+    expect(page.get_by_test_id("session-starting")).to_have_count(0)
+    wait_counter_past(page, 2)
+    session = only_session(server)
+    assert session["agent"] == "hold" and session["episode_id"] == placed(METAWORLD, "reach-v3", 1)
+    assert len(creates) == 1, creates
+    assert refusals == []
+    expect(page.get_by_test_id("panel-message")).to_have_count(0)
+    page.get_by_test_id("action-stop").click()
+    expect(page.get_by_test_id("session-status")).to_have_text("idle")
 
 
 def out_of_range_graph(server: HyloServe) -> str:

@@ -1,6 +1,6 @@
 """The runs dashboard in a browser against a real `hylo serve`: starting an evaluation and watching it finish, a
-run's numbers against the API's, a 10,000-episode run paged and filtered, comparing two runs, refusals, cancel and
-video."""
+run's numbers against the API's, a 10,000-episode run paged and filtered, comparing two runs (per task, and from a
+flip to its episode), refusals, cancel and video, a run's health and its agent's arguments."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import pytest
 from browser import HyloServe, snap
 from playwright.sync_api import Page, expect
 from synthetic import write_run
+
+from hylo.core.status import EpisodeStatus
 
 EVAL = "/api/eval/v2"
 LONG_MS = 40_000
@@ -345,10 +347,12 @@ def test_a_refused_start_names_the_field(server: HyloServe, page: Page, tmp_path
     expect(error).to_contain_text("episodes: ")
 
     page.get_by_test_id("start-episodes").fill("2")
+    expect(page.get_by_test_id("start-import-allowed")).to_have_count(0)  # this server imports nothing
     page.get_by_test_id("start-agent").fill("os:system")
     page.get_by_test_id("start-submit").click()
     expect(error).to_have_text(refusal(server, {**request, "episodes": 2, "agent": "os:system"}))
     expect(error).to_contain_text("agent: ")
+    expect(error).to_contain_text("hylo serve --allow-import")  # the way around it is the operator's
     snap(page, tmp_path, "refused")
     assert get(server, f"{EVAL}/queue")["jobs"] == []
     assert not (server.log_dir / "ui-refused").exists()
@@ -465,4 +469,127 @@ def test_env_options_reach_the_run_and_a_refused_one_is_named(server: HyloServe,
     (episode,) = get(server, f"{EVAL}/runs/{run_id}/episodes")["episodes"]
     trace = get(server, f"{EVAL}/runs/{run_id}/trace", episode=episode["episode_id"])["events"]
     first = next(event["obs"] for event in trace if event["event"] == "observation")
-    assert set(first) == {"images", "state"} and first["images"]["pixels"]["shape"] == [96, 96, 3]
+    # the option reached the env: its state is the agent's position alone (the default obs_type's has 5 values);
+    # `random` declares that it reads no camera, so it is given none
+    assert set(first) == {"state"} and len(first["state"]) == 2
+
+
+def badge_colour(page: Page, test_id: str) -> str:
+    return str(page.get_by_test_id(test_id).evaluate("e => getComputedStyle(e).backgroundColor"))
+
+
+def test_a_run_whose_episodes_all_ended_in_error_is_not_a_green_complete(
+    server: HyloServe, page: Page, tmp_path: Path
+) -> None:
+    tasks = ["GoToLocal"]
+    write_run(server.log_dir, "health-fine", 20, tasks, seed=1, abstentions=False)
+    write_run(server.log_dir, "health-crashed", 20, tasks, seed=1, statuses=[EpisodeStatus.ERROR])
+    mostly = [EpisodeStatus.ERROR, EpisodeStatus.INFRA_INVALID, EpisodeStatus.SUCCESS]
+    write_run(server.log_dir, "health-mostly", 30, tasks, seed=1, statuses=mostly)
+    runs = {run["run_id"]: run for run in get(server, f"{EVAL}/runs")["runs"]}
+    assert [runs[r]["status"] for r in ("health-fine", "health-crashed", "health-mostly")] == ["complete"] * 3
+    assert [runs[r]["health"] for r in ("health-fine", "health-crashed", "health-mostly")] == [
+        "ok",
+        "all_errors",
+        "mostly_errors",
+    ]
+
+    open_runs(page, server)
+    expect(page.get_by_test_id("run-status-health-fine")).to_have_text("complete")
+    expect(page.get_by_test_id("run-status-health-fine-health")).to_have_count(0)
+    green = badge_colour(page, "run-status-health-fine")
+    for run_id, words in (("health-crashed", "all errors"), ("health-mostly", "mostly errors")):
+        expect(page.get_by_test_id(f"run-status-{run_id}")).to_have_text("complete")
+        expect(page.get_by_test_id(f"run-status-{run_id}-health")).to_have_text(words)
+        assert badge_colour(page, f"run-status-{run_id}") != green, f"{run_id} shows as a green complete"
+    expect(page.get_by_test_id("run-status-health-crashed-health")).to_have_attribute(
+        "title", "error 20 of 20 episodes"
+    )
+    expect(page.get_by_test_id("run-success-health-crashed")).to_have_text("—")  # nothing was scored
+    fine = runs["health-fine"]
+    expect(page.get_by_test_id("run-success-health-fine")).to_have_text(
+        pct(fine["success_rate"]) + interval(fine["success_ci"])
+    )
+    snap(page, tmp_path, "health-list")
+
+    page.get_by_test_id("run-link-health-crashed").click()
+    expect(page.get_by_test_id("run-status-health")).to_have_text("all errors")
+    assert badge_colour(page, "run-status") != green
+
+
+def test_two_runs_that_differ_only_in_an_agent_argument_are_told_apart(
+    server: HyloServe, page: Page, tmp_path: Path
+) -> None:
+    for gain in (10, 20):
+        write_run(server.log_dir, f"gain-{gain}", 10, ["GoToLocal"], seed=gain, agent_args={"gain": gain, "mode": "p"})
+    open_runs(page, server)
+    expect(page.get_by_test_id("run-args-gain-10")).to_have_text("gain=10, mode=p")
+    expect(page.get_by_test_id("run-args-gain-20")).to_have_text("gain=20, mode=p")
+    expect(page.get_by_test_id("run-args-health-fine")).to_have_count(0)  # a run without arguments shows none
+    snap(page, tmp_path, "args-list")
+
+    page.get_by_test_id("run-link-gain-20").click()
+    expect(page.get_by_test_id("run-agent")).to_have_text("random")
+    expect(page.get_by_test_id("run-agent-args")).to_have_text("gain=20, mode=p")
+    expect(page.get_by_test_id("run-digest")).to_have_text(get(server, f"{EVAL}/runs/gain-20")["run"]["digest"])
+    page.goto(server.url + "/#/runs/health-fine")
+    expect(page.get_by_test_id("run-agent-args")).to_have_text("none")
+
+
+def test_the_compare_page_tests_each_task_with_holm_and_a_flip_opens_its_episode(
+    server: HyloServe, page: Page, tmp_path: Path
+) -> None:
+    tasks = ["GoToLocal", "PickupLoc", "Open"]
+    write_run(server.log_dir, "tasks-a", 300, tasks, seed=11, success_p=[0.2, 0.5, 0.5])
+    write_run(server.log_dir, "tasks-b", 300, tasks, seed=12, success_p=[0.9, 0.5, 0.55])
+    result = get(server, f"{EVAL}/compare", a="tasks-a", b="tasks-b")
+    per_task = result["per_task"]
+    assert sorted(per_task) == sorted(tasks)
+    assert per_task["GoToLocal"]["p_holm"] < 0.05 < per_task["PickupLoc"]["p_holm"]
+    assert any(t["p_holm"] > t["p_value"] for t in per_task.values()), "Holm adjusts some p-value upwards"
+
+    page.goto(server.url + "/#/compare?a=tasks-a&b=tasks-b")
+    table = page.get_by_test_id("per-task-table")
+    expect(table.locator("tbody tr")).to_have_count(3)
+    for task, t in per_task.items():
+        row = table.get_by_test_id(f"per-task-row-{task}")
+        expect(row.get_by_test_id("pt-pairs")).to_have_text(str(t["n_pairs"]))
+        expect(row.get_by_test_id("pt-discordant")).to_have_text(f"{t['a_only']} / {t['b_only']}")
+        expect(row.get_by_test_id("pt-rate-a")).to_have_text(pct(t["rate_a"]))
+        expect(row.get_by_test_id("pt-rate-b")).to_have_text(pct(t["rate_b"]))
+        expect(row.get_by_test_id("pt-difference")).to_have_text(points(t["difference"]))
+        expect(row.get_by_test_id("pt-p")).to_have_text(p_value(t["p_value"]))
+        expect(row.get_by_test_id("pt-p-holm")).to_have_text(p_value(t["p_holm"]))
+    expect(table.get_by_test_id("per-task-row-GoToLocal").get_by_test_id("pt-p-holm")).to_have_class(
+        re.compile("significant")
+    )
+    expect(table.get_by_test_id("per-task-row-PickupLoc").get_by_test_id("pt-p-holm")).not_to_have_class(
+        re.compile("significant")
+    )
+    snap(page, tmp_path, "per-task")
+
+    flip = result["flips"][3]
+    row = page.locator(f'[data-testid=flip-row][data-episode-id="{flip["episode_id"]}"]')
+    row.get_by_test_id("flip-link-b").click()
+    expect(page.get_by_test_id("run-id")).to_have_text("tasks-b")
+    panel = page.get_by_test_id("episode-panel")
+    expect(panel).to_have_attribute("data-episode-id", flip["episode_id"])
+    expect(panel).to_contain_text(flip["status_b"])
+    expect(panel).to_be_in_viewport()  # below the run's figures: the page scrolls to it
+    expect(panel.get_by_test_id("trace-event").first).to_be_visible()
+    snap(page, tmp_path, "flip-episode")
+
+    page.go_back()
+    page.locator(f'[data-testid=flip-row][data-episode-id="{flip["episode_id"]}"]').get_by_test_id(
+        "flip-link-a"
+    ).click()
+    expect(page.get_by_test_id("run-id")).to_have_text("tasks-a")
+    expect(page.get_by_test_id("episode-panel")).to_contain_text(flip["status_a"])
+    page.reload()  # the open episode is in the address
+    expect(page.get_by_test_id("episode-panel")).to_have_attribute("data-episode-id", flip["episode_id"])
+    page.get_by_test_id("episode-close").click()
+    expect(page.get_by_test_id("episode-panel")).to_have_count(0)
+    assert "episode=" not in page.url
+
+    missing = server.api.get(f"{EVAL}/runs/tasks-a/episode", params={"episode": "babyai/default/Nope/0001@s0"})
+    assert missing.status_code == 404 and "Nope" in missing.json()["detail"]

@@ -9,7 +9,7 @@ import gymnasium.spaces as spaces
 import numpy as np
 from pydantic import Field
 
-from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase
+from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.types import Observation
@@ -19,6 +19,7 @@ class RandomAgent(AgentBase):
     """Samples the action space uniformly; seeded from the episode's seed, so runs are reproducible."""
 
     name = "random"
+    requirements = AgentRequirements(needs_images=False)  # it reads no observation: nothing is rendered for it
 
     class Args(AgentArgs):
         chunk: int = Field(default=1, ge=1, le=MAX_CHUNK, description="actions per act")
@@ -60,6 +61,7 @@ class HoldAgent(AgentBase):
     """Always returns the neutral action: the floor any agent must beat."""
 
     name = "hold"
+    requirements = AgentRequirements(needs_images=False)
 
     class Args(AgentArgs):
         pass

@@ -95,7 +95,9 @@ class MlpPolicy(AgentBase):
         self._pool: ThreadPoolExecutor | None = None
         self._pool_size = 0
         self.requirements = AgentRequirements(
-            observation_keys=("state",), action_space=spaces.Box(-1.0, 1.0, (action_dim,), np.float32)
+            observation_keys=("state",),
+            action_space=spaces.Box(-1.0, 1.0, (action_dim,), np.float32),
+            needs_images=False,
         )
 
     def forward(self, states: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

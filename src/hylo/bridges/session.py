@@ -25,7 +25,7 @@ import numpy as np
 
 from hylo.bridges.served_run import SERVED_BENCHMARK, SERVED_SPLIT, ServedRun
 from hylo.bridges.vlaeval_protocol import EncodedImage, ProtocolError, UndecodedImage, wire_action
-from hylo.core.agent import AgentRequirements, agent_name
+from hylo.core.agent import agent_name, gets_images
 from hylo.core.bus import EventBus
 from hylo.core.context import EpisodeContext
 from hylo.core.episode import EndEpisode, detail_of, raised
@@ -69,10 +69,9 @@ def harness_task(payload: Mapping[str, Any]) -> tuple[str, int, Any]:
 
 
 def wants_images(agent: Any) -> bool:
-    """Whether the agent gets the observation's images: an agent that declares its requirements without images
-    gets none (as in driven mode, where its env renders none); one that declares nothing gets them."""
-    requirements = getattr(agent, "requirements", None)
-    return not isinstance(requirements, AgentRequirements) or requirements.needs_images
+    """Whether the agent gets the observation's images: as in driven mode (`hylo.core.agent.gets_images`), one that
+    declares `needs_images=False` gets none; one that declares nothing, or `needs_images=True`, gets them."""
+    return gets_images(agent)
 
 
 def to_observation(
@@ -81,7 +80,7 @@ def to_observation(
     """vla-eval's observation (`images`, `state`, `task_description`, ...) under hylo's canonical keys (`images`,
     `state`, `instruction`); every other key is kept as it came. Returns it with its trace summary, in which an image
     is named by its digest (`encoding`, `digest`, `shape`, `dtype`; the digest of its encoded bytes when it arrived
-    compressed). With `images=False` (the agent declared it needs none) the observation has no `images` at all, as in
+    compressed). With `images=False` (the agent declared `needs_images=False`) the observation has no `images`, as in
     driven mode, where such an agent's env renders none: they are only traced."""
     obs = Observation(payload)
     description = obs.pop("task_description", None)
@@ -173,7 +172,7 @@ class ServedSession:
     `action_space` bounds the shield; when None (the agent declares none and the operator gave none), it is made
     from the first action's shape with infinite bounds, so the shield rejects only non-finite actions.
     `images=False` keeps the observation's `images` from the agent: they are only traced. By default that is so for
-    an agent that declares its requirements without images (`wants_images`).
+    an agent that declares `needs_images=False` (`wants_images`).
     """
 
     def __init__(

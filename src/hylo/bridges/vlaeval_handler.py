@@ -39,7 +39,7 @@ class ConnectionHandler:
     def __init__(self, bridge: Greets, session: ServedSession) -> None:
         self.bridge = bridge
         self.session = session
-        # An agent that declares its requirements without images never sees any (as in driven mode): the images of
+        # An agent that declares needs_images=False never sees any (as in driven mode): the images of
         # its frames are traced by the digest of their bytes and never decoded.
         self.decode_images = session.images
 

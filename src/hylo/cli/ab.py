@@ -49,9 +49,41 @@ def _compare(args: argparse.Namespace) -> int:
     spec_a = EvalSpec(agent=args.agent_a, agent_args=parse_agent_args(args.agent_args_a), **common)
     spec_b = EvalSpec(agent=args.agent_b, agent_args=parse_agent_args(args.agent_args_b), **common)
     with stdout_to_stderr():  # simulators that print never reach stdout
-        result = run_ab(spec_a, spec_b, max_pairs=args.max_episodes, alpha=args.alpha)
-    _print(result.to_json(), json_out=args.json)
+        result = run_ab(spec_a, spec_b, max_pairs=args.max_episodes, alpha=args.alpha, reuse_runs=args.reuse_runs)
+    record = result.to_json()
+    if result.reuse_runs:
+        out = console(stderr=args.json)  # --json: stdout holds the record alone
+        for side in ("a", "b"):
+            out.print(reused_note(side, record[f"run_{side}"], (result.logged_before or {}).get(side, 0)),
+                      highlight=False)  # fmt: skip
+    _print(record, json_out=args.json)
     return 0
+
+
+def reused_note(side: str, run_id: str, logged: int) -> str:
+    """What `--reuse-runs` did with a side's run: took the run `hylo eval` made, or made the one it would resume."""
+    if logged:
+        episodes = f"{logged} episode" + ("s" if logged != 1 else "")
+        return f"{side.upper()}: --reuse-runs: reusing run {run_id} ({episodes} already in it), extending it"
+    return f"{side.upper()}: --reuse-runs: no run of this configuration yet; made {run_id}, which hylo eval resumes"
+
+
+def interval_note(record: dict[str, Any]) -> str:
+    """One line on what the interval is, and how it stands to the decision."""
+    if record.get("confidence_sequence_kind") != "test":
+        return ("an older record: its interval is a separate betting confidence sequence, which may contain 0 "
+                "although the test decided")  # fmt: skip
+    ruled = f"every B − A the test itself has not ruled out at alpha {record['alpha']}"
+    if record["decision"] is None:
+        return f"{ruled}; 0 is still among them: no decision"
+    return f"{ruled}; it leaves out 0 exactly because the test decided"
+
+
+def bound(value: float) -> str:
+    """A bound of the interval to three decimals, or in scientific notation where those would print a bound that is
+    not 0 as ±0.000 (an interval that leaves out 0 never reads as if it held it)."""
+    shown = f"{value:+.3f}"
+    return f"{value:+.1e}" if value != 0 and float(shown) == 0 else shown
 
 
 def _print(record: dict[str, Any], *, json_out: bool) -> None:
@@ -60,13 +92,15 @@ def _print(record: dict[str, Any], *, json_out: bool) -> None:
         return
     out = console()
     decision = record["decision"] or f"no decision within {record['max_pairs']} pairs"
+    reused = " (--reuse-runs: the runs hylo eval made)" if record.get("reuse_runs") else ""
     out.print(f"A/B {record['ab_id']}: A = {record['agent_a']} ({record['run_a']}), "
-              f"B = {record['agent_b']} ({record['run_b']})", highlight=False)  # fmt: skip
+              f"B = {record['agent_b']} ({record['run_b']}){reused}", highlight=False)  # fmt: skip
     out.print(f"decision: {decision} (after {record['pairs_used']} pairs, alpha {record['alpha']})", highlight=False)
     difference = record["difference"]
     low, high = record["confidence_sequence"]
     if difference is not None:
-        out.print(f"B − A: {difference:+.3f}, confidence sequence [{low:+.3f}, {high:+.3f}]", highlight=False)
+        out.print(f"B − A: {difference:+.3f}, confidence sequence [{bound(low)}, {bound(high)}]", highlight=False)
+        out.print(f"  ({interval_note(record)})", highlight=False)
     flips = record["flips"]
     out.print(f"pairs: only A succeeded {flips['a_wins']}, only B {flips['b_wins']}, both {flips['both']}, "
               f"neither {flips['neither']}; with an abstention {record['abstentions']}", highlight=False)  # fmt: skip

@@ -4,6 +4,7 @@ the dependency-free built-in environments)."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -11,14 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from hylo.agents import HoldAgent, RandomAgent
-from hylo.cli.output import console
+from hylo.cli.output import console as output_console
 from hylo.core import EpisodeOutcome, EpisodeStatus, EventBus, JsonlRecorder, Kernel, TaskInstance
 from hylo.core.environment import Environment
 from hylo.envs import GridGoal, GridGoalExpert, PointReach, PointReachExpert
+from hylo.eval.report import STATUS_HEADERS
+from hylo.eval.table_fit import add_name_column, add_number_column, compact_table, print_fitting
 
 
 @dataclass(frozen=True)
@@ -70,27 +74,51 @@ def run_demo(episodes: int = 50, seed: int = 0, trace: Path | None = None) -> li
     return rows
 
 
-def render(rows: list[DemoRow], console: Console) -> None:
-    table = Table(title="hylo demo: Kernel on the built-in environments")
-    for column in ("env", "agent", "n", *[s.value for s in EpisodeStatus], "rate", "conservative", "steps", "ep/s"):
-        table.add_column(column, justify="left" if column in ("env", "agent") else "right", no_wrap=True)
+_FULL = ("n", *[s.value for s in EpisodeStatus], "rate", "conservative", "steps", "ep/s")
+_SHORT = ("n", *[STATUS_HEADERS[s.value] for s in EpisodeStatus], "rate", "cons.", "steps", "ep/s")
+NOTE = "rate = successes / scored episodes (error and infra_invalid abstain); conservative = successes / all episodes."
+SHORT_NOTE = (
+    "infra = infra_invalid, safety = safety_abort; rate = successes / scored episodes (error and infra_invalid "
+    "abstain); cons. = conservative rate = successes / all episodes."
+)
+
+
+def _cells(row: DemoRow) -> list[str]:
+    counts = row.counts
+    rate = row.success_rate
+    return [
+        str(len(row.outcomes)),
+        *[str(counts.get(s, 0)) for s in EpisodeStatus],
+        "—" if rate is None else f"{rate:.2f}",
+        f"{row.conservative_rate:.2f}",
+        f"{sum(o.steps for o in row.outcomes) / len(row.outcomes):.1f}",
+        f"{len(row.outcomes) / row.seconds:.0f}",
+    ]
+
+
+def _table(rows: list[DemoRow], headers: tuple[str, ...], columns: slice, title: str | None) -> Table:
+    table = compact_table(title)
+    add_name_column(table, "env", wrap=False)
+    add_name_column(table, "agent", wrap=False)
+    for header in headers[columns]:
+        add_number_column(table, header)
     for row in rows:
-        counts = row.counts
-        rate = row.success_rate
-        table.add_row(
-            row.env,
-            row.agent,
-            str(len(row.outcomes)),
-            *[str(counts.get(s, 0)) for s in EpisodeStatus],
-            "—" if rate is None else f"{rate:.2f}",
-            f"{row.conservative_rate:.2f}",
-            f"{sum(o.steps for o in row.outcomes) / len(row.outcomes):.1f}",
-            f"{len(row.outcomes) / row.seconds:.0f}",
-        )
-    console.print(table)
-    console.print(
-        "rate = successes / scored episodes (error and infra_invalid abstain); conservative = successes / all episodes."
-    )
+        table.add_row(row.env, row.agent, *_cells(row)[columns])
+    return table
+
+
+def render(rows: list[DemoRow], console: Console) -> None:
+    """The table of every (env, agent): with full headers, short ones and a legend, or split in two."""
+    title = "hylo demo: Kernel on the built-in environments"
+    every = slice(None)
+    counts, figures = slice(0, 1 + len(EpisodeStatus)), slice(1 + len(EpisodeStatus), None)
+    short = Text(SHORT_NOTE, style="dim")
+    layouts: list[list[RenderableType]] = [
+        [_table(rows, _FULL, every, title), Text(NOTE)],
+        [_table(rows, _SHORT, every, title), short],
+        [_table(rows, _SHORT, counts, title), _table(rows, _SHORT, figures, None), short],
+    ]
+    print_fitting(console, layouts)
 
 
 DEMO_SUITES: tuple[tuple[str, str, tuple[str, ...], int], ...] = (
@@ -100,10 +128,9 @@ DEMO_SUITES: tuple[tuple[str, str, tuple[str, ...], int], ...] = (
 """(benchmark, display name, tasks, divisor of the episode count): Meta-World's random episodes run 500 steps."""
 
 
-def run_real_demo(console: Console, episodes: int = 20, seed: int = 0, log_dir: Path | None = None) -> int:
-    """Evaluate each benchmark's expert and a random agent, show both tables and their paired comparison."""
-    import tempfile
-
+def run_real_demo(console: Console, episodes: int = 20, seed: int = 0, log_dir: Path = Path("hylo-runs")) -> int:
+    """Evaluate each benchmark's expert and a random agent into `log_dir` (a second demo finds them complete there
+    and runs nothing), show both tables and their paired comparison, and how to look at the runs again."""
     from hylo.envs.quiet import stdout_to_stderr
     from hylo.eval.progress import ProgressBar
     from hylo.eval.report import print_comparison, print_summary
@@ -112,37 +139,43 @@ def run_real_demo(console: Console, episodes: int = 20, seed: int = 0, log_dir: 
     from hylo.eval.stats import compare_runs
     from hylo.eval.store import records
 
-    with tempfile.TemporaryDirectory(prefix="hylo-demo-") as tmp:
-        root = log_dir if log_dir is not None else Path(tmp)
-        for benchmark, display, tasks, divisor in DEMO_SUITES:
-            n = max(1, episodes // divisor)
-            results = []
-            for agent in ("expert", "random"):
-                spec = EvalSpec(
-                    benchmark=benchmark, tasks=list(tasks), agent=agent, episodes=n, seed=seed, log_dir=str(root)
-                )
-                with stdout_to_stderr():
-                    evaluation = Evaluation(spec)
-                    with ProgressBar(Console(stderr=True), f"{benchmark} · {agent}") as bar:
-                        evaluation.progress = bar.update
-                        result = evaluation.run()
-                results.append(result)
-                title = f"{agent} on {display} ({n} episodes per task, seed {seed})"
-                print_summary(console, title, result.per_task, result.summary)
-            expert, random_ = results
-            comparison = compare_runs(records(expert.episodes), records(random_.episodes))
-            print_comparison(console, f"expert on {display}", "random", comparison, max_flips=5)
-        if log_dir is not None:
-            console.print(f"runs kept in {log_dir}: hylo runs list --log-dir {log_dir}")
+    where = "" if log_dir == Path("hylo-runs") else f" --log-dir {shlex.quote(str(log_dir))}"
+    run_ids: list[str] = []
+    for benchmark, display, tasks, divisor in DEMO_SUITES:
+        n = max(1, episodes // divisor)
+        results = []
+        for agent in ("expert", "random"):
+            spec = EvalSpec(
+                benchmark=benchmark, tasks=list(tasks), agent=agent, episodes=n, seed=seed, log_dir=str(log_dir)
+            )
+            with stdout_to_stderr():
+                evaluation = Evaluation(spec)
+                with ProgressBar(output_console(stderr=True), f"{benchmark} · {agent}") as bar:
+                    evaluation.progress = bar.update
+                    result = evaluation.run()
+            results.append(result)
+            run_ids.append(result.run_id)
+            title = f"{agent} on {display} ({n} episodes per task, seed {seed}): run {result.run_id}"
+            print_summary(console, title, result.per_task, result.summary)
+        expert, random_ = results
+        comparison = compare_runs(records(expert.episodes), records(random_.episodes))
+        every_flip = f"hylo compare {expert.run_id} {random_.run_id} --all-flips{where}"
+        print_comparison(console, f"expert on {display}", "random", comparison, max_flips=5, all_flips=every_flip)
+    console.print(f"the demo's runs are in {log_dir.resolve()}", highlight=False, soft_wrap=True)
+    console.print("(a second hylo demo finds them complete and runs nothing); look at them again with:")
+    for command in (f"hylo runs list{where}", f"hylo runs show {run_ids[0]}{where}",
+                    f"hylo compare {run_ids[0]} {run_ids[1]} --all-flips{where}"):  # fmt: skip
+        console.print(f"  {command}", highlight=False, markup=False, soft_wrap=True)
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    out = console()
+    out = output_console()
     if args.builtin:
         rows = run_demo(episodes=args.episodes, seed=args.seed, trace=args.trace)
         render(rows, out)
         if args.trace is not None:
             out.print(f"trace: {args.trace}")
         return 0
-    return run_real_demo(out, episodes=args.episodes, seed=args.seed, log_dir=args.log_dir)
+    log_dir = Path("hylo-runs") if args.log_dir is None else args.log_dir  # --builtin writes none
+    return run_real_demo(out, episodes=args.episodes, seed=args.seed, log_dir=log_dir)

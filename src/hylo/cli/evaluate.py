@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +19,7 @@ from hylo.cli.output import EXIT_ABORTED, EXIT_STRICT, console, fail
 from hylo.core.errors import HyloError, HyloFailure
 
 if TYPE_CHECKING:
+    from hylo.eval.rows import EpisodeRow
     from hylo.eval.spec import EvalSpec
 
 
@@ -52,6 +55,8 @@ def run_options(args: argparse.Namespace, *, grid: bool = True) -> dict[str, Any
         "run_id": args.run_id,
         "fresh": args.fresh,
         "video": args.video,
+        "video_size": args.video_size,
+        "no_images": args.no_images,
         "strict": args.strict,
         "workers": args.workers,
         "backend": args.backend,
@@ -238,7 +243,7 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool) -> int:
     stdout. Returns the exit status."""
     from hylo.envs.quiet import stdout_to_stderr
     from hylo.eval.progress import ProgressBar
-    from hylo.eval.report import print_summary, seeds_note
+    from hylo.eval.report import print_reasons, print_summary, seeds_note
     from hylo.eval.runner import Evaluation
     from hylo.eval.writer import RunAborted
 
@@ -265,16 +270,38 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool) -> int:
         print_summary(out, f"{result.run_id}: {spec.agent} on {spec.benchmark}", result.per_task, result.summary)
         if result.seed_clusters is not None:
             out.print(seeds_note(result.seed_clusters), highlight=False)
+        print_reasons(
+            out, result.episodes, more=f"each episode's reason and detail: {_export_command(result.run_id, spec)}"
+        )
         out.print(
             f"run {result.run_id}: {len(result.episodes)} episodes ({result.executed_now} run now), "
-            f"log {result.log_dir}"
+            f"log {result.log_dir}",
+            highlight=False,
+            soft_wrap=True,  # a path: never broken
         )
+        if spec.video:
+            out.print(video_line(result.episodes, result.log_dir), highlight=False, soft_wrap=True)
         out.print(timing_line(evaluation.spec), highlight=False, markup=False)
         if result.batching is not None:
             out.print(batching_line(result.batching, spec))
     if spec.strict and (result.statuses.get("error", 0) or result.statuses.get("infra_invalid", 0)):
         return EXIT_STRICT
     return 0
+
+
+def _export_command(run_id: str, spec: EvalSpec) -> str:
+    """The command that exports a run of `spec` (its `--log-dir` named unless it is the default)."""
+    log_dir = "" if Path(spec.log_dir) == Path("hylo-runs") else f" --log-dir {shlex.quote(spec.log_dir)}"
+    return f"hylo runs export {run_id}{log_dir}"
+
+
+def video_line(episodes: Sequence[EpisodeRow], run_dir: Path) -> str:
+    """Where a run's videos are, or why there are none."""
+    videos = [row for row in episodes if row.video]
+    if videos:
+        return f"videos: {run_dir / 'videos'} ({len(videos)} mp4 files, named by episode and status)"
+    errors = [str(row.metrics["video_error"]) for row in episodes if row.metrics.get("video_error")]
+    return f"videos: none was written ({errors[0]})" if errors else "videos: none was written"
 
 
 def timing_line(spec: EvalSpec) -> str:

@@ -1,21 +1,33 @@
-"""`hylo list benchmarks|agents|protocols`: what can be evaluated here, and how, as the registries describe it (the
-same descriptions `GET /api/benchmarks`, `GET /api/agents` and `GET /api/protocols` serve)."""
+"""`hylo list benchmarks|agents|protocols|tasks`: what can be evaluated here, and how, as the registries describe it
+(the same descriptions `GET /api/benchmarks`, `GET /api/agents` and `GET /api/protocols` serve)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hylo.cli.output import console
 
+if TYPE_CHECKING:
+    from hylo.envs.registry import BenchmarkInfo
+
 
 def run(args: argparse.Namespace) -> int:
+    from hylo.core.errors import HyloError
+
+    if args.what != "tasks" and (args.benchmark is not None or args.split is not None):
+        given = repr(args.benchmark) if args.benchmark is not None else "--split"
+        raise HyloError(
+            f"hylo list {args.what} takes no {given}; hylo list tasks BENCH [--split S] lists a benchmark's tasks"
+        )
     if args.what == "benchmarks":
         return _benchmarks(args)
     if args.what == "protocols":
         return _protocols(args)
+    if args.what == "tasks":
+        return _tasks(args)
     return _agents(args)
 
 
@@ -52,6 +64,78 @@ def _benchmarks(args: argparse.Namespace) -> int:
     for key, what in GymBenchmark.observation_keys.items():
         out.print(f"{'':<{width}}   {key}: {what}", highlight=False, markup=False)
     return 0
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    """`hylo list tasks BENCH [--split S]`: each split's tasks with their step budget and fixed instruction."""
+    from hylo.core.errors import HyloError, UnknownChoice
+    from hylo.envs.registry import listed_benchmarks
+
+    if args.benchmark is None:
+        raise HyloError(
+            f"hylo list tasks needs a benchmark; choose from: {', '.join([*listed_benchmarks(), 'gym:<id>'])}"
+        )
+    info = _described(args.benchmark)
+    if not info.splits:
+        raise HyloError(f"benchmark {info.name!r} cannot list its tasks here: {info.reason}")
+    splits = info.splits
+    if args.split is not None:
+        splits = [split for split in info.splits if split.name == args.split]
+        if not splits:
+            raise UnknownChoice(f"{info.name} split", args.split, [split.name for split in info.splits])
+    if args.json:
+        data = {"benchmark": info.name, "default_split": info.default_split}
+        sys.stdout.write(json.dumps(data | {"splits": [split.model_dump(mode="json") for split in splits]}) + "\n")
+        return 0
+    from rich.table import Table
+
+    from hylo.eval.table_fit import add_name_column, add_number_column, compact_table, print_fitting
+
+    out = console()
+    if not info.available:
+        out.print(f"{info.name} cannot run here: {info.reason}", style="yellow", highlight=False, markup=False)
+    for split in splits:
+        default = " (the default split)" if split.name == info.default_split else ""
+        title = f"{info.name} split {split.name}{default}: {len(split.tasks)} tasks"
+        instructions = any(task.instruction for task in split.tasks)
+        table = compact_table()
+        add_name_column(table, "task")
+        add_number_column(table, "step budget")
+        if instructions:
+            add_name_column(table, "instruction")
+        lines = Table.grid(padding=(0, 2))
+        lines.add_column(overflow="fold")
+        for task in split.tasks:
+            budget = "—" if task.step_budget is None else str(task.step_budget)
+            table.add_row(task.name, budget, *([task.instruction or ""] if instructions else []))
+            instruction = f": {task.instruction}" if task.instruction else ""
+            lines.add_row(f"{task.name} ({budget} steps){instruction}")
+        out.print(title, style="bold", highlight=False, markup=False)
+        print_fitting(out, [[table], [lines]])
+    return 0
+
+
+def _described(name: str) -> BenchmarkInfo:
+    """The benchmark `name` as `hylo list benchmarks` describes it (a `gym:<id>` too, built to list its task)."""
+    from hylo.envs.registry import BenchmarkInfo, SplitInfo, TaskInfo, describe_benchmark, get_benchmark
+
+    if not name.startswith("gym:"):
+        return describe_benchmark(name)
+    bench = get_benchmark(name)
+    splits = [
+        SplitInfo(
+            name=split,
+            tasks=[
+                TaskInfo(name=task, step_budget=bench.default_step_budget(task), instruction=bench.instruction(task))
+                for task in bench.tasks(split)
+            ],
+        )
+        for split in bench.splits()
+    ]
+    default = bench.default_split or splits[0].name
+    return BenchmarkInfo(
+        name=name, display_name=name, target="gymnasium", available=True, default_split=default, splits=splits
+    )
 
 
 def _agents(args: argparse.Namespace) -> int:

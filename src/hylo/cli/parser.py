@@ -30,6 +30,15 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
+def _video_size(text: str) -> tuple[int, int]:
+    from hylo.eval.spec import parse_video_size
+
+    try:
+        return parse_video_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -69,6 +78,19 @@ def _add_run_options(parser: argparse.ArgumentParser, *, episodes: bool = True, 
     parser.add_argument("--run-id", default=None, help="name the run (default: derived from the configuration)")
     parser.add_argument("--fresh", action="store_true", help="start a new run instead of resuming")
     parser.add_argument("--video", type=non_negative_int, default=0, metavar="N", help="mp4 of the first N per task")
+    parser.add_argument(
+        "--video-size",
+        type=_video_size,
+        default=None,
+        metavar="SIZE",
+        help="recorded frames' size: 256 or 320x240 (default: the env camera's); never changes what the agent sees",
+    )
+    parser.add_argument(
+        "--no-images",
+        action="store_true",
+        help="withhold camera images from the agent and render none for it (default: it gets them unless it "
+        "declares needs_images=False)",
+    )
     parser.add_argument("--strict", action="store_true", help="exit 3 when any episode is error or infra_invalid")
     parser.add_argument("--workers", type=positive_int, default=1, metavar="N", help="worker processes (default 1)")
     parser.add_argument(
@@ -253,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_argument("-B", dest="agent_args_b", action="append", default=[], metavar="K=V", help="B's argument")
     ab.add_argument("--max-episodes", type=positive_int, default=None, metavar="N", help="at most N pairs")
     ab.add_argument("--alpha", type=float, default=0.05, help="the test's two-sided level (default 0.05)")
+    ab.add_argument(
+        "--reuse-runs", action="store_true", help="compare on the runs hylo eval made for A and B, extending them"
+    )
     _add_run_options(ab, episodes=False)
     ab.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
 
@@ -261,19 +286,23 @@ def build_parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="episodes needed to tell two success rates apart")
     plan.add_argument("--p-a", type=float, required=True, help="A's success rate")
     plan.add_argument("--p-b", type=float, required=True, help="B's success rate")
-    plan.add_argument("--correlation", type=float, default=0.0, help="of A's and B's outcomes on a pair (default 0)")
+    plan.add_argument("--correlation", type=float, default=None,
+                      help="of A's and B's outcomes on a pair (phi: hylo compare of a pilot prints it); without it, "
+                      "the paired count at r = 0, 0.25, 0.5, 0.75")  # fmt: skip
     plan.add_argument("--alpha", type=float, default=0.05, help="two-sided (default 0.05)")
     plan.add_argument("--power", type=float, default=0.8, help="chance of deciding for the better one (default 0.8)")
     plan.add_argument("--json", action="store_true")
 
-    listing = commands.add_parser("list", help="what is registered")
-    listing.add_argument("what", choices=("benchmarks", "agents", "protocols"))
+    listing = commands.add_parser("list", help="what is registered; list tasks BENCH: a benchmark's tasks")
+    listing.add_argument("what", choices=("benchmarks", "agents", "protocols", "tasks"))
+    listing.add_argument("benchmark", nargs="?", help="list tasks: the benchmark (hylo list benchmarks)")
+    listing.add_argument("--split", default=None, help="list tasks: only this split's (default: every split)")
     listing.add_argument("--json", action="store_true")
 
     demo = commands.add_parser("demo", help="evaluate experts and random agents on BabyAI and Meta-World")
     demo.add_argument("--episodes", type=positive_int, default=20, help="episodes per task (default 20)")
     demo.add_argument("--seed", type=non_negative_int, default=0, help="base seed (default 0)")
-    demo.add_argument("--log-dir", type=Path, default=None, help="where the demo's runs go (default: a temp dir)")
+    demo.add_argument("--log-dir", type=Path, default=None, help="where the demo's runs are kept (default ./hylo-runs)")
     demo.add_argument("--builtin", action="store_true", help="the dependency-free Kernel demo on built-in envs")
     demo.add_argument("--trace", type=Path, default=None, help="--builtin: write the JSONL trace here")
 

@@ -1,42 +1,93 @@
-"""`hylo plan`: how many episodes telling two success rates apart takes, paired, unpaired and sequentially."""
+"""`hylo plan`: how many episodes telling two success rates apart takes, paired, unpaired and sequentially.
+
+The paired counts depend on the correlation r of A's and B's outcomes on a pair, which no default can know: with
+`--correlation` the paired and sequential figures are at that r; without it, the paired count is given at several r
+(from none to strong) and the sequential figure, simulated at one r, waits for it. `hylo compare` of a pilot pair of
+runs reports r."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import shutil
+import textwrap
+from typing import Any
 
-from hylo.eval.planning import mcnemar_pairs, sequential_plan, two_proportion_per_side
+from hylo.eval.planning import (
+    mcnemar_pairs,
+    paired_by_correlation,
+    sequential_plan,
+    two_proportion_per_side,
+)
+
+PILOT_HINT = (
+    "Estimate r from a pilot: both agents on the same 30-50 episodes (hylo eval of each, same tasks and seed), then "
+    "hylo compare RUN_A RUN_B prints it; plan a little below it (from n pairs its standard error is about "
+    "(1-r^2)/sqrt(n): 0.15 at 40)."
+)
 
 
 def run(args: argparse.Namespace) -> int:
     options = {"alpha": args.alpha, "power": args.power}
     if not 0.0 < args.alpha < 1.0:
         raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
-    paired = mcnemar_pairs(args.p_a, args.p_b, correlation=args.correlation, **options)
     per_side = two_proportion_per_side(args.p_a, args.p_b, **options)
-    sequential = sequential_plan(args.p_a, args.p_b, correlation=args.correlation, **options)
-    plan = {
+    plan: dict[str, Any] = {
         "p_a": args.p_a,
         "p_b": args.p_b,
         "correlation": args.correlation,
         "alpha": args.alpha,
         "power": args.power,
-        "paired_mcnemar": {"pairs": paired, "episodes": 2 * paired},
+        "paired_mcnemar": None,
+        "paired_by_correlation": [],
         "unpaired_two_proportion": {"per_side": per_side, "episodes": 2 * per_side},
-        "sequential": {
+        "sequential": None,
+    }
+    if args.correlation is None:
+        counts = paired_by_correlation(args.p_a, args.p_b, **options)
+        plan["paired_by_correlation"] = [{"correlation": r, "pairs": n, "episodes": 2 * n} for r, n in counts]
+    else:
+        paired = mcnemar_pairs(args.p_a, args.p_b, correlation=args.correlation, **options)
+        sequential = sequential_plan(args.p_a, args.p_b, correlation=args.correlation, **options)
+        plan["paired_mcnemar"] = {"pairs": paired, "episodes": 2 * paired}
+        plan["paired_by_correlation"] = [{"correlation": args.correlation, "pairs": paired, "episodes": 2 * paired}]
+        plan["sequential"] = {
             "max_pairs": sequential.max_pairs,
             "mean_pairs": sequential.mean_pairs,
             "p90_pairs": sequential.p90_pairs,
-        },
-    }
+        }
     if args.json:
         print(json.dumps(plan))
         return 0
-    print(f"telling {args.p_a} from {args.p_b} (correlation {args.correlation}) at alpha {args.alpha}, "
-          f"power {args.power}:")  # fmt: skip
-    print(f"  paired, exact McNemar:            {paired} pairs (A and B on the same episode keys)")
-    print(f"  unpaired, two-proportion z-test:  {per_side} episodes per side")
-    print(f"  sequential paired test (hylo ab): {math.ceil(sequential.mean_pairs)} pairs on average, 90% of "
-          f"comparisons at most {sequential.p90_pairs}, with --max-episodes {sequential.max_pairs}")  # fmt: skip
+    _print(plan)
     return 0
+
+
+def _print(plan: dict[str, Any]) -> None:
+    correlation = plan["correlation"]
+    assumed = "correlation not given" if correlation is None else f"correlation {correlation}, as given"
+    print(f"telling {plan['p_a']} from {plan['p_b']} at alpha {plan['alpha']}, power {plan['power']} ({assumed}):")
+    print(f"  unpaired, two-proportion z-test:  {plan['unpaired_two_proportion']['per_side']} episodes per side")
+    if correlation is not None:
+        print(f"  paired, exact McNemar:            {plan['paired_mcnemar']['pairs']} pairs (A and B on the same "
+              "episode keys)")  # fmt: skip
+        sequential = plan["sequential"]
+        mean, p90, cap = math.ceil(sequential["mean_pairs"]), sequential["p90_pairs"], sequential["max_pairs"]
+        print(f"  sequential paired test (hylo ab): {mean} pairs on average, 90% of comparisons at most {p90}, "
+              f"with --max-episodes {cap}")  # fmt: skip
+        _note(f"r = {correlation}: the correlation of A's and B's outcomes on a pair (phi). {PILOT_HINT}")
+        return
+    counts = " · ".join(f"r = {entry['correlation']:g}: {entry['pairs']}" for entry in plan["paired_by_correlation"])
+    print("  paired, exact McNemar (same episode keys), pairs by correlation r:")
+    print(f"    {counts}")
+    print("  sequential paired test (hylo ab): simulated at one r; give --correlation r")
+    _note(
+        "Pairing saves episodes as far as A and B succeed and fail on the same episodes (r > 0); at r = 0 the exact "
+        f"paired test needs about as many as the unpaired one. No r is assumed. {PILOT_HINT}"
+    )
+
+
+def _note(text: str) -> None:
+    """A paragraph under the figures, wrapped to the terminal (at most 100 columns)."""
+    print(textwrap.fill(text, width=min(100, shutil.get_terminal_size().columns)))

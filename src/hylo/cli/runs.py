@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Any
 
@@ -14,25 +15,29 @@ def run_runs(args: argparse.Namespace) -> int:
     from hylo.eval.logdir import delete_run, find_run
     from hylo.eval.planning import detectable_difference
     from hylo.eval.realtime_metrics import episode_realtime, run_realtime
-    from hylo.eval.report import detectable_note, print_summary, realtime_table, seeds_note, timing_note
+    from hylo.eval.report import (
+        detectable_note,
+        print_reasons,
+        print_summary,
+        realtime_table,
+        seeds_note,
+        timing_note,
+    )
     from hylo.eval.stats import seed_clusters, summarize, summarize_by_task, summary_json
     from hylo.eval.store import EvalLog, list_runs, records
 
     if args.runs_command == "list":
+        from hylo.eval.run_list import listed, print_runs
+
         runs = list_runs(args.log_dir)
         if args.json:
-            listed = [
-                {"run_id": r.run_id, "status": r.status, "n_done": r.n_done, "n_planned": r.n_planned}
-                | {"benchmark": r.benchmark, "agent": r.agent}
-                for r in runs
-            ]
-            sys.stdout.write(json.dumps(listed) + "\n")
+            sys.stdout.write(json.dumps([listed(r) for r in runs]) + "\n")
             return 0
         out = console()
         if not runs:
-            out.print(f"no runs in {args.log_dir}")
-        for r in runs:
-            out.print(f"{r.run_id}  {r.status:<11} {r.n_done:>6}/{r.n_planned:<6} {r.benchmark}  {r.agent}")
+            out.print(f"no runs in {args.log_dir}", highlight=False)
+        else:
+            print_runs(out, runs)
         return 0
     if args.runs_command == "delete":
         removed = delete_run(args.log_dir, args.run)
@@ -42,6 +47,10 @@ def run_runs(args: argparse.Namespace) -> int:
         info = log.info()
         final = log.final_episodes()
         if args.runs_command == "show":
+            from hylo.eval.code_identity import CodeIdentity, code_changes, code_note
+            from hylo.eval.run_list import agent_text
+
+            changes = code_changes(args.log_dir, info)
             recs = records(final)
             overall = summarize(recs)
             realtime = run_realtime(final)
@@ -53,6 +62,7 @@ def run_runs(args: argparse.Namespace) -> int:
             if args.json:
                 data: dict[str, Any] = {**info.to_json(), "summary": summary_json(recs)}
                 data["detectable_difference"] = detectable
+                data["code_changes"] = changes.to_json() if changes is not None else None
                 clusters = seed_clusters(recs)
                 if clusters is not None:
                     data["seed_clusters"] = clusters.to_json()
@@ -62,10 +72,13 @@ def run_runs(args: argparse.Namespace) -> int:
                 return 0
             out = console()
             out.print(
-                f"run {info.run_id} · {info.status} · {info.n_done}/{info.n_planned} episodes · {info.agent} on "
-                f"{info.benchmark} ({info.split}) · digest {info.digest}"
+                f"run {info.run_id} · {info.status} · {info.n_done}/{info.n_planned} episodes · {agent_text(info)} on "
+                f"{info.benchmark} ({info.split}) · digest {info.digest}",
+                highlight=False,
             )
             out.print(timing_note(info.spec), highlight=False)
+            for line in code_note(CodeIdentity.from_json(info.spec.get("code")), changes):
+                out.print(line, highlight=False)
             print_summary(out, info.run_id, summarize_by_task(recs), overall)
             clustered = seed_clusters(recs)
             if clustered is not None:
@@ -73,9 +86,8 @@ def run_runs(args: argparse.Namespace) -> int:
             out.print(detectable_note(overall, detectable), style="dim", highlight=False)
             if realtime is not None:
                 out.print(realtime_table(realtime))
-            for row in final:
-                if row.status.value in ("error", "infra_invalid", "safety_abort"):
-                    out.print(f"  {row.episode_id}  {row.status.value}: {row.reason}", highlight=False)
+            exporting = f"hylo runs export {info.run_id} --log-dir {shlex.quote(str(args.log_dir))}"
+            print_reasons(out, final, limit=None, more=f"each episode's reason and detail: {exporting}")
             return 0
         export: dict[str, Any] = {**info.to_json(), "episodes": [], "attempts": []}
         export["episodes"] = [_with_realtime(row.to_json(), episode_realtime(row)) for row in final]
@@ -95,7 +107,7 @@ def _with_realtime(entry: dict[str, Any], realtime: dict[str, Any] | None) -> di
 def run_compare(args: argparse.Namespace) -> int:
     from hylo.eval.logdir import find_run
     from hylo.eval.report import no_pairs_message, pairing_note, print_comparison, run_timing, timing_note
-    from hylo.eval.stats import NoPairs, compare_runs
+    from hylo.eval.stats import NoPairs, compare_runs, correlation_line
     from hylo.eval.store import EvalLog, records
 
     loaded = []
@@ -118,4 +130,5 @@ def run_compare(args: argparse.Namespace) -> int:
         for name, info in ((name_a, info_a), (name_b, info_b)):
             out.print(f"{name}: {timing_note(info.spec)}", highlight=False)
         print_comparison(out, name_a, name_b, comparison, max_flips=None if args.all_flips else 50)
+        out.print(correlation_line(comparison), highlight=False)
     return 0

@@ -13,7 +13,14 @@ from typing import Any
 
 from hylo.argtypes import port, positive_int
 from hylo.secret_env import TOKEN_ENV
-from hylo.server.binding import DEFAULT_HOST, DEFAULT_MAX_QUEUED, DEFAULT_PORT, ServeRefused
+from hylo.server.binding import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_QUEUED,
+    DEFAULT_PORT,
+    ServeRefused,
+    check_binding,
+    check_import,
+)
 
 EXIT_BAD_INPUT = 2
 
@@ -61,6 +68,11 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
         help="let requests use remote agents whose policy server is under this ws:// URL prefix; repeatable",
     )
     parser.add_argument(
+        "--allow-import",
+        action="store_true",
+        help="let jobs name module:Class agents importable here (code from requests: loopback only, or with a token)",
+    )
+    parser.add_argument(
         "--max-queued",
         type=positive_int,
         default=DEFAULT_MAX_QUEUED,
@@ -71,8 +83,9 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until Ctrl-C or SIGTERM (exit 0); 2 with one line when refused (no token off loopback, a malformed
-    --allow-* flag, a port that cannot be bound, a log dir another scheduler owns)."""
+    """Serve until Ctrl-C or SIGTERM (exit 0), once it answers printing the URL to open; 2 with one line when refused
+    (no token off loopback, --allow-import reachable beyond loopback without a token, a malformed --allow-* flag, a
+    port that cannot be bound, a log dir another scheduler owns)."""
     from hylo.jobs.errors import SchedulerBusy
     from hylo.server.access import ServerAccess
     from hylo.server.serve import serve
@@ -86,14 +99,32 @@ def run(args: argparse.Namespace) -> int:
             allow_origins=args.allow_origin,
             allow_ray=args.allow_ray,
             allow_remote=args.allow_remote,
+            allow_import=args.allow_import,
         )
     except ValueError as exc:
         print(f"hylo: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # uvicorn re-raises the signal once it has shut down
+
+    def ready(url: str) -> None:
+        ask = " (it asks for the token)" if token else ""
+        print(f"hylo serve: open {url} in a browser{ask}; runs in {args.log_dir.resolve()}; Ctrl-C stops", flush=True)
+
     try:
-        serve(args.log_dir, host=args.host, port=args.port, token=token, access=access, max_queued=args.max_queued)
+        if args.allow_import:
+            check_binding(args.host, token)  # the refusals first: a refused server changes nothing
+            check_import(access.reachable_beyond_loopback, token)
+            _import_from_here()
+        serve(
+            args.log_dir,
+            host=args.host,
+            port=args.port,
+            token=token,
+            access=access,
+            max_queued=args.max_queued,
+            on_ready=ready,
+        )
     except (ServeRefused, SchedulerBusy) as exc:
         print(f"hylo: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -102,6 +133,15 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit as exc:  # uvicorn exits when its startup fails (the reason is logged)
         return exc.code if isinstance(exc.code, int) else 1
     return 0
+
+
+def _import_from_here() -> None:
+    """`--allow-import`: a job's `module:Class` is checked here, on submission, and built in the job's own process
+    (started in its job directory): both import from the directory the server was started in."""
+    from hylo.cli import IMPORT_DIR_ENV, import_from_cwd
+
+    import_from_cwd()
+    os.environ[IMPORT_DIR_ENV] = os.getcwd()
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -51,6 +51,9 @@ def add_parser(
         help="the execution horizons s to sweep (default: the agent's own); points outside max(1, d) <= s <= H - d "
         "are refused",
     )  # fmt: skip
+    sweep.add_argument(
+        "--reuse-runs", action="store_true", help="run each point on the run hylo eval made for it, extending it"
+    )
     sweep.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
 
 
@@ -94,7 +97,7 @@ def base_spec(args: argparse.Namespace) -> Any:
 def _sweep(args: argparse.Namespace) -> int:
     from hylo.envs.quiet import stdout_to_stderr
     from hylo.eval.progress import ProgressBar
-    from hylo.eval.sweep import run_sweep
+    from hylo.eval.sweep import GridPoint, run_sweep
     from hylo.eval.sweep_plot import horizon_label
     from hylo.eval.writer import RunAborted
 
@@ -111,7 +114,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
     with stdout_to_stderr():  # simulators that print never reach stdout
         try:
-            result = run_sweep(base, args.latency_steps, args.execution_steps, watch=watch)
+            result = run_sweep(base, args.latency_steps, args.execution_steps, watch=watch, reuse_runs=args.reuse_runs)
         except Exception as exc:
             evaluation = current[0] if current else None
             bad_input = isinstance(exc, (HyloError, ValueError, LookupError, ValidationError)) and not isinstance(
@@ -121,8 +124,22 @@ def _sweep(args: argparse.Namespace) -> int:
                 raise  # refused before anything ran: bad input, one line, exit 2
             what = str(exc) if isinstance(exc, RunAborted) else f"{type(exc).__name__}: {exc}"
             return fail(EXIT_ABORTED, f"run {evaluation.run_id} of the sweep aborted: {what}; re-run to resume")
+    if args.reuse_runs:
+        out = console(stderr=args.json)  # --json: stdout holds the record alone
+        for point in result.record["points"]:
+            logged = (result.logged_before or {}).get(GridPoint(point["latency_steps"], point["execution_steps"]), 0)
+            out.print(reused_note(point, logged), highlight=False)
     _print(result.record, args.log_dir, json_out=args.json)
     return 0
+
+
+def reused_note(point: dict[str, Any], logged: int) -> str:
+    """What `--reuse-runs` did with a point's run: took the run `hylo eval` made, or made the one it would resume."""
+    where = f"d = {point['latency_steps']}, s = {point['execution_steps'] or 'own'}"
+    if logged:
+        episodes = f"{logged} episode" + ("s" if logged != 1 else "")
+        return f"{where}: --reuse-runs: reusing run {point['run_id']} ({episodes} already in it)"
+    return f"{where}: --reuse-runs: no run of this configuration yet; made {point['run_id']}, which hylo eval resumes"
 
 
 def _print(record: dict[str, Any], log_dir: Path, *, json_out: bool) -> None:
@@ -140,8 +157,9 @@ def _print(record: dict[str, Any], log_dir: Path, *, json_out: bool) -> None:
     chunk = f", H = {record['chunk_size']}" if record.get("chunk_size") is not None else ""
     tasks = ", ".join(record.get("tasks") or []) or "every task"
     kept = "".join(f", {key} {value}" for key, value in (record.get("timing_options") or {}).items())
+    reused = ", on the runs hylo eval made (--reuse-runs)" if record.get("reuse_runs") else ""
     out.print(f"sweep {record['sweep_id']}: {record['agent']} on {record['benchmark']} ({tasks}){chunk}, "
-              f"{record['episodes']} episodes per task{kept}", highlight=False)  # fmt: skip
+              f"{record['episodes']} episodes per task{kept}{reused}", highlight=False)  # fmt: skip
     table = Table(title="success against latency d (control steps) and execution horizon s")
     for column in ("d", "s", "success rate", "95% CI", "scored", "McNemar p vs d = 0", "run"):
         table.add_column(column, justify="left" if column == "run" else "right", no_wrap=True)

@@ -147,12 +147,30 @@ class AgentRequirements:
     `observation_keys` are paths into the observation space, `/`-separated for nested keys (`images/wrist`);
     `action_space` is compared by type and shape (and `n` for discrete spaces); `privileged_state` says the agent
     reads simulator state through `ctx.privileged` (a benchmark's own expert).
+
+    `needs_images` decides whether the agent is given camera frames (`images`), the same way in every episode of a
+    run, recorded or not: None (not declared) gives it the benchmark's whole observation, cameras included, as a
+    harness hands a VLA its cameras; False gives it none, and no frame is rendered for it (a CPU-rendered frame costs
+    more than a physics step: a state-only agent should say so); True gives it them and refuses an env that has none.
     """
 
     observation_keys: tuple[str, ...] = ()
     action_space: spaces.Space[Any] | None = None
-    needs_images: bool = False
+    needs_images: bool | None = None
     privileged_state: bool = False
+
+
+def gets_images(agent: object) -> bool:
+    """Whether `agent` is given camera images: unless it declares `needs_images=False` (an agent that declares
+    nothing gets the whole observation)."""
+    requirements = getattr(agent, "requirements", None)
+    return not (isinstance(requirements, AgentRequirements) and requirements.needs_images is False)
+
+
+def requires_images(agent: object) -> bool:
+    """Whether `agent` declares `needs_images=True`: an env, or a run, without camera images cannot serve it."""
+    requirements = getattr(agent, "requirements", None)
+    return isinstance(requirements, AgentRequirements) and requirements.needs_images is True
 
 
 def notify(parts: Sequence[object], hook: str, arg: Any) -> None:
@@ -206,7 +224,7 @@ def check_compatible(env_spec: EnvSpec, agent: object, capabilities: EnvCapabili
             problems.append(
                 f"{agent_name(agent)} needs observation key {key!r}; env {env_spec.name!r} provides {provided}"
             )
-    if requirements.needs_images and not _has_key(obs_space, "images"):
+    if requirements.needs_images is True and not _has_key(obs_space, "images"):
         problems.append(f"{agent_name(agent)} needs camera images; env {env_spec.name!r} provides {provided}")
     wanted = requirements.action_space
     if wanted is not None and not _same_action_space(wanted, env_spec.action_space):

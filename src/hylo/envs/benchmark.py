@@ -37,7 +37,12 @@ class Benchmark(abc.ABC):
       `default_per_step_budget_sec` turns a budget into the agent's time allowance per episode (its time outside env
       calls: the env's own calls never count against it)
     - `typical_reset_sec` / `typical_step_sec` are how long the env's reset and step usually take (None: unknown);
-      an env call's limit is a multiple of its measured mean, and of these figures until a worker has measured one
+      an env call's limit is a multiple of its measured mean, and of these figures until a worker has measured one.
+      `typical_build_sec` is how much longer a worker's first reset takes (building the simulator, loading its
+      assets and the libraries it imports on first use; None: nothing worth counting): that reset's limit is a
+      multiple of the build and the reset together, and it is left out of the measured mean. Declare figures taken
+      on a small machine under load (two cores shared with other work): the multiple covers the spread, not the
+      machine
     - `observation_keys` documents what an observation carries
     - `result_packages` names the packages whose versions change the benchmark's results (a simulator's): their
       versions are part of a run's digest, so a run resumed on other versions is another run
@@ -53,6 +58,7 @@ class Benchmark(abc.ABC):
     default_per_step_budget_sec: ClassVar[float] = 0.5
     typical_reset_sec: ClassVar[float | None] = None
     typical_step_sec: ClassVar[float | None] = None
+    typical_build_sec: ClassVar[float | None] = None
     observation_keys: ClassVar[dict[str, str]] = {}
     env_ram_gb: ClassVar[float | None] = None
     result_packages: ClassVar[tuple[str, ...]] = ()

@@ -135,7 +135,7 @@ class GridGoalExpert(AgentBase):
 
     name = "grid_goal_expert"
     requirements = AgentRequirements(
-        observation_keys=("state",), action_space=spaces.Discrete(4), privileged_state=True
+        observation_keys=("state",), action_space=spaces.Discrete(4), needs_images=False, privileged_state=True
     )
 
     class Args(AgentArgs):

@@ -113,6 +113,21 @@ def _import_namespace(env_id: str, name: str, allow_import: bool) -> None:
         ) from exc
 
 
+def renders_frames(registered: GymSpec) -> bool:
+    """Whether the env can render RGB frames: its class lists `rgb_array` among its `render_modes` (a factory that
+    declares none is tried). An env that cannot is built without rendering: an agent that merely takes camera frames
+    where there are some still runs on it, one that requires them is refused at bind time."""
+    creator: Any = registered.entry_point
+    if isinstance(creator, str):
+        try:
+            creator = load_env_creator(creator)
+        except (ImportError, gymnasium.error.Error):
+            return True  # unavailable: `available()` says why
+    metadata = getattr(creator, "metadata", None)
+    modes = metadata.get("render_modes") if isinstance(metadata, Mapping) else None
+    return modes is None or "rgb_array" in modes
+
+
 def check_make_kwargs(env_id: str, registered: GymSpec, kwargs: Mapping[str, Any]) -> None:
     """Refuse a `gymnasium.make` keyword argument the env cannot take, naming it and those it accepts (when its
     constructor lists them); `render_mode` is hylo's to set."""
@@ -251,7 +266,8 @@ class GymEnvironment(Environment):
     def __init__(
         self, env_id: str, *, render_images: bool = False, make_kwargs: Mapping[str, Any] | None = None
     ) -> None:
-        registered_spec(env_id)
+        self._can_render = renders_frames(registered_spec(env_id))
+        render_images = render_images and self._can_render
         self.env_id = env_id
         self._make_kwargs = dict(make_kwargs or {})
         self._renders = render_images  # whether the env was made with render_mode="rgb_array"
@@ -303,11 +319,13 @@ class GymEnvironment(Environment):
     @property
     def render_images(self) -> bool:
         """Whether observations carry `images["render"]`. Switching it on for an env made without rendering (for
-        a recorded episode) remakes the env with `render_mode="rgb_array"`; takes effect at the next reset."""
+        a recorded episode) remakes the env with `render_mode="rgb_array"`; takes effect at the next reset. An env
+        that cannot render (`renders_frames`) stays without."""
         return self._render_images
 
     @render_images.setter
     def render_images(self, on: bool) -> None:
+        on = on and self._can_render
         if on and not self._renders:
             self._env.close()
             self._env = self._make(True)

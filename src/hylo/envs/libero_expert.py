@@ -225,7 +225,9 @@ class LiberoExpert(AgentBase):
     """
 
     name = "expert"
-    requirements = AgentRequirements(action_space=spaces.Box(-1.0, 1.0, (7,)), privileged_state=True)
+    requirements = AgentRequirements(
+        action_space=spaces.Box(-1.0, 1.0, (7,)), needs_images=False, privileged_state=True
+    )
 
     class Args(AgentArgs):
         pass

@@ -144,7 +144,7 @@ class MetaWorldEnvironment(Environment):
             name="metaworld",
         )
         self._sims: dict[str, Any] = {}
-        self._renderers: dict[str, Any] = {}
+        self._renderers: dict[tuple[str, int, int], Any] = {}  # by task, height and width
         self._sim: Any = None
         self._task: TaskInstance | None = None
         self._obs: Observation | None = None
@@ -208,6 +208,14 @@ class MetaWorldEnvironment(Environment):
             raise RuntimeError("no simulator before the first reset")
         return self._sim.data
 
+    def video_frame(self, size: tuple[int, int] | None) -> np.ndarray[Any, Any]:
+        """The current scene from the observation's camera at `size` (width, height; None: the observation's), for a
+        video alone: it renders whether or not the observations carry frames."""
+        if self._sim is None:
+            raise RuntimeError("video_frame before the first reset")
+        width, height = size if size is not None else (self.width, self.height)
+        return self._render(height, width)
+
     def close(self) -> None:
         for renderer in self._renderers.values():
             renderer.close()
@@ -228,18 +236,19 @@ class MetaWorldEnvironment(Environment):
         assert self._task is not None
         obs = Observation(state=state, instruction=INSTRUCTIONS[self._task.task])
         if self.render_images:
-            obs["images"] = {self.camera: self._render()}
+            obs["images"] = {self.camera: self._render(self.height, self.width)}
         return obs
 
-    def _render(self) -> np.ndarray[Any, Any]:
+    def _render(self, height: int, width: int) -> np.ndarray[Any, Any]:
         assert self._task is not None
-        renderer = self._renderers.get(self._task.task)
+        key = (self._task.task, height, width)
+        renderer = self._renderers.get(key)
         if renderer is None:
             model = self._sim.model
-            model.vis.global_.offwidth = max(model.vis.global_.offwidth, self.width)
-            model.vis.global_.offheight = max(model.vis.global_.offheight, self.height)
+            model.vis.global_.offwidth = max(model.vis.global_.offwidth, width)
+            model.vis.global_.offheight = max(model.vis.global_.offheight, height)
             with _gl_context_as_configured():
-                renderer = self._renderers[self._task.task] = mujoco.Renderer(model, self.height, self.width)
+                renderer = self._renderers[key] = mujoco.Renderer(model, height, width)
             renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
             renderer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
         data = self._sim.data
@@ -282,7 +291,9 @@ class MetaWorldExpert(AgentBase):
     """
 
     name = "expert"
-    requirements = AgentRequirements(observation_keys=("state",), action_space=spaces.Box(-1.0, 1.0, (4,)))
+    requirements = AgentRequirements(
+        observation_keys=("state",), action_space=spaces.Box(-1.0, 1.0, (4,)), needs_images=False
+    )
 
     class Args(AgentArgs):
         chunk_size: int = Field(default=1, ge=1, le=MAX_CHUNK, description="actions per act (held open loop)")
@@ -328,6 +339,7 @@ class MetaWorldBenchmark(Benchmark):
     default_per_step_budget_sec = 0.2
     typical_reset_sec = 2.5  # MT10 medians with frames rendered on the CPU (0.45 s and 1.4 ms without), 2 cores
     typical_step_sec = 0.16
+    typical_build_sec = 3.0  # a first reset's extra (the task's env built): 1.3 s quiet, up to 2.8 s under load
     observation_keys = {
         "state": "39 floats: hand xyz, gripper opening, objects' position and quaternion, the previous step's "
         "copy of those 18, goal xyz",

@@ -130,7 +130,7 @@ class PointReachExpert(AgentBase):
     """Reads the instruction, finds the named marker in the state, and moves straight to it."""
 
     name = "point_reach_expert"
-    requirements = AgentRequirements(observation_keys=("state", "instruction"))
+    requirements = AgentRequirements(observation_keys=("state", "instruction"), needs_images=False)
 
     class Args(AgentArgs):
         chunk: int = Field(default=1, ge=1, le=MAX_CHUNK, description="actions per act")

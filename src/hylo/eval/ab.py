@@ -1,15 +1,21 @@
-"""A/B comparisons (`hylo ab`): agents A and B on the same episode keys, pair by pair, stopped by the sequential
-paired test as soon as it decides.
+"""A/B comparisons (`hylo ab`): agents A and B on the same episode keys, pair by pair, stopped by the sequential paired
+test as soon as it decides.
 
-The two sides are two ordinary, resumable runs (each its own EvalLog, as `hylo eval` makes them), run side by side
-and held pair by pair: episode key i starts on a side only once every key up to i − W has finished on both (W the
-workers per side), so both sides of a pair run before the pairs after them. Keys go task by task within an index
-(index 0 of every task, then index 1, ...), so a comparison stopped early covers every task. The test
-(`hylo.eval.sequential`) takes the pairs in key order, whatever order they finish in, so its decision does not depend
-on the worker count. When it decides, or `max_pairs` pairs are in, no more episodes start; those running finish and
-are committed. The A/B record (`<log dir>/ab/<ab id>.json`) keeps the decision, the pairs it used, the difference
-with its confidence sequence, the flips and the path of the statistic. Re-running the same command resumes both runs
-and replays their pairs through the test: the same record.
+The two sides are two resumable runs of the comparison's own, `<ab id>-a` and `<ab id>-b` (each its own EvalLog, as
+`hylo eval` makes them), run side by side and held pair by pair: episode key i starts on a side only once every key up
+to i − W has finished on both (W the workers per side), so both sides of a pair run before the pairs after them. Keys go
+task by task within an index (index 0 of every task, then index 1, ...), so a comparison stopped early covers every
+task. The test (`hylo.eval.sequential`) takes the pairs in key order, whatever order they finish in, so its decision
+does not depend on the worker count. When it decides, or `max_pairs` pairs are in, no more episodes start; those running
+finish and are committed. The A/B record (`<log dir>/ab/<ab id>.json`) keeps the decision, the pairs it used, the
+difference with its confidence sequence, the flips and the path of the statistic. Re-running the same command resumes
+both runs and replays their pairs through the test: the same record.
+
+The A/B id is a function of the runs A and B would be on their own (configuration and agent code, as `hylo eval` names a
+run: `resolve.plan_run`) and of alpha; not of the cap, so that re-running with a larger `--max-episodes` continues the
+same comparison (the test stays valid when a stopped comparison is extended). A comparison never extends a run that
+`hylo eval` made: its runs are named after it. With `reuse_runs` it takes the runs `hylo eval` would resume for A's and
+B's configurations instead (and extends them); that is another comparison, another id.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import Any
 
 from hylo.core.errors import HyloError
 from hylo.eval.logdir import AB_DIR, FILENAME, records_oldest_first
-from hylo.eval.resolve import resolve
+from hylo.eval.resolve import plan_run, resolve
 from hylo.eval.rows import EpisodeRow
 from hylo.eval.runner import EvalResult, Evaluation
 from hylo.eval.sequential import PairedSequentialTest
@@ -148,6 +154,8 @@ class ABResult:
     pairs_used: int
     max_pairs: int
     record: Path
+    reuse_runs: bool = False
+    logged_before: dict[str, int] | None = None  # each side's episodes already in its log when this call began
 
     def to_json(self) -> dict[str, Any]:
         test = self.test.to_json()
@@ -157,10 +165,12 @@ class ABResult:
             "pairs_used": self.pairs_used,
             "difference": test["difference"],
             "confidence_sequence": test["confidence_sequence"],
+            "confidence_sequence_kind": test["confidence_sequence_kind"],
             "flips": test["flips"],
             "abstentions": test["abstentions"],
             "run_a": self.run_a.run_id,
             "run_b": self.run_b.run_id,
+            "reuse_runs": self.reuse_runs,
             "agent_a": self.run_a.spec["agent"],
             "agent_b": self.run_b.spec["agent"],
             "max_pairs": self.max_pairs,
@@ -185,36 +195,63 @@ def keys_of(evaluation: Evaluation, max_pairs: int) -> list[str]:
     return keys[:max_pairs]
 
 
-def ab_id(run_a: str, run_b: str, max_pairs: int, alpha: float) -> str:
-    digest = hashlib.sha256(json.dumps([run_a, run_b, max_pairs, alpha]).encode()).hexdigest()
+def ab_id(run_a: str, run_b: str, alpha: float, *, reuse_runs: bool = False) -> str:
+    """The comparison's id, from the runs A and B would be on their own (`hylo eval`'s names for them: configuration
+    and code), alpha, and whether it takes those runs themselves."""
+    identity: list[Any] = [run_a, run_b, alpha] + (["reuse-runs"] if reuse_runs else [])
+    digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()
     return f"ab-{digest[:12]}"
 
 
-def run_ab(spec_a: EvalSpec, spec_b: EvalSpec, *, max_pairs: int, alpha: float = 0.05) -> ABResult:
-    """Compare A (`spec_a`) and B (`spec_b`, the same but for the agent) for at most `max_pairs` pairs."""
+def run_ab(
+    spec_a: EvalSpec, spec_b: EvalSpec, *, max_pairs: int, alpha: float = 0.05, reuse_runs: bool = False
+) -> ABResult:
+    """Compare A (`spec_a`) and B (`spec_b`, the same but for the agent) for at most `max_pairs` pairs, on runs of
+    the comparison's own (`reuse_runs`: on the runs `hylo eval` would resume for A and B, extending them)."""
     if max_pairs < 1:
         raise ABError(f"--max-episodes must be at least 1, got {max_pairs}")
+    if reuse_runs and (spec_a.fresh or spec_b.fresh):
+        raise ABError("--reuse-runs takes the runs hylo eval made, --fresh starts new ones: give one of them")
     tasks = spec_a.tasks or resolve(spec_a).tasks  # none named: every task of the split
     per_task = math.ceil(max_pairs / (len(tasks) * len(spec_a.seed_list)))
-    sides = {side: _sized(spec, per_task) for side, spec in zip(SIDES, (spec_a, spec_b), strict=True)}
+    sized = {side: _sized(spec, per_task) for side, spec in zip(SIDES, (spec_a, spec_b), strict=True)}
+    own = {side: eval_run_id(spec) for side, spec in sized.items()}
+    if own["a"] == own["b"]:
+        raise ABError(f"A and B are the same run ({own['a']}): give them different agents or agent arguments")
+    identity = ab_id(own["a"], own["b"], alpha, reuse_runs=reuse_runs)
+    sides = {side: spec if reuse_runs else _named(spec, f"{identity}-{side}") for side, spec in sized.items()}
     evaluations = {side: Evaluation(spec) for side, spec in sides.items()}
     a, b = evaluations["a"], evaluations["b"]
-    if a.run_id == b.run_id:
-        raise ABError(f"A and B are the same run ({a.run_id}): give them different agents or agent arguments")
     keys = keys_of(a, max_pairs)
     if keys != keys_of(b, max_pairs):
         raise ABError("A and B do not plan the same episodes: they must share benchmark, split, tasks and seed")
     coordinator = PairCoordinator(keys, window=max(1, sides["a"].workers), alpha=alpha)
+    logged_before = {}
     for side, evaluation in evaluations.items():
-        coordinator.load(side, _logged(evaluation.run_dir))
+        logged = _logged(evaluation.run_dir)
+        logged_before[side] = len(logged)
+        coordinator.load(side, logged)
         evaluation.gate = SideGate(coordinator, side)
     results = _run_both(evaluations, coordinator)
     pairs_used = coordinator.pairs_used if coordinator.pairs_used is not None else coordinator.consumed
-    identity = ab_id(a.run_id, b.run_id, max_pairs, alpha)
     result = ABResult(identity, results["a"], results["b"], coordinator.test, pairs_used, len(keys),
-                      Path(sides["a"].log_path).resolve() / AB_DIR / f"{identity}.json")  # fmt: skip
+                      Path(sides["a"].log_path).resolve() / AB_DIR / f"{identity}.json", reuse_runs,
+                      logged_before)  # fmt: skip
     _write_record(result)
     return result
+
+
+def eval_run_id(spec: EvalSpec) -> str:
+    """The run `hylo eval` would make or resume for `spec`: its configuration and its agent's code, digested."""
+    run_id = plan_run(spec).run_id
+    if run_id is None:  # plan_run names every run it plans
+        raise ABError(f"no run id for {spec.agent!r}")
+    return run_id
+
+
+def _named(spec: EvalSpec, run_id: str) -> EvalSpec:
+    """`spec` with its run named `run_id` (a new comparison's run is new: `fresh` is spent on its id)."""
+    return EvalSpec.model_validate({**spec.model_dump(), "run_id": run_id, "fresh": False})
 
 
 def _sized(spec: EvalSpec, episodes: int) -> EvalSpec:
@@ -271,6 +308,8 @@ def read_ab(log_dir: Path, identity: str) -> dict[str, Any]:
         known = ", ".join(p.stem for p in _record_paths(log_dir)) or "none"
         raise ABNotFound(f"no A/B comparison {identity!r} in {log_dir}; there are: {known}")
     record: dict[str, Any] = json.loads(path.read_text())
+    record.setdefault("confidence_sequence_kind", "betting")  # made before its interval was the test's own
+    record.setdefault("reuse_runs", False)
     return record
 
 

@@ -2,9 +2,13 @@
 
 An episode's wall time is split between its two parties. The env's time is its calls (reset, step, observe), and each
 call has a limit of its own, set by how long the env's calls usually take: the agent must never be charged for a
-simulator that is slow. The agent's time is everything else from the episode's placement to its verdict (its acts and
-hooks, and the harness's own work between env calls); it is limited per act with `--act-timeout`, else as a whole, by
-the step budget × the benchmark's per-step allowance. `--episode-timeout` optionally caps the whole.
+simulator that is slow. A worker's first reset builds the simulator and loads its assets: its limit allows for the
+benchmark's typical build time as well, and it is not counted in the mean that later resets are limited by. The
+agent's time is everything else from the episode's placement to its verdict (its acts and hooks, and the harness's
+own work between env calls); it is limited per act with `--act-timeout`, else as a whole, by the step budget × the
+benchmark's per-step allowance. `--episode-timeout` optionally caps the whole. Under `--batch`, the time a worker
+waits for its policy host to be started again (after it died) is neither party's: it has a limit of its own
+(`Meter.hold`).
 
 The worker that runs an episode keeps a `record` of where it is — which party is in a call, since when, that call's
 limit, the time each party has used — in a few floats it shares with whoever watches it, and `judge` reads it. The same
@@ -27,7 +31,7 @@ from hylo.envs.benchmark import Benchmark
 from hylo.eval.spec import EvalSpec
 
 RESET_FLOOR_S = 60.0
-"""A reset may always take this long (building a scene, loading assets)."""
+"""A reset may always take this long (a scene rebuilt for another task, assets loaded again)."""
 
 STEP_FLOOR_S = 10.0
 """A step may always take this long, however fast the env's steps have been so far."""
@@ -53,12 +57,14 @@ an act slower than S itself when the act returns; the grace covers the agent's h
 PARTY, KIND, LIMIT, BASIS, BASIS_S, STEP_LIMIT, STARTED, AGENT_S, SINCE = range(9)
 RECORD_SIZE = 9
 
-# PARTY: who is in a call (WRAP_UP: the episode has its verdict; the worker writes its video and trace).
-NOBODY, AGENT, ENV, WRAP_UP = 0.0, 1.0, 2.0, 3.0
+# PARTY: who is in a call (WRAP_UP: the episode has its verdict; the worker writes its video and trace; HOLD: the
+# worker waits for its policy host to be started, which is neither party's time).
+NOBODY, AGENT, ENV, WRAP_UP, HOLD = 0.0, 1.0, 2.0, 3.0, 4.0
 # KIND: which env call. SILENT: a worker that stopped answering (taken for a call holding its interpreter).
 SILENT, RESET, STEP, OBSERVE = 0.0, 1.0, 2.0, 3.0
-# BASIS: how the call's limit was set (BASIS_S: the time it was set from).
-EXPLICIT, UNMEASURED, MEASURED, TYPICAL = 1.0, 2.0, 3.0, 4.0
+# BASIS: how the call's limit was set (BASIS_S: the time it was set from). BUILD: a worker's first reset, from the
+# benchmark's typical reset and build together.
+EXPLICIT, UNMEASURED, MEASURED, TYPICAL, BUILD = 1.0, 2.0, 3.0, 4.0, 5.0
 
 _CALLS = {SILENT: "a call", RESET: "a reset", STEP: "a step", OBSERVE: "an observe"}
 
@@ -78,6 +84,7 @@ class EpisodeLimits:
     env_s: float | None = None
     typical_reset_s: float | None = None
     typical_step_s: float | None = None
+    typical_build_s: float | None = None
 
     @classmethod
     def of(cls, spec: EvalSpec, benchmark: Benchmark, budget: int) -> EpisodeLimits:
@@ -93,6 +100,7 @@ class EpisodeLimits:
             env_s=spec.env_timeout,
             typical_reset_s=benchmark.typical_reset_sec,
             typical_step_s=benchmark.typical_step_sec,
+            typical_build_s=benchmark.typical_build_sec,
         )
 
 
@@ -110,12 +118,18 @@ class Verdict:
     detail: str
 
 
-def call_limit(kind: float, count: int, mean: float, limits: EpisodeLimits) -> tuple[float, float, float]:
+def call_limit(
+    kind: float, count: int, mean: float, limits: EpisodeLimits, *, first: bool = False
+) -> tuple[float, float, float]:
     """(limit, basis, basis seconds) of an env call: `--env-timeout` when given, else `SLOWDOWN` × the env's mean
-    for the call (`count` calls measured), else × the benchmark's typical time, with a floor."""
+    for the call (`count` calls measured), else × the benchmark's typical time, with a floor. A worker's `first`
+    reset builds the simulator: its typical time is the benchmark's typical build and reset together."""
     if limits.env_s is not None:
         return limits.env_s, EXPLICIT, 0.0
     floor = RESET_FLOOR_S if kind == RESET else STEP_FLOOR_S
+    if kind == RESET and first and limits.typical_build_s is not None:
+        typical_first = limits.typical_build_s + (limits.typical_reset_s or 0.0)
+        return max(floor, SLOWDOWN * typical_first), BUILD, typical_first
     if count:
         return max(floor, SLOWDOWN * mean), MEASURED, mean
     typical = limits.typical_reset_s if kind == RESET else limits.typical_step_s
@@ -137,10 +151,18 @@ def judge(record: Sequence[float], now: float, limits: EpisodeLimits) -> Verdict
     if party == ENV:
         ran = now - record[SINCE]
         if ran > record[LIMIT]:
-            return Verdict(EpisodeStatus.INFRA_INVALID, "env timeout", _call_detail(record, ran))
+            return Verdict(EpisodeStatus.INFRA_INVALID, "env timeout", _call_detail(record, ran, limits))
         if limits.episode_s is not None and now - record[STARTED] > limits.episode_s:
             what = f"during {_CALLS.get(record[KIND], 'a call')} of the env"
             return Verdict(EpisodeStatus.INFRA_INVALID, "env timeout", _episode_detail(record, now, limits, what))
+    elif party == HOLD:
+        ran = now - record[SINCE]
+        if ran > record[LIMIT]:
+            detail = f"the worker waited {_s(ran)} s for its policy host to be started, past {record[LIMIT]:g} s"
+            return Verdict(EpisodeStatus.ERROR, "policy host unavailable", detail)
+        if limits.episode_s is not None and now - record[STARTED] > limits.episode_s:
+            what = "while the worker waited for its policy host to be started"
+            return Verdict(EpisodeStatus.ERROR, "policy host unavailable", _episode_detail(record, now, limits, what))
     elif party == AGENT:
         ran = now - record[SINCE]
         if limits.act_kill_s is not None:
@@ -170,7 +192,7 @@ def headroom(record: Sequence[float], now: float, limits: EpisodeLimits) -> floa
     soonest = limits.env_s if limits.env_s is not None else STEP_FLOOR_S  # a call that begins now
     if limits.episode_s is not None:
         soonest = min(soonest, limits.episode_s - elapsed)
-    if party == ENV:
+    if party in (ENV, HOLD):
         soonest = min(soonest, record[LIMIT] - ran)
         ran = 0.0  # the agent's next stretch has not begun
     if limits.act_kill_s is not None:
@@ -180,9 +202,9 @@ def headroom(record: Sequence[float], now: float, limits: EpisodeLimits) -> floa
     return max(0.0, soonest)
 
 
-def _call_detail(record: Sequence[float], ran: float) -> str:
+def _call_detail(record: Sequence[float], ran: float, limits: EpisodeLimits) -> str:
     kind, limit, basis, basis_s = record[KIND], record[LIMIT], record[BASIS], record[BASIS_S]
-    call = _CALLS.get(kind, "a call")
+    call = "the worker's first reset" if basis == BUILD else _CALLS.get(kind, "a call")
     if kind == SILENT:
         return (
             f"the worker stopped answering for {_s(ran)} s (a call holding its Python interpreter, taken for the "
@@ -192,7 +214,14 @@ def _call_detail(record: Sequence[float], ran: float) -> str:
         return f"{call} ran {_s(ran)} s, past --env-timeout {limit:g} s; --env-timeout sets it"
     name = call.split()[-1]
     floor = RESET_FLOOR_S if kind == RESET else STEP_FLOOR_S
-    if basis == UNMEASURED:
+    if basis == BUILD:
+        build = limits.typical_build_s or 0.0
+        typically = f"{basis_s:.3g} s, its build {build:.3g} s and its reset {basis_s - build:.3g} s"
+        if limit > floor:
+            why = f"{SLOWDOWN:g}× the benchmark's typical first reset of {typically}"
+        else:
+            why = f"the floor for a reset; the benchmark's first reset typically takes {typically}"
+    elif basis == UNMEASURED:
         why = f"before any {name} was measured"
     elif limit > floor:
         whose = "mean" if basis == MEASURED else "benchmark's typical"
@@ -257,8 +286,10 @@ def silent(last: Sequence[float] | None, since: float) -> list[float]:
     for the env's — the call it was in, else one that began then, with the step limit (a reset's before the
     episode's first call, or when nothing is known)."""
     out = list(last) if last is not None else [0.0] * RECORD_SIZE
-    if out[PARTY] != ENV:
-        out[LIMIT] = out[STEP_LIMIT] if out[PARTY] == AGENT else RESET_FLOOR_S
+    if out[PARTY] not in (ENV, HOLD):
+        placing = out[PARTY] == AGENT and out[KIND] == RESET and out[SINCE] == out[STARTED]  # no env call yet
+        if not placing:
+            out[LIMIT] = out[STEP_LIMIT] if out[PARTY] == AGENT else RESET_FLOOR_S
         out[PARTY], out[SINCE] = ENV, since
         if last is None:
             out[STARTED] = since
@@ -273,7 +304,8 @@ class Meter:
     """The worker's side of the record: it measures the env's calls and the agent's time between them, publishes
     both, and has `judge` look at the episode when an env call begins or returns if a limit may have been passed
     (raising `OverLimit`, which the Kernel turns into the verdict). The env's mean times are kept over the worker's
-    life, not per episode. A step costs two clock reads and five float stores: no lock, no system call."""
+    life, not per episode, its first reset (the build) left out. A step costs two clock reads and five float stores:
+    no lock, no system call."""
 
     def __init__(self, record: MutableSequence[float] | None = None) -> None:
         shared = record if record is not None else [0.0] * RECORD_SIZE
@@ -283,6 +315,7 @@ class Meter:
         self.verdict: Verdict | None = None  # this episode's, once one was found
         self._resets = self._steps = 0  # measured so far, and their seconds
         self._reset_s = self._step_s = 0.0
+        self._built = False  # the worker's first reset, which builds the simulator, has run
         self._band = (math.inf, -math.inf)  # the step means the step limit stands for
         self._limit = {RESET: (0.0, 0.0, 0.0), STEP: (0.0, 0.0, 0.0), OBSERVE: (0.0, 0.0, 0.0)}
         self._published: tuple[float, float, float] | None = None  # the call's limit in the record
@@ -295,7 +328,7 @@ class Meter:
         """An episode starts (its placement first): the agent's time runs from now."""
         self.limits, self.verdict = limits, None
         reset_mean, step_mean = self._means()
-        self._limit[RESET] = call_limit(RESET, self._resets, reset_mean, limits)
+        reset = self._limit[RESET] = call_limit(RESET, self._resets, reset_mean, limits, first=not self._built)
         self._remeasure(STEP, self._steps, step_mean)
         # the agent's stretch between env calls may run `_stretch` (with an act timeout), else what is left of
         # `_allowance`
@@ -306,6 +339,9 @@ class Meter:
         self._agent_s = 0.0
         self._since, self._due = now, min(now + self._stretch, now + self._allowance, self._episode_due)
         record = self.record
+        # the episode's first env call is its reset: a watcher that hears nothing more judges the silence by its limit
+        record[KIND] = self._kind = RESET
+        record[LIMIT], record[BASIS], record[BASIS_S] = self._published = reset
         record[STARTED] = now
         record[AGENT_S] = 0.0
         record[SINCE] = now
@@ -356,7 +392,11 @@ class Meter:
         if now > self._due:
             assert self.limits is not None
             verdict = judge(self.record, now, self.limits)
-        if verdict is None and kind == STEP:  # a call past its limit would raise the mean the next one gets
+        if kind == RESET and not self._built:  # the build: no measure of the resets to come
+            assert self.limits is not None
+            self._built = True
+            self._limit[RESET] = call_limit(RESET, self._resets, self._means()[0], self.limits)
+        elif verdict is None and kind == STEP:  # a call past its limit would raise the mean the next one gets
             count = self._steps = self._steps + 1
             total = self._step_s = self._step_s + now - self._since
             mean = total / count
@@ -375,6 +415,36 @@ class Meter:
         record[PARTY] = self._party = AGENT
         if verdict is not None:
             self._over(verdict)
+
+    def hold(self, limit_s: float) -> bool:
+        """The worker waits, inside one of the agent's calls, for what is neither party's doing (its policy host being
+        started again): from now until `release` the episode's time is nobody's, for at most `limit_s` (past it, a
+        watcher ends the episode `error`, reason `policy host unavailable`). False outside an agent's stretch."""
+        if self._party != AGENT:
+            return False
+        now = _clock()
+        agent_s = self._agent_s = self._agent_s + now - self._since
+        self._since = now
+        self._due = min(now + limit_s, self._episode_due)
+        record = self.record
+        record[LIMIT] = limit_s
+        self._published = None  # the next env call publishes its own limit again
+        record[SINCE] = now  # before AGENT_S (see `read`)
+        record[AGENT_S] = agent_s
+        record[PARTY] = self._party = HOLD
+        return True
+
+    def release(self) -> None:
+        """The wait that `hold` began is over: the agent's time runs again."""
+        if self._party != HOLD:
+            return
+        now = _clock()
+        self._since = now
+        left = self._allowance - self._agent_s
+        due = now + (left if left < self._stretch else self._stretch)
+        self._due = due if due < self._episode_due else self._episode_due
+        self.record[SINCE] = now
+        self.record[PARTY] = self._party = AGENT
 
     def _remeasure(self, kind: float, count: int, mean: float) -> None:
         """Set a call's limit from its mean; a step's stands while its mean stays within `REMEASURE` of the mean

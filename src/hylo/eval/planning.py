@@ -125,6 +125,32 @@ def two_proportion_per_side(p_a: float, p_b: float, *, alpha: float = 0.05, powe
                    f"telling {p_a} from {p_b} at power {power}")  # fmt: skip
 
 
+CORRELATIONS = (0.0, 0.25, 0.5, 0.75)
+"""The correlations `hylo plan` gives the paired count at when none is stated: from none (pairing saves nothing) to
+strong (A and B mostly succeed and fail on the same episodes)."""
+
+
+def paired_by_correlation(
+    p_a: float, p_b: float, correlations: tuple[float, ...] = CORRELATIONS, *, alpha: float = 0.05,
+    power: float = 0.8,
+) -> list[tuple[float, int]]:  # fmt: skip
+    """(correlation, `mcnemar_pairs` at it) for each of `correlations` that the two rates can have."""
+    counts = []
+    for correlation in correlations:
+        try:
+            pair_probabilities(p_a, p_b, correlation)
+        except ValueError:
+            continue  # e.g. rates far apart cannot correlate strongly
+        counts.append((correlation, mcnemar_pairs(p_a, p_b, correlation=correlation, alpha=alpha, power=power)))
+    return counts
+
+
+def correlation_error(correlation: float, pairs: int) -> float:
+    """The standard error of a correlation estimated from `pairs` pairs, (1 − r²)/√n (its large-sample value): how
+    far below a pilot's estimate to plan with."""
+    return (1 - correlation**2) / math.sqrt(pairs)
+
+
 @dataclass(frozen=True)
 class SequentialPlan:
     """The sequential paired test's plan: `max_pairs`, the smallest cap at which it decides for the better side

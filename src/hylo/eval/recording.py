@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import enum
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
+import numpy as np
 from pydantic_core import to_json
 
 from hylo.core.environment import Environment
 from hylo.core.events import TEMPLATES, BaseEvent, Record, defaults
+from hylo.core.imageless import spec_without_images, without_images
 from hylo.core.jsonable import jsonable
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.eval.video import VideoWriter
@@ -109,58 +112,118 @@ def _finite(value: Any) -> Any:
     return value
 
 
-class FrameTap(Environment):
-    """Wraps an environment to copy one camera's frames into a video while `writer` is set.
+class VideoCamera(Protocol):
+    """An env that can render a frame of its first camera for a video alone (`video_frame`), at the size asked
+    ((width, height); None: the camera's own), outside any observation, without changing the env's state."""
 
-    The wrapped env renders only when asked: the tap switches its `render_images` on for a recorded episode (when
-    the agent does not need images anyway) and off again after.
+    def video_frame(self, size: tuple[int, int] | None) -> np.ndarray[Any, Any]: ...
+
+
+class FrameSource(enum.Enum):
+    """Where a recorded episode's frames come from (see `FrameTap`)."""
+
+    CAMERA = "camera"  # the env's `video_frame`
+    OBSERVATION = "observation"  # the first camera of the observation the agent is given
+    RENDERED = "rendered"  # rendered into the observation for the video, and taken out before the agent sees it
+
+
+class FrameTap(Environment):
+    """Wraps the env an agent acts in so that what the agent is given never depends on recording: it records one
+    camera's frames into a video while `writer` is set (`start` / `stop`), and, when the agent gets no camera images
+    (`images` False), hands on observations without `images` and a spec that declares none, recorded or not.
+
+    A recorded episode's frames come from (`FrameSource`):
+    - the env's own `video_frame(size)` (a `VideoCamera`), when the agent's frames would not do: it gets none, or a
+      `size` was asked for. Meta-World, LIBERO and BabyAI render their first camera at that size for the video alone.
+    - else the first camera of the observation the agent is given (scaled to `size` when one was asked for).
+    - else, for an env that renders only into its observations (`gym:<id>`), its `render_images` is switched on for
+      the recorded episode; the frames it adds are taken out of each observation before the agent sees it.
+
+    A video plays at the env's own rate, its control rate (gymnasium's `render_fps`, or 1/dt): one frame per control
+    step, in real time. A frame that cannot be recorded ends the recording, not the episode (`error` says why; the
+    frames recorded before it are kept).
     """
 
-    def __init__(self, env: Environment, *, agent_needs_images: bool) -> None:
+    def __init__(self, env: Environment, *, images: bool, size: tuple[int, int] | None = None) -> None:
         self.env = env
-        self.agent_needs_images = agent_needs_images
+        self.images = images
+        self.size = size
         self.writer: VideoWriter | None = None
+        self.source: FrameSource | None = None
+        self.error: str | None = None  # why the current recording stopped early
+        self._seen: EnvSpec | None = None  # the env's spec, and the one the agent is shown
+        self._shown: EnvSpec | None = None
 
     @property
     def spec(self) -> EnvSpec:
-        return self.env.spec
+        spec = self.env.spec
+        if self.images:
+            return spec
+        if spec is not self._seen:
+            self._seen, self._shown = spec, spec_without_images(spec)
+        assert self._shown is not None
+        return self._shown
 
     @property
     def capabilities(self) -> EnvCapabilities:
         return self.env.capabilities
 
-    def start(self, path: Path, fps: float) -> None:
-        self.writer = VideoWriter(path, fps=fps)
-        self._render(True)
+    @property
+    def fps(self) -> float:
+        """The rate a video of this env plays at: its own (one frame per control step)."""
+        return self.env.spec.control_rate_hz
+
+    def start(self, path: Path) -> None:
+        """Record the next episode into `path`."""
+        self.writer = VideoWriter(path, fps=self.fps, size=self.size)
+        self.error = None
+        if callable(getattr(self.env, "video_frame", None)) and (not self.images or self.size is not None):
+            self.source = FrameSource.CAMERA
+        elif self.images:
+            self.source = FrameSource.OBSERVATION
+        else:
+            self.source = FrameSource.RENDERED
+            self._render(True)
 
     def stop(self) -> Path | None:
+        """Stop recording; the video's path, or None when no frame was recorded."""
         writer, self.writer = self.writer, None
-        self._render(self.agent_needs_images)
+        if self.source is FrameSource.RENDERED:
+            self._render(False)
+        self.source = None
         return None if writer is None else writer.close()
 
     def _render(self, on: bool) -> None:
         if hasattr(self.env, "render_images"):
             self.env.render_images = on
 
-    def _tap(self, obs: Any) -> None:
-        if self.writer is None or not isinstance(obs, dict):
-            return
-        images = obs.get("images")
-        if isinstance(images, dict) and images:
-            self.writer.add(next(iter(images.values())))
+    def _shown_obs(self, obs: Any) -> Any:
+        """Record the frame of `obs` (while recording); `obs` as the agent is given it."""
+        if self.writer is not None and self.error is None:
+            try:
+                self._record(self.writer, obs)
+            except Exception as exc:  # a video is a view of the episode, never its end
+                self.error = f"{type(exc).__name__}: {exc}"
+        return obs if self.images else without_images(obs)
+
+    def _record(self, writer: VideoWriter, obs: Any) -> None:
+        frame = first_camera(obs) if self.source is not FrameSource.CAMERA or self.images else None
+        if self.source is FrameSource.CAMERA and not (frame is not None and _sized(frame, self.size)):
+            frame = cast(VideoCamera, self.env).video_frame(self.size)  # the agent's frame, when it has the size
+        if frame is not None:
+            writer.add(frame)
 
     def reset(self, task: TaskInstance) -> Observation:
-        obs = self.env.reset(task)
-        self._tap(obs)
-        return obs
+        return cast(Observation, self._shown_obs(self.env.reset(task)))
 
     def step(self, action: Action) -> StepResult:
         result = self.env.step(action)
-        self._tap(result.obs)
-        return result
+        shown = self._shown_obs(result.obs)
+        return result if shown is result.obs else result._replace(obs=shown)
 
     def observe(self) -> Observation:
-        return self.env.observe()
+        obs = self.env.observe()
+        return obs if self.images else cast(Observation, without_images(obs))
 
     def hold_action(self) -> Action:
         return self.env.hold_action()
@@ -174,3 +237,17 @@ class FrameTap(Environment):
     def close(self) -> None:
         self.stop()
         self.env.close()
+
+
+def _sized(frame: np.ndarray[Any, Any], size: tuple[int, int] | None) -> bool:
+    return size is not None and frame.shape[:2] == (size[1], size[0])
+
+
+def first_camera(obs: Any) -> np.ndarray[Any, Any] | None:
+    """The first camera image of an observation, or None when it has none."""
+    images = obs.get("images") if isinstance(obs, Mapping) else None
+    if isinstance(images, Mapping) and images:
+        frame = next(iter(images.values()))
+        if isinstance(frame, np.ndarray):
+            return frame
+    return None

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 from hylo.core.status import EpisodeStatus
 from hylo.eval.realtime_metrics import PERCENTILES, RealtimeFigures
-from hylo.eval.rows import RunInfo
+from hylo.eval.reasons import reason_groups
+from hylo.eval.rows import EpisodeRow, RunInfo
 from hylo.eval.stats import Comparison, NoPairs, SeedClusters, Summary
+from hylo.eval.table_fit import add_name_column, add_number_column, compact_table, print_fitting
 
 
 def _rate(value: float | None) -> str:
@@ -28,50 +31,149 @@ def _return(s: Summary) -> str:
     return f"{s.mean_return:.3g}" if s.return_std is None else f"{s.mean_return:.3g} ± {s.return_std:.3g}"
 
 
-def summary_table(title: str, per_task: Mapping[str, Summary], overall: Summary) -> Table:
-    """Per task and overall: n, the count of every status, the success rate over scored episodes with its 95%
-    Wilson interval, the conservative rate (abstentions count as failures), the mean return (± its standard
-    deviation) and mean steps. An env without a success signal shows "no signal" where its rates would be."""
-    table = Table(title=title)
-    table.add_column("task", no_wrap=True)
-    columns = ("n", *[s.value for s in EpisodeStatus], "success rate", "95% CI", "conservative", "return", "mean steps")
-    for column in columns:
-        table.add_column(column, justify="right", no_wrap=True)
-    rows = list(per_task.items())
-    if len(rows) != 1:
-        rows.append(("overall", overall))
-    for i, (task, s) in enumerate(rows):
-        rates = (
-            (_rate(s.success_rate), _ci(s.success_ci), _rate(s.conservative_success_rate))
-            if s.success_signal
-            else (NO_SIGNAL, "—", "—")
-        )
-        table.add_row(
-            task,
-            str(s.n),
-            *[str(s.status_counts.get(status.value, 0)) for status in EpisodeStatus],
-            *rates,
-            _return(s),
-            "—" if s.mean_steps is None else f"{s.mean_steps:.1f}",
-            end_section=i == len(rows) - 2 and len(per_task) != 1,
-        )
-    return table
+STATUS_HEADERS = {status.value: status.value for status in EpisodeStatus} | {
+    EpisodeStatus.INFRA_INVALID.value: "infra",
+    EpisodeStatus.SAFETY_ABORT.value: "safety",
+}
+"""The status columns' short headers, which the legend spells out."""
 
+_FULL = ("success rate", "95% CI", "conservative", "return", "mean steps")
+_SHORT = ("rate", "95% CI", "cons.", "return", "steps")
+
+SUMMARY_NOTE = (
+    "success rate = successes / scored episodes (error and infra_invalid abstain, and are counted above); "
+    "conservative = successes / all episodes; return = mean ± standard deviation over scored episodes."
+)
+SHORT_SUMMARY_NOTE = (
+    "infra = infra_invalid, safety = safety_abort; rate = success rate = successes / scored episodes (error and "
+    "infra_invalid abstain, and are counted above); cons. = conservative rate = successes / all episodes; return = "
+    "mean ± standard deviation over scored episodes; steps = mean steps."
+)
 
 NO_SIGNAL = "no signal"
 
 
-def print_summary(console: Console, title: str, per_task: Mapping[str, Summary], overall: Summary) -> None:
-    console.print(summary_table(title, per_task, overall))
-    console.print(
-        "success rate = successes / scored episodes (error and infra_invalid abstain, and are counted above); "
-        "conservative = successes / all episodes; return = mean ± standard deviation over scored episodes.",
-        style="dim",
+def _summary_rows(per_task: Mapping[str, Summary], overall: Summary) -> list[tuple[str, Summary]]:
+    """Each task's row, then the overall row (left out for one task: it would repeat the task's)."""
+    rows = list(per_task.items())
+    if len(rows) != 1:
+        rows.append(("overall", overall))
+    return rows
+
+
+def _counts(s: Summary) -> list[str]:
+    return [str(s.n), *[str(s.status_counts.get(status.value, 0)) for status in EpisodeStatus]]
+
+
+def _figures(s: Summary) -> list[str]:
+    rates = (
+        [_rate(s.success_rate), _ci(s.success_ci), _rate(s.conservative_success_rate)]
+        if s.success_signal
+        else [NO_SIGNAL, "—", "—"]
     )
+    return [*rates, _return(s), "—" if s.mean_steps is None else f"{s.mean_steps:.1f}"]
+
+
+def _task_table(
+    title: str | None, rows: list[tuple[str, Summary]], headers: Sequence[str], cells: Callable[[Summary], list[str]]
+) -> Table:
+    """A table of a row per task, the overall row (when there is one) set apart in bold."""
+    table = compact_table(title)
+    add_name_column(table, "task")
+    for header in headers:
+        add_number_column(table, header)
+    overall = len(rows) > 1 and rows[-1][0] == "overall"
+    for i, (task, s) in enumerate(rows):
+        is_overall = overall and i == len(rows) - 1
+        table.add_row(task, *cells(s), end_section=overall and i == len(rows) - 2, style="bold" if is_overall else None)
+    return table
+
+
+def summary_table(title: str, per_task: Mapping[str, Summary], overall: Summary, *, short: bool = False) -> Table:
+    """Per task and overall: n, the count of every status, the success rate over scored episodes with its 95%
+    Wilson interval, the conservative rate (abstentions count as failures), the mean return (± its standard
+    deviation) and mean steps. An env without a success signal shows "no signal" where its rates would be. With
+    `short`, the headers are abbreviated (`SHORT_SUMMARY_NOTE` spells them out)."""
+    statuses = [STATUS_HEADERS[s.value] if short else s.value for s in EpisodeStatus]
+    headers = ["n", *statuses, *(_SHORT if short else _FULL)]
+    return _task_table(title, _summary_rows(per_task, overall), headers, lambda s: _counts(s) + _figures(s))
+
+
+def summary_layouts(title: str, per_task: Mapping[str, Summary], overall: Summary) -> list[list[RenderableType]]:
+    """The summary's layouts, widest first: one table with full headers; with short headers and a legend; the
+    counts and the rates in two tables; each task in two lines of text."""
+    rows = _summary_rows(per_task, overall)
+    short_note = Text(SHORT_SUMMARY_NOTE, style="dim")
+    counts_headers = ["n", *[STATUS_HEADERS[s.value] for s in EpisodeStatus]]
+    heading = Text(title, style="italic")
+    split: list[RenderableType] = [
+        heading,
+        _task_table(None, rows, counts_headers, _counts),
+        _task_table(None, rows, _SHORT, _figures),
+    ]
+    return [
+        [summary_table(title, per_task, overall), Text(SUMMARY_NOTE, style="dim")],
+        [summary_table(title, per_task, overall, short=True), short_note],
+        [*split, short_note],
+        [heading, _stacked(rows), Text(SUMMARY_NOTE, style="dim")],
+    ]
+
+
+def _stacked(rows: list[tuple[str, Summary]]) -> Table:
+    """Each task in two lines: its counts, then its rates; the task's name in a column of its own."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(overflow="fold")
+    grid.add_column()
+    for task, s in rows:
+        counts = ", ".join(f"{status.value} {s.status_counts.get(status.value, 0)}" for status in EpisodeStatus)
+        rate, ci, conservative, mean_return, steps = _figures(s)
+        figures = (
+            f"success rate {rate} {ci}, conservative {conservative}"
+            if s.success_signal
+            else f"success rate {NO_SIGNAL}"
+        )
+        grid.add_row(task, f"n {s.n}: {counts}\n{figures}, return {mean_return}, mean steps {steps}")
+    return grid
+
+
+def print_summary(console: Console, title: str, per_task: Mapping[str, Summary], overall: Summary) -> None:
+    print_fitting(console, summary_layouts(title, per_task, overall))
     if not overall.success_signal:
         console.print(
             "this environment has no success signal (it only rewards): judge the agent by its return.", style="bold"
         )
+
+
+MAX_REASONS = 10
+"""How many reasons a summary lists (the most frequent of each status first)."""
+
+
+def print_reasons(
+    console: Console, rows: Iterable[EpisodeRow], *, more: str | None = None, limit: int | None = MAX_REASONS
+) -> None:
+    """Why the episodes of `rows` (a run's final episodes) that did not succeed ended, grouped by reason with their
+    count, the first episode of each and, when a limit ended them, the flag that changes it; `more` says where each
+    episode's own reason and traceback are. Nothing when every episode succeeded."""
+    groups = reason_groups(rows)
+    if not groups:
+        return
+    shown = groups if limit is None else groups[:limit]
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for group in shown:
+        text = Text(f"{group.reason}  (first: {group.first})")
+        if group.hint is not None:
+            text.append(f"\n{group.hint}", style="dim")
+        style = "red" if not group.status.scored else ""
+        grid.add_row(Text(f"{group.status.value} ×{group.count}", style=style), text)
+    console.print(f"episodes that did not succeed, by reason ({sum(g.count for g in groups)}):", highlight=False)
+    console.print(grid)
+    if len(shown) < len(groups):
+        left = sum(g.count for g in groups[len(shown) :])
+        console.print(f"… and {len(groups) - len(shown)} more reasons ({left} episodes)", style="dim", highlight=False)
+    if more is not None:
+        console.print(more, style="dim", highlight=False, soft_wrap=True)  # a command: never broken
 
 
 def seeds_note(clusters: SeedClusters) -> str:
@@ -98,15 +200,55 @@ def detectable_note(overall: Summary, detectable: float | None) -> str:
     )
 
 
+ALL_FLIPS_HINT = "hylo compare --all-flips lists every one"
+
+
 def print_comparison(
-    console: Console, name_a: str, name_b: str, comparison: Comparison, *, max_flips: int | None = 50
+    console: Console,
+    name_a: str,
+    name_b: str,
+    comparison: Comparison,
+    *,
+    max_flips: int | None = 50,
+    all_flips: str = ALL_FLIPS_HINT,
 ) -> None:
-    """The paired table, and the episodes that flipped (the first `max_flips` of them; None for all)."""
+    """The paired table, and the episodes that flipped (the first `max_flips` of them; None for all; `all_flips`
+    says how to list them all when some are left out)."""
     c = comparison
-    table = Table(title=f"{name_a} (A) vs {name_b} (B): paired by episode")
-    for column in ("pairs", "A rate", "B rate", "B − A", "both succeed", "only A", "only B", "neither", "p (McNemar)"):
-        table.add_column(column, justify="right")
-    table.add_row(
+    print_fitting(console, _paired_layouts(f"{name_a} (A) vs {name_b} (B): paired by episode", c))
+    if len(c.per_task) > 1:
+        print_fitting(console, _per_task_layouts(c))
+    notes = []
+    if c.abstained:
+        notes.append(f"{c.abstained} pairs left out because an episode abstained (error / infra_invalid)")
+    if c.only_in_a or c.only_in_b:
+        notes.append(f"unpaired: {c.only_in_a} only in A, {c.only_in_b} only in B")
+    for note in notes:
+        console.print(note, style="dim")
+    if c.flips:
+        flips = compact_table("episodes that flipped")
+        add_name_column(flips, "episode")
+        add_name_column(flips, "task")
+        add_name_column(flips, "A", wrap=False)
+        add_name_column(flips, "B", wrap=False)
+        shown = c.flips if max_flips is None else c.flips[:max_flips]
+        for flip in shown:
+            flips.add_row(flip.episode_id, flip.task, flip.status_a, flip.status_b)
+        console.print(flips)
+        if len(shown) < len(c.flips):
+            console.print(f"… and {len(c.flips) - len(shown)} more ({all_flips})", highlight=False, soft_wrap=True)
+    else:
+        console.print("no episode flipped.")
+
+
+_PAIRED = ("pairs", "A rate", "B rate", "B − A", "both succeed", "only A", "only B", "neither", "p (McNemar)")
+_PAIRED_TWO_LINES = ("pairs", "A\nrate", "B\nrate", "B − A", "both\nsucceed", "only\nA", "only\nB", "neither",
+                     "p\n(McNemar)")  # fmt: skip
+
+
+def _paired_layouts(title: str, c: Comparison) -> list[list[RenderableType]]:
+    """The paired table with its headers on one line, on two, or the figures as text."""
+    cells = [
         str(c.n_pairs),
         _rate(c.rate_a),
         _rate(c.rate_b),
@@ -116,41 +258,38 @@ def print_comparison(
         str(c.b_only),
         str(c.neither),
         f"{c.p_value:.4g}",
-    )
-    console.print(table)
-    if len(c.per_task) > 1:
-        console.print(_per_task_table(c))
-    notes = []
-    if c.abstained:
-        notes.append(f"{c.abstained} pairs left out because an episode abstained (error / infra_invalid)")
-    if c.only_in_a or c.only_in_b:
-        notes.append(f"unpaired: {c.only_in_a} only in A, {c.only_in_b} only in B")
-    for note in notes:
-        console.print(note, style="dim")
-    if c.flips:
-        flips = Table(title="episodes that flipped")
-        for column in ("episode", "task", "A", "B"):
-            flips.add_column(column)
-        shown = c.flips if max_flips is None else c.flips[:max_flips]
-        for flip in shown:
-            flips.add_row(flip.episode_id, flip.task, flip.status_a, flip.status_b)
-        console.print(flips)
-        if len(shown) < len(c.flips):
-            console.print(f"… and {len(c.flips) - len(shown)} more (hylo compare --all-flips lists every one)")
-    else:
-        console.print("no episode flipped.")
+    ]
+    layouts: list[list[RenderableType]] = []
+    for headers in (_PAIRED, _PAIRED_TWO_LINES):
+        table = compact_table(title)
+        for header in headers:
+            add_number_column(table, header)
+        table.add_row(*cells)
+        layouts.append([table])
+    text = ", ".join(f"{header} {cell}" for header, cell in zip(_PAIRED, cells, strict=True))
+    layouts.append([Text(title, style="italic"), Text(text)])
+    return layouts
 
 
-def _per_task_table(c: Comparison) -> Table:
-    """Each task's paired difference, its McNemar p-value and that p-value adjusted for testing every task (Holm)."""
-    table = Table(title="per task (p adjusted over the tasks by Holm's method)")
-    for column in ("task", "pairs", "A rate", "B rate", "B − A", "p (McNemar)", "p (Holm)"):
-        table.add_column(column, justify="left" if column == "task" else "right")
+def _per_task_layouts(c: Comparison) -> list[list[RenderableType]]:
+    """Each task's paired difference, its McNemar p-value and that p-value adjusted for testing every task (Holm):
+    a table, or a line per task."""
+    title = "per task (p adjusted over the tasks by Holm's method)"
+    headers = ("pairs", "A rate", "B rate", "B − A", "p (McNemar)", "p (Holm)")
+    table = compact_table(title)
+    add_name_column(table, "task")
+    for header in headers:
+        add_number_column(table, header)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(overflow="fold")
+    grid.add_column()
     for task, part in c.per_task.items():
         difference = "—" if part.difference is None else f"{part.difference:+.3f}"
-        table.add_row(task, str(part.n_pairs), _rate(part.rate_a), _rate(part.rate_b), difference,
-                      f"{part.p_value:.4g}", f"{part.p_holm:.4g}")  # fmt: skip
-    return table
+        cells = [str(part.n_pairs), _rate(part.rate_a), _rate(part.rate_b), difference, f"{part.p_value:.4g}",
+                 f"{part.p_holm:.4g}"]  # fmt: skip
+        table.add_row(task, *cells)
+        grid.add_row(task, ", ".join(f"{header} {cell}" for header, cell in zip(headers, cells, strict=True)))
+    return [[table], [Text(title, style="italic"), grid]]
 
 
 def run_scope(info: RunInfo, *, tasks: bool = False) -> str:
@@ -234,9 +373,9 @@ def realtime_table(figures: RealtimeFigures) -> Table:
     milliseconds; the effective control rate; the stale and hold ratios with their counts; chunks, their mean delay
     and the watchdog ends (docs/evallog.md, Realtime metrics)."""
     f = figures
-    table = Table(title=f"realtime ({f.episodes} episodes, {f.acts} acts, {f.sim_time_s:.2f} s simulated)")
-    table.add_column("figure", no_wrap=True)
-    table.add_column("value", justify="right", no_wrap=True)
+    table = compact_table(f"realtime ({f.episodes} episodes, {f.acts} acts, {f.sim_time_s:.2f} s simulated)")
+    add_name_column(table, "figure", wrap=False)
+    add_number_column(table, "value")
     table.add_column("how", style="dim")
     for name, values in (("act latency measured", f.latency_s), ("act latency virtual", f.virtual_latency_s)):
         shown = "—" if values is None else " · ".join(f"p{q} {_ms(values[f'p{q}'])}" for q in PERCENTILES) + " ms"

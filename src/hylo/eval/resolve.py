@@ -24,6 +24,7 @@ from hylo.cpus import usable_cpus
 from hylo.envs.benchmark import Benchmark, BenchmarkOptionError
 from hylo.envs.gym_adapter import NamespaceRefused
 from hylo.envs.registry import get_benchmark
+from hylo.eval.code_identity import CodeIdentity, CodeIdentityError, run_code
 from hylo.eval.logdir import ReservedRunId, check_run_id
 from hylo.eval.placement import PanelDriver
 from hylo.eval.protocols import Protocol, ProtocolError, get_protocol, registered_protocols
@@ -150,10 +151,13 @@ def resolve(spec: EvalSpec, *, allow_import: bool = True) -> Resolved:
     return Resolved(benchmark, split, tasks, budgets, spec, plan, package_versions_of(benchmark.result_packages))
 
 
-def run_id_for(spec: EvalSpec, budgets: dict[str, int], versions: Mapping[str, str | None] | None = None) -> str:
-    """The run a spec names: its `run_id`, else benchmark-agent-digest; with `fresh`, a new id that no run in the log
-    dir has yet (refused when a named run exists)."""
-    run_id = spec.run_id or spec.default_run_id(budgets, versions)
+def run_id_for(
+    spec: EvalSpec, budgets: dict[str, int], versions: Mapping[str, str | None] | None, *, code: CodeIdentity
+) -> str:
+    """The run a spec names: its `run_id`, else benchmark-agent-digest, the digest taken with the agent's `code`
+    (so that edited code makes another run); with `fresh`, a new id that no run in the log dir has yet (refused when
+    a named run exists)."""
+    run_id = spec.run_id or spec.default_run_id(budgets, versions, code.digest)
     try:
         check_run_id(run_id)
     except ReservedRunId as exc:
@@ -233,9 +237,19 @@ def plan_run(spec: EvalSpec, *, allow_import: bool = True, check_url: Callable[[
             except ValueError as exc:
                 raise EvalError(str(exc), field="agent_args" if resolved.plan is None else "graph") from None
     make_timing(resolved.spec)
+    code = code_of(resolved, allow_import=allow_import)
     return resolved.spec.model_copy(
-        update={"run_id": run_id_for(resolved.spec, resolved.budgets, resolved.versions), "fresh": False}
+        update={"run_id": run_id_for(resolved.spec, resolved.budgets, resolved.versions, code=code), "fresh": False}
     )
+
+
+def code_of(resolved: Resolved, *, allow_import: bool = True) -> CodeIdentity:
+    """The code identity of a resolved run (`hylo.eval.code_identity`), taken once, in the process that starts or
+    plans the run; a file it cannot read is refused naming the argument."""
+    try:
+        return run_code(resolved.spec, resolved.benchmark, resolved.plan, allow_import=allow_import)
+    except CodeIdentityError as exc:
+        raise EvalError(str(exc), field="agent_args" if resolved.plan is None else "graph") from None
 
 
 def vet_run_agents(resolved: Resolved, *, allow_import: bool = True) -> list[str]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import TaskInstance
 from hylo.eval.run_status import RunStatus
-from hylo.eval.stats import EpisodeRecord
+from hylo.eval.stats import EpisodeRecord, wilson_interval
 
 WALL_TIME_METRICS = ("wall_s",)
 """The metrics that are wall time, which no run repeats (the measured `realtime.latency_s` too)."""
@@ -112,9 +113,35 @@ class EpisodeRow:
         return data
 
 
+class RunHealth(StrEnum):
+    """How many of a run's final episodes abstained (`error` or `infra_invalid`: what the agent's success rate
+    leaves out), so that a run whose episodes mostly crashed never passes for a plain `complete` one.
+
+    - `ok`: none (or no episode yet)
+    - `some_errors`: fewer than half
+    - `mostly_errors`: half or more, not all
+    - `all_errors`: every one
+    """
+
+    OK = "ok"
+    SOME_ERRORS = "some_errors"
+    MOSTLY_ERRORS = "mostly_errors"
+    ALL_ERRORS = "all_errors"
+
+    @classmethod
+    def of(cls, abstained: int, n: int) -> RunHealth:
+        if not abstained:
+            return cls.OK
+        if abstained >= n:
+            return cls.ALL_ERRORS
+        return cls.MOSTLY_ERRORS if 2 * abstained >= n else cls.SOME_ERRORS
+
+
 @dataclass(frozen=True, slots=True)
 class RunInfo:
-    """The run row plus progress."""
+    """The run row plus progress, and the tally of its final episodes by status (`status_counts`, every status,
+    zeros included) with what follows from it: `scored`, `successes`, `success_rate` (None when nothing is scored)
+    and its 95% Wilson interval `success_ci`, the `abstained` episodes and the run's `health`."""
 
     run_id: str
     status: RunStatus
@@ -132,11 +159,51 @@ class RunInfo:
     git_commit: str | None
     message: str | None
     path: Path
+    status_counts: dict[str, int] = field(default_factory=lambda: {status.value: 0 for status in EpisodeStatus})
+
+    @property
+    def scored(self) -> int:
+        return sum(self.status_counts.get(status.value, 0) for status in EpisodeStatus if status.scored)
+
+    @property
+    def successes(self) -> int:
+        return self.status_counts.get(EpisodeStatus.SUCCESS.value, 0)
+
+    @property
+    def abstained(self) -> int:
+        return sum(self.status_counts.get(status.value, 0) for status in EpisodeStatus if not status.scored)
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.successes / self.scored if self.scored else None
+
+    @property
+    def success_ci(self) -> tuple[float, float] | None:
+        return wilson_interval(self.successes, self.scored) if self.scored else None
+
+    @property
+    def health(self) -> RunHealth:
+        return RunHealth.of(self.abstained, sum(self.status_counts.values()))
+
+    @property
+    def agent_args(self) -> dict[str, Any]:
+        """The agent's arguments (`-A key=value`), as its spec records them."""
+        args = self.spec.get("agent_args")
+        return dict(args) if isinstance(args, Mapping) else {}
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["path"] = str(self.path)
         data["status"] = self.status.value
+        ci = self.success_ci
+        data |= {
+            "scored": self.scored,
+            "successes": self.successes,
+            "abstained": self.abstained,
+            "success_rate": self.success_rate,
+            "success_ci": None if ci is None else list(ci),
+            "health": self.health.value,
+        }
         return data
 
 

@@ -19,12 +19,13 @@ from hylo.agents.registry import make_agent
 from hylo.core.status import EpisodeStatus
 from hylo.core.types import TaskInstance
 from hylo.eval.batched import BatchedPool, check_batched, policy_host
+from hylo.eval.code_identity import CodeIdentity, changes_text, diff_code
 from hylo.eval.limits import EpisodeLimits, task_limits
 from hylo.eval.logdir import FILENAME, check_log_dir
 from hylo.eval.pool import InlinePool, Pool, ProcessPool
 from hylo.eval.provenance import Background, git_commit, package_versions
 from hylo.eval.realtime_metrics import RealtimeFigures, episode_realtime, run_realtime
-from hylo.eval.resolve import EvalError, check_memory, choose_backend, make_timing, resolve, run_id_for
+from hylo.eval.resolve import EvalError, check_memory, choose_backend, code_of, make_timing, resolve, run_id_for
 from hylo.eval.rows import EpisodeRow, RunInfo, records
 from hylo.eval.run_status import RunStatus
 from hylo.eval.spec import EvalSpec
@@ -184,9 +185,11 @@ class Evaluation:
         elif self.backend() == "inline" and self.resolved.plan is None:  # pooled workers and graphs build their own
             self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)
         self._git = Background(git_commit)  # a subprocess: asked while the run binds, read when the log is made
-        self.digest = self.spec.digest(self.resolved.budgets, self.resolved.versions)
+        self.code = code_of(self.resolved)
+        self.config_digest = self.spec.digest(self.resolved.budgets, self.resolved.versions)
+        self.digest = self.spec.digest(self.resolved.budgets, self.resolved.versions, self.code.digest)
         self.started = False  # whether this invocation opened the run's log (after that, a failure aborts the run)
-        self.run_id = run_id_for(self.spec, self.resolved.budgets, self.resolved.versions)
+        self.run_id = run_id_for(self.spec, self.resolved.budgets, self.resolved.versions, code=self.code)
         self.run_dir = self.spec.log_path.resolve() / self.run_id
         self.long_episode_ids = False  # set when the run's log holds its episodes under the long form of their ids
 
@@ -195,6 +198,8 @@ class Evaluation:
         data["run_id"] = self.run_id
         data["step_budget"] = self.resolved.budgets
         data["digest"] = self.digest
+        data["config_digest"] = self.config_digest
+        data["code"] = self.code.to_json()
         return data
 
     def _plan(self) -> list[TaskInstance]:
@@ -245,6 +250,14 @@ class Evaluation:
         return log
 
     def _check_resumable(self, info: RunInfo) -> None:
+        if info.digest != self.digest and info.spec.get("config_digest") == self.config_digest:
+            raise EvalError(self._code_changed(info))
+        if info.digest != self.digest and "code" not in info.spec and info.digest == self.config_digest:
+            raise EvalError(
+                f"run {self.run_id!r} was made before runs recorded their agent's code, so whether its code changed "
+                "cannot be told; resuming could mix code versions in one run: pass --fresh for a new run or another "
+                "--run-id"
+            )
         if info.digest != self.digest:
             raise EvalError(
                 f"run {self.run_id!r} was made with a different configuration (digest {info.digest}, this one "
@@ -257,6 +270,16 @@ class Evaluation:
                 f"run {self.run_id!r} was recorded with other package versions ({', '.join(changed)}); resuming would "
                 "mix results across versions: pass --fresh for a new run or another --run-id"
             )
+
+    def _code_changed(self, info: RunInfo) -> str:
+        """Why a run of the same configuration made with other code is not resumed, naming what changed."""
+        recorded = CodeIdentity.from_json(info.spec.get("code"))
+        changes = diff_code(recorded, self.code) if recorded is not None else []
+        what = f": {changes_text(changes)}" if changes else ""
+        return (
+            f"the agent's code changed since run {self.run_id!r} was made{what}; resuming would mix code versions in "
+            "one run: drop --run-id for a run of this code, or pass --fresh or another --run-id"
+        )
 
     def run(self) -> EvalResult:
         plan = self._plan()

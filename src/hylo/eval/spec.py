@@ -43,6 +43,7 @@ DIGEST_FIELDS = (
     "timing_options",
     "protocol",
     "graph",
+    "no_images",
 )
 """The fields that define an evaluation's results; everything else is a display or parallelism knob."""
 
@@ -70,6 +71,8 @@ MAX_BATCH_WAIT_MS = 10_000.0
 """The longest a batch may be told to wait for more requests: ten seconds."""
 MAX_HOST_GPUS = 64.0
 """The most GPUs a policy host may ask Ray for."""
+VIDEO_SIDES = (32, 4096)
+"""The smallest and largest side of a recorded video's frames, in pixels."""
 
 _RANGES: dict[str, tuple[int, int, str]] = {
     "episodes": (1, MAX_EPISODES, "episodes"),
@@ -179,11 +182,18 @@ class EvalSpec(BaseModel):
     """A named protocol (`hylo list protocols`); planning fills `timing` and `timing_options` from it."""
     graph: dict[str, Any] | None = None
     """A graph document (hylo.graph) run instead of a bare agent; `agent` then names it (`graph:<name>`)."""
+    no_images: bool = False
+    """`--no-images`: no agent of the run is given camera images (nor are any rendered for it), whatever it declares;
+    one that declares `needs_images=True` is refused. It changes what the agent sees, so it is in the digest."""
     # display and parallelism knobs: not in the digest
     log_dir: str = Field(default="hylo-runs", max_length=4096)
     run_id: str | None = Field(default=None, max_length=MAX_NAME)
     fresh: bool = False
     video: int = 0
+    video_size: tuple[int, int] | None = None
+    """`--video-size`: (width, height) of the recorded frames, rendered at that size where the env can render a
+    frame of its own for the video (else scaled to it); None: the size of the env's camera. It never changes what
+    the agent is given."""
     strict: bool = False
     workers: int = 1
     backend: Literal["auto", "inline", "process", "ray"] = "auto"
@@ -209,6 +219,11 @@ class EvalSpec(BaseModel):
         if value is not None and value > maximum:
             raise ValueError(f"{label} must be <= {maximum:,}, got {shown(value)}")
         return value
+
+    @field_validator("video_size", mode="before")
+    @classmethod
+    def _video_size(cls, value: Any) -> tuple[int, int] | None:
+        return None if value is None else parse_video_size(value)
 
     @field_validator("seeds")
     @classmethod
@@ -369,11 +384,16 @@ class EvalSpec(BaseModel):
         return value
 
     def digest(
-        self, step_budget: Mapping[str, int] | None = None, versions: Mapping[str, str | None] | None = None
+        self,
+        step_budget: Mapping[str, int] | None = None,
+        versions: Mapping[str, str | None] | None = None,
+        code: str | None = None,
     ) -> str:
         """A hash of the fields that define the results (resolve split and tasks first for a stable digest), of the
-        resolved per-task step budget when given (a benchmark may change its default between versions), and of the
-        versions of the packages a benchmark's results depend on, when it names any (`Benchmark.result_packages`)."""
+        resolved per-task step budget when given (a benchmark may change its default between versions), of the
+        versions of the packages a benchmark's results depend on, when it names any (`Benchmark.result_packages`),
+        and of the agent's code identity when given (`hylo.eval.code_identity`: without it, the configuration
+        digest that runs of the same configuration share)."""
         data = self.model_dump(mode="json", include=set(DIGEST_FIELDS))
         if not data["env_args"]:  # the digest of a run without options is the one it had before they existed
             del data["env_args"]
@@ -381,19 +401,26 @@ class EvalSpec(BaseModel):
             del data["seeds"]
         if data["protocol"] is None:  # and for a run under no named protocol
             del data["protocol"]
+        if not data["no_images"]:  # and for a run that does not withhold images
+            del data["no_images"]
         if self.graph is not None:  # its layout and description do not change results
             data["graph"] = {k: v for k, v in self.graph.items() if k not in ("layout", "description")}
         if step_budget is not None:
             data["step_budget"] = dict(step_budget)
         if versions:
             data["versions"] = dict(versions)
+        if code is not None:
+            data["code"] = code
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
     def default_run_id(
-        self, step_budget: Mapping[str, int] | None = None, versions: Mapping[str, str | None] | None = None
+        self,
+        step_budget: Mapping[str, int] | None = None,
+        versions: Mapping[str, str | None] | None = None,
+        code: str | None = None,
     ) -> str:
-        """The run a command resumes when it names none: benchmark, agent and digest."""
+        """The run a command resumes when it names none: benchmark, agent and digest (with the agent's code)."""
         bench = "".join(c if c.isalnum() else "-" for c in self.benchmark).strip("-")
         name = (
             f"graph-{self.graph['name']}"
@@ -401,11 +428,40 @@ class EvalSpec(BaseModel):
             else self.agent.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
         )
         agent = "".join(c if c.isalnum() else "-" for c in name)
-        return f"{bench}-{agent.strip('-').lower()}-{self.digest(step_budget, versions)}"
+        return f"{bench}-{agent.strip('-').lower()}-{self.digest(step_budget, versions, code)}"
 
     @property
     def log_path(self) -> Path:
         return Path(self.log_dir)
+
+
+def parse_video_size(value: Any) -> tuple[int, int]:
+    """(width, height) from `256` or `"256"` (square), `"320x240"`, or `[320, 240]`, each side in `VIDEO_SIDES`.
+    Raises `ValueError` naming the value."""
+    low, high = VIDEO_SIDES
+    expected = f"a video size is SIDE or WIDTHxHEIGHT in pixels, each side {low}-{high} (e.g. 256 or 320x240)"
+    sides: list[Any]
+    if isinstance(value, str):
+        sides = value.strip().lower().split("x")
+    elif isinstance(value, (list, tuple)):
+        sides = list(value)
+    else:
+        sides = [value]
+    try:
+        parsed = [_side(side) for side in sides]
+    except ValueError:
+        raise ValueError(f"{expected}, got {shown(value)}") from None
+    if len(parsed) not in (1, 2) or not all(low <= side <= high for side in parsed):
+        raise ValueError(f"{expected}, got {shown(value)}")
+    return (parsed[0], parsed[-1])
+
+
+def _side(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(value)
+    if isinstance(value, str) and not value.strip().isdigit():
+        raise ValueError(value)
+    return int(value)
 
 
 def check_json_value(

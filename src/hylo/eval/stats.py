@@ -311,6 +311,36 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def pairing_correlation(both: int, a_only: int, b_only: int, neither: int) -> tuple[float | None, str | None]:
+    """The correlation of A's and B's success over the pairs both scored (the phi coefficient of the 2 × 2 table,
+    the Pearson correlation of the two success indicators), which decides how much pairing saves (`hylo plan
+    --correlation`); None with the reason when a side's outcome never varies (or nothing is paired), which leaves it
+    undefined."""
+    a_won, a_lost = both + a_only, b_only + neither
+    b_won, b_lost = both + b_only, a_only + neither
+    if not a_won + a_lost:
+        return None, "undefined: no pair scored in both runs"
+    constant = [
+        f"{side} {'succeeded' if lost == 0 else 'failed'} on every pair"
+        for side, won, lost in (("A", a_won, a_lost), ("B", b_won, b_lost))
+        if won == 0 or lost == 0
+    ]
+    if constant:
+        return None, f"undefined: {' and '.join(constant)} (it needs both outcomes on each side)"
+    return (both * neither - a_only * b_only) / math.sqrt(a_won * a_lost * b_won * b_lost), None
+
+
+def correlation_line(c: Comparison) -> str:
+    """The pairing correlation as `hylo compare` prints it, with the `hylo plan` flag that takes it."""
+    correlation, note = pairing_correlation(c.both_success, c.a_only, c.b_only, c.neither)
+    if correlation is None:
+        return f"pairing correlation: {note}"
+    return (
+        f"pairing correlation (phi of A's and B's outcomes over the {c.n_pairs} pairs): {correlation:+.3f}; "
+        f"hylo plan --correlation {correlation:.2f} plans a comparison of these two with it"
+    )
+
+
 @dataclass(frozen=True)
 class TaskComparison:
     """One task's part of a paired comparison: its scored pairs, their rates, McNemar's exact p-value, and that
@@ -341,7 +371,9 @@ class TaskComparison:
 
 
 def _pairs_json(c: TaskComparison | Comparison) -> dict[str, Any]:
-    """What a comparison and each task's part of it both report: the pairs, their split, rates and McNemar's p."""
+    """What a comparison and each task's part of it both report: the pairs, their split, rates, McNemar's p and the
+    pairing correlation (with why it is undefined, when it is)."""
+    correlation, note = pairing_correlation(c.both_success, c.a_only, c.b_only, c.neither)
     return {
         "n_pairs": c.n_pairs,
         "both_success": c.both_success,
@@ -352,6 +384,8 @@ def _pairs_json(c: TaskComparison | Comparison) -> dict[str, Any]:
         "rate_b": c.rate_b,
         "difference": c.difference,
         "p_value": c.p_value,
+        "correlation": correlation,
+        "correlation_note": note,
     }
 
 
@@ -424,6 +458,11 @@ class Comparison:
     def n_b(self) -> int:
         """Episodes in run `b`."""
         return self.paired + self.only_in_b
+
+    @property
+    def correlation(self) -> float | None:
+        """The pairing correlation (`pairing_correlation`): None where it is undefined."""
+        return pairing_correlation(self.both_success, self.a_only, self.b_only, self.neither)[0]
 
     @property
     def partial(self) -> bool:

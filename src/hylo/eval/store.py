@@ -187,6 +187,7 @@ class EvalLog:
         versions, git_commit, message, pid, host = row[11:]
         if status == RunStatus.RUNNING and not _alive(pid, host):
             status = RunStatus.STOPPED  # its process is gone (killed): re-running the command resumes it
+        counts = self.status_counts()
         return RunInfo(
             run_id=run_id,
             status=RunStatus(status),
@@ -197,14 +198,24 @@ class EvalLog:
             digest=digest,
             spec=json.loads(spec),
             n_planned=n_planned,
-            n_done=self.n_done(),
+            n_done=sum(counts.values()),
             created_at=created,
             updated_at=updated,
             versions=json.loads(versions),
             git_commit=git_commit,
             message=message,
             path=self.run_dir,
+            status_counts=counts,
         )
+
+    def status_counts(self) -> dict[str, int]:
+        """Status → how many final episodes ended with it (every status, zeros included, in `EpisodeStatus` order):
+        one query, what a run's listing shows."""
+        counts = {status.value: 0 for status in EpisodeStatus}
+        query = f"SELECT status, COUNT(*) FROM episodes e WHERE {_FINAL} GROUP BY status"
+        for status, count in self._conn.execute(query):
+            counts[status] = count
+        return counts
 
     def claim(self) -> None:
         """Mark the run as running in this process (on resume). Atomic: raises `RunBusy` when another live process

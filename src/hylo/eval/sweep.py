@@ -1,14 +1,18 @@
 """Latency sweeps (`hylo sweep`): one agent under the chunked-execution protocol at every grid point of latency d
 (control steps) × execution horizon s, on the same episodes, success against latency.
 
-Each grid point is one ordinary, resumable run (its own EvalLog, as `hylo eval` makes it) of the base spec with
-realtime timing on the virtual clock: schedule "chunked", adaptive refill off, `latency_steps` d and
+Each grid point is one resumable run of the sweep's own, `<runs id>-d<d>-s<s>` (its own EvalLog, as `hylo eval` makes
+it; the runs id is the sweep's but for its episodes, so that sweeps of 5 and of 10 episodes share their runs), of the
+base spec with realtime timing on the virtual clock: schedule "chunked", adaptive refill off, `latency_steps` d and
 `execution_steps` s (none given: the agent's own). A point outside max(1, d) <= s <= H - d (H the agent's
 `chunk_size`, when it declares one) is refused with the rule and listed; the others run, one after the other. Each
 point is paired against the zero-latency point at its horizon by McNemar's exact test (as `hylo compare` pairs two
-runs). The sweep id is a function of the base spec's digest and the grid alone, so the same command resumes the same
-sweep and the same runs. The record (`<log dir>/sweeps/<id>/sweep.json`) and the plot (`plot.png`, `plot.svg`:
-success against latency, one line per horizon, Wilson bands) are written beside each other, deterministically.
+runs). The sweep id is a function of the base spec's digest, the agent's code, the grid and the episodes alone, so the
+same command resumes the same sweep and the same runs, and edited agent code makes another sweep. A sweep never extends
+a run that `hylo eval` made; with `reuse_runs` it takes, for each point, the run `hylo eval` would resume for that
+point's configuration (and extends it): that is another sweep, another id. The record
+(`<log dir>/sweeps/<id>/sweep.json`) and the plot (`plot.png`, `plot.svg`: success against latency, one line per
+horizon, Wilson bands) are written beside each other, deterministically.
 """
 
 from __future__ import annotations
@@ -25,12 +29,13 @@ from typing import Any
 
 from hylo.core.errors import HyloError
 from hylo.core.timing import check_horizon
-from hylo.eval.logdir import SWEEPS_DIR, records_oldest_first
-from hylo.eval.resolve import declared_chunking, make_timing, resolve
+from hylo.eval.logdir import FILENAME, SWEEPS_DIR, records_oldest_first
+from hylo.eval.resolve import declared_chunking, make_timing, plan_run, resolve
 from hylo.eval.rows import EpisodeRow, records
 from hylo.eval.runner import EvalResult, Evaluation
 from hylo.eval.spec import MAX_STEPS, EvalSpec
 from hylo.eval.stats import NoPairs, compare_runs, summarize
+from hylo.eval.store import EvalLog
 
 SWEEP_ID = re.compile(r"sweep-[0-9a-f]{12}")
 """What a sweep id looks like: `sweep-` and 12 hex digits (`sweep_id`)."""
@@ -156,24 +161,50 @@ def point_timing(base: EvalSpec, point: GridPoint) -> tuple[str, dict[str, Any]]
     return "realtime", {**options, **_kept_options(base)}
 
 
-def point_spec(base: EvalSpec, point: GridPoint) -> EvalSpec:
-    """The spec of a grid point's run: the base spec at the point's timing, its run named by its digest."""
+def point_spec(base: EvalSpec, point: GridPoint, run_id: str | None = None) -> EvalSpec:
+    """The spec of a grid point's run: the base spec at the point's timing, its run named `run_id` (None: by its
+    digest, as `hylo eval` names it)."""
     timing, options = point_timing(base, point)
-    return EvalSpec.model_validate({**base.model_dump(), "timing": timing, "timing_options": options, "run_id": None})
+    fields = {"timing": timing, "timing_options": options, "run_id": run_id}
+    return EvalSpec.model_validate({**base.model_dump(), **fields, **({"fresh": False} if run_id else {})})
 
 
-def sweep_id(base: EvalSpec, grid: Grid) -> str:
-    """The sweep's id: the base spec's digest (timing reduced to the options every point keeps), the grid and the
-    episodes per task (a sweep of fewer episodes is another sweep, over the first of the same episodes)."""
+def point_run_id(runs: str, point: GridPoint) -> str:
+    """The run at `point` of the sweeps whose runs are named `runs` (`runs_id`): `<runs>-d<d>-s<s>` (`-d<d>` alone
+    where s is the agent's own)."""
+    horizon = "" if point.execution_steps is None else f"-s{point.execution_steps}"
+    return f"{runs}-d{point.latency_steps}{horizon}"
+
+
+def _identity(base: EvalSpec, grid: Grid, reuse_runs: bool) -> list[Any]:
+    """What a sweep is but for its episodes: the base spec's digest (timing reduced to the options every point
+    keeps), the grid, the agent's code and whatever else names a run (the name `hylo eval` gives the first point's
+    run: every point shares the agent and its code), and whether it takes `hylo eval`'s runs (`reuse_runs`)."""
     kept = EvalSpec.model_validate({**base.model_dump(), "timing": "realtime", "timing_options": _kept_options(base)})
-    identity = [kept.digest(), grid.latency_steps, grid.execution_steps, base.episodes]
+    first = plan_run(point_spec(base, grid.points[0])).run_id
+    return [kept.digest(), grid.latency_steps, grid.execution_steps, first] + (["reuse-runs"] if reuse_runs else [])
+
+
+def _hashed(identity: list[Any]) -> str:
     return f"sweep-{hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:12]}"
+
+
+def sweep_id(base: EvalSpec, grid: Grid, *, reuse_runs: bool = False) -> str:
+    """The sweep's id: what it is (`_identity`) and its episodes per task (a sweep of fewer episodes is another
+    sweep, over the same runs: `runs_id`)."""
+    return _hashed([*_identity(base, grid, reuse_runs), base.episodes])
+
+
+def runs_id(base: EvalSpec, grid: Grid, *, reuse_runs: bool = False) -> str:
+    """What the sweep's runs are named after (`point_run_id`): the sweep but for its episodes, so that sweeps of 5
+    and of 10 episodes share their runs (the first 5 episodes of each) and keep records of their own."""
+    return _hashed(_identity(base, grid, reuse_runs))
 
 
 def planned_episodes(base: EvalSpec, result: EvalResult) -> list[EpisodeRow]:
     """The episodes of a point's run that the sweep planned: indices below `base.episodes` under the base's seeds. A
-    point's run is an ordinary run, which `hylo eval` or a larger sweep may have extended; its other episodes are not
-    this sweep's, so every point is scored and paired on the same episodes."""
+    point's run may hold more (a sweep of more episodes extended it, or `hylo eval` did, with `reuse_runs`); its other
+    episodes are not this sweep's, so every point is scored and paired on the same episodes."""
     seeds = set(base.seed_list)
     return [row for row in result.episodes if row.index < base.episodes and row.base_seed in seeds]
 
@@ -217,6 +248,7 @@ class SweepResult:
 
     record: dict[str, Any]
     directory: Path
+    logged_before: dict[GridPoint, int] | None = None  # each point's episodes already in its run when this call began
 
     @property
     def sweep_id(self) -> str:
@@ -229,20 +261,28 @@ def run_sweep(
     execution_steps: Sequence[int] | None = None,
     *,
     watch: Callable[[GridPoint, Evaluation], AbstractContextManager[object]] | None = None,
+    reuse_runs: bool = False,
 ) -> SweepResult:
     """Run (or resume) every valid grid point of `base` in order, then write the record and the plot. Each point's
-    run runs inside `watch(point, evaluation)` (a progress display). A point's run that fails raises: re-run the
-    sweep to resume it."""
+    run is the sweep's own (`reuse_runs`: the run `hylo eval` would resume for the point, extended), and runs inside
+    `watch(point, evaluation)` (a progress display). A point's run that fails raises: re-run the sweep to resume it."""
     if base.run_id is not None:
         raise SweepError("a sweep names its runs itself (one per grid point); drop --run-id")
+    if reuse_runs and base.fresh:
+        raise SweepError("--reuse-runs takes the runs hylo eval made, --fresh starts new ones: give one of them")
     grid = plan_grid(base, latency_steps, execution_steps)
-    identity = sweep_id(base, grid)
-    specs = {point: point_spec(base, point) for point in grid.points}  # every point's spec checked before any runs
+    identity = sweep_id(base, grid, reuse_runs=reuse_runs)
+    runs = runs_id(base, grid, reuse_runs=reuse_runs)
+    specs = {  # every point's spec checked before any runs
+        point: point_spec(base, point, None if reuse_runs else point_run_id(runs, point)) for point in grid.points
+    }
     for spec in specs.values():
         make_timing(spec)
     results: dict[GridPoint, EvalResult] = {}
+    logged_before: dict[GridPoint, int] = {}
     for point, spec in specs.items():
         evaluation = Evaluation(spec)
+        logged_before[point] = _logged_count(evaluation.run_dir)
         with watch(point, evaluation) if watch is not None else nullcontext():
             results[point] = evaluation.run()
     rows = {point: planned_episodes(base, result) for point, result in results.items()}
@@ -264,6 +304,7 @@ def run_sweep(
         "latency_steps": grid.latency_steps,
         "execution_steps": grid.execution_steps,
         "timing_options": _kept_options(base),
+        "reuse_runs": reuse_runs,
         "points": points,
         "refused": [{**p.to_json(), "reason": why} for p, why in grid.refused],
         "plot": {"png": PLOT_PNG, "svg": PLOT_SVG},
@@ -274,7 +315,15 @@ def run_sweep(
 
     write_plots(record, directory / PLOT_PNG, directory / PLOT_SVG)
     _write_json(directory / RECORD, record)
-    return SweepResult(record, directory)
+    return SweepResult(record, directory, logged_before)
+
+
+def _logged_count(run_dir: Path) -> int:
+    """The final episodes already in a run's log (0 for a new run)."""
+    if not (run_dir / FILENAME).exists():
+        return 0
+    with EvalLog.open(run_dir) as log:
+        return len(log.final_episodes())
 
 
 def _order(item: tuple[GridPoint, EvalResult]) -> tuple[int, int]:

@@ -40,6 +40,15 @@ def video_name(episode_id: str, status: str) -> str:
     return f"{stem}.{tag}.mp4"
 
 
+def _scaled(frame: np.ndarray[Any, np.dtype[Any]], size: tuple[int, int]) -> np.ndarray[Any, np.dtype[Any]]:
+    width, height = size
+    rgb = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
+    scaled: np.ndarray[Any, np.dtype[Any]] = rgb.reformat(
+        width=width, height=height, format="rgb24", interpolation="BICUBIC"
+    ).to_ndarray()
+    return scaled
+
+
 def _codec_name() -> Literal["libx264", "mpeg4"]:
     try:
         av.codec.Codec("libx264", "w")
@@ -59,22 +68,26 @@ def _quiet() -> Iterator[None]:
 
 
 class VideoWriter:
-    """Write HxWx3 uint8 RGB frames to an mp4 file.
+    """Write HxWx3 uint8 RGB frames to an mp4 file that plays at `fps` frames per second.
 
-    The first frame fixes the size; odd sizes are padded to even (repeating the last row/column), which yuv420p
-    requires. `close()` writes the file and returns its path, or returns None and writes nothing if no frame was added.
-    Use as a context manager; on leaving the block the video is closed (kept, even if the block raised, since a
-    video of a failed episode is what one wants to watch).
+    The first frame fixes the size, unless `size` (width, height) does: a frame of another size is then scaled to it
+    (bicubic), for a camera that cannot render at the size asked. Odd sizes are padded to even (repeating the last
+    row/column), which yuv420p requires. `close()` writes the file and returns its path, or returns None and writes
+    nothing if no frame was added. Use as a context manager; on leaving the block the video is closed (kept, even if
+    the block raised, since a video of a failed episode is what one wants to watch).
     """
 
-    def __init__(self, path: str | Path, fps: float = 10.0) -> None:
+    def __init__(self, path: str | Path, fps: float = 10.0, size: tuple[int, int] | None = None) -> None:
         if not (math.isfinite(fps) and fps > 0):
             raise ValueError(f"fps must be a positive finite number, got {fps}")
         rate = Fraction(fps).limit_denominator(1001)
         if rate <= 0:
             raise ValueError(f"fps {fps} is too small")
+        if size is not None and not (len(size) == 2 and all(isinstance(side, int) and side > 0 for side in size)):
+            raise ValueError(f"size must be (width, height) in pixels, got {size!r}")
         self.path = Path(path)
         self.fps = fps
+        self.size = size
         self._rate = rate
         self._tmp = self.path.with_name(self.path.name + ".part")
         self._container: Any = None
@@ -101,6 +114,9 @@ class VideoWriter:
         height, width = int(arr.shape[0]), int(arr.shape[1])
         if height == 0 or width == 0:
             raise ValueError(f"empty frame of shape {arr.shape}")
+        if self.size is not None and (width, height) != self.size:
+            arr = _scaled(arr, self.size)
+            width, height = self.size
         if self._size is None:
             self._open(height, width)
         elif (height, width) != self._size:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 from threadpoolctl import threadpool_limits
 
 from hylo.agents.registry import make_agent
-from hylo.core.agent import AgentRequirements
+from hylo.core.agent import agent_name, gets_images, requires_images
 from hylo.core.bus import EventBus
 from hylo.core.environment import Environment
 from hylo.core.errors import HyloError, OverLimit, SignalFailed
@@ -223,9 +223,14 @@ def _threads(variable: str, default: int) -> int:
     return threads
 
 
-def needs_images(agent: object) -> bool:
-    requirements = getattr(agent, "requirements", None)
-    return isinstance(requirements, AgentRequirements) and requirements.needs_images
+def images_given(agent: object, spec: EvalSpec) -> bool:
+    """Whether the run gives `agent` camera images (`gets_images`, unless `--no-images` withholds them); an agent
+    that requires them under `--no-images` is refused."""
+    if not spec.no_images:
+        return gets_images(agent)
+    if requires_images(agent):
+        raise WorkerFailed(f"agent {agent_name(agent)} needs camera images, and --no-images withholds them")
+    return False
 
 
 class Executes(Protocol):
@@ -280,13 +285,17 @@ class EpisodeWorker:
         built: dict[str, Any] = {}  # a graph's agents, built once, until its nodes take them
         if resolved.plan is None:
             if self.agent is None and config.policy_host is not None:
-                self.agent = HostedAgent(config.policy_host, act_timeout_s=spec.act_timeout)
+                self.agent = HostedAgent(config.policy_host, act_timeout_s=spec.act_timeout, meter=self.meter)
             elif self.agent is None:
                 self.agent = make_agent(spec.agent, spec.agent_args, resolved.benchmark)
-            images = needs_images(self.agent)
+            images = images_given(self.agent, spec)
         else:
             built = build_agents(resolved.plan, resolved.benchmark)
-            images = graph_needs_images(resolved.plan, built)
+            try:
+                images = graph_needs_images(resolved.plan, built, withheld=spec.no_images)
+            except BaseException:
+                close_agents(built)
+                raise
         first = resolved.tasks[0]
         self.limits = task_limits(spec, resolved.benchmark, config.budgets)
         try:
@@ -294,7 +303,7 @@ class EpisodeWorker:
         except BaseException:
             close_agents(built)
             raise
-        tap = FrameTap(base, agent_needs_images=images) if spec.video else None
+        tap = FrameTap(base, images=images, size=spec.video_size) if spec.video or not images else None
         env: Environment = MeteredEnv(tap or base, self.meter)  # a frame's recording is part of the env's call
         try:
             bus = EventBus(run_id=config.run_id)
@@ -345,7 +354,7 @@ class EpisodeWorker:
         def render() -> None:
             inner = env.env if isinstance(env, MeteredEnv) else env
             if isinstance(inner, FrameTap):
-                inner.agent_needs_images = True
+                inner.images = True
             base = inner.env if isinstance(inner, FrameTap) else inner
             if hasattr(base, "render_images"):
                 base.render_images = True
@@ -361,6 +370,7 @@ class EpisodeWorker:
             act_timeout_s=self.config.spec.act_timeout,
             agents=agents,
             on_images=render,
+            images_withheld=self.config.spec.no_images,
             env_calls=RemoteEnvCalls(self.meter),
         )
         self._served = runner.remote  # closed with the runner
@@ -412,7 +422,7 @@ class EpisodeWorker:
             kernel.max_steps = self.config.budgets[task.task]
             if tap is not None and task.index < spec.video:
                 video_dir.mkdir(parents=True, exist_ok=True)
-                tap.start(video_dir / f".{video_name(task.episode_id, 'recording')}", env.spec.control_rate_hz)
+                tap.start(video_dir / f".{video_name(task.episode_id, 'recording')}")
             outcome = kernel.run(task)
         outcome = _judged(outcome, self.meter.end(), spec.act_timeout)
         ended = time.time()
@@ -443,6 +453,8 @@ class EpisodeWorker:
         if tap is None or tap.writer is None:
             return None
         try:
+            if tap.error is not None:
+                metrics["video_error"] = tap.error
             written = tap.stop()
             if written is None:
                 return None

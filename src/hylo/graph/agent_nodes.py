@@ -12,10 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hylo.core.agent import AgentBase, check_compatible
+from hylo.core.agent import AgentBase, check_compatible, gets_images, requires_images
 from hylo.core.chunk import as_chunk
 from hylo.core.context import EpisodeContext
 from hylo.core.errors import IncompatibleComponents
+from hylo.core.imageless import spec_without_images, without_images
 from hylo.core.signals import ContainerSpec, Signal
 from hylo.core.status import EpisodeOutcome
 from hylo.core.types import Observation, StepResult
@@ -74,9 +75,11 @@ class Reason(Node):
                 f"node {self.id!r}: agent {config.agent!r} reads privileged simulator state, which it can only do "
                 "beside the env it reads (here the agents nodeset or the env nodeset runs in server mode)"
             )
-        if requirements is not None and requirements.needs_images and runtime.benchmark is not None:
+        if requires_images(self.agent) and runtime.benchmark is not None:
             runtime.need_images(runtime.benchmark.name)
-        self._spec = runtime.env_spec
+        # An agent that gets no images sees none, whatever else renders (a live view, an observe_image node)
+        self._imageless = not gets_images(self.agent)
+        self._spec = spec_without_images(runtime.env_spec) if self._imageless else runtime.env_spec
         self._privileged = runtime.privileged
         self._act = self.agent.act
         self._reset = getattr(self.agent, "reset", None)
@@ -112,6 +115,8 @@ class Reason(Node):
             self._pending_reset = False
             self._reset(self._ctx)  # type: ignore[misc]
         obs = inputs["observation"]
+        if self._imageless:
+            obs = without_images(obs)
         if "memory" in inputs:
             obs = Observation(obs, memory=inputs["memory"])
         chunk = as_chunk(self._act(obs))
@@ -180,14 +185,22 @@ def close_agents(agents: dict[str, Any]) -> None:
     agents.clear()
 
 
-def graph_needs_images(plan: Plan, agents: dict[str, Any]) -> bool:
+def graph_needs_images(plan: Plan, agents: dict[str, Any], *, withheld: bool = False) -> bool:
     """Whether a graph's nodes need camera frames, so that its env is built rendering them: an `observe_image` node,
-    or a `reason` node whose agent (of `agents`, see `build_agents`) declares `needs_images`."""
+    or a `reason` node whose agent (of `agents`, see `build_agents`) gets images (`gets_images`: it declares
+    `needs_images` True, or nothing). `withheld` (a run's `--no-images`): none does, and a graph with a node that
+    requires them is refused."""
     from hylo.graph.env_nodes import EnvObserveImage
 
-    if any(issubclass(node.cls, EnvObserveImage) for node in plan.nodes.values()):
-        return True
-    return any(getattr(getattr(a, "requirements", None), "needs_images", False) for a in agents.values())
+    observers = [node.id for node in plan.nodes.values() if issubclass(node.cls, EnvObserveImage)]
+    if not withheld:
+        return bool(observers) or any(gets_images(agent) for agent in agents.values())
+    needing = observers + [node_id for node_id, agent in agents.items() if requires_images(agent)]
+    if needing:
+        raise IncompatibleComponents(
+            f"graph {plan.graph.name!r}: node {needing[0]!r} needs camera images, and --no-images withholds them"
+        )
+    return False
 
 
 def _plain(action: Any) -> Any:

@@ -39,13 +39,14 @@ def assemble_runner(
     allow_import: bool = True,
     on_images: Callable[[], None] | None = None,
     render_images: bool = False,
+    images_withheld: bool = False,
     env_calls: EnvCalls | None = None,
 ) -> GraphRunner:
     """The runner of `plan` in worker `worker`: its env nodes use `env`; each server-mode nodeset gets one
     subprocess, tagged with the worker's index. `agents` are those `build_agents` made for its reason nodes; the
     ones no node takes (a server-mode nodeset builds its own) are closed. `render_images`: a server-mode env nodeset
-    renders camera frames even when no node of the graph asks for them (a live view shows them). `env_calls` sees
-    the calls into a server-mode env nodeset's subprocess."""
+    renders camera frames even when no node of the graph asks for them (a live view shows them); `images_withheld`:
+    no agent is given any (`--no-images`). `env_calls` sees the calls into a server-mode env nodeset's subprocess."""
 
     def envs(name: str) -> Environment:
         if name != benchmark.name:
@@ -69,7 +70,8 @@ def assemble_runner(
     if any(options.mode == NodesetMode.SERVER for options in plan.graph.nodesets.values()):
         from hylo.graph.remote import ServerNodesets
 
-        remote = ServerNodesets(runtime, render_images=render_images or graph_needs_images(plan, agents))
+        needed = graph_needs_images(plan, agents, withheld=images_withheld)
+        remote = ServerNodesets(runtime, render_images=render_images or needed)
     try:
         return GraphRunner(
             plan,

@@ -184,11 +184,13 @@ class JobScheduler:
         gpu_mem_gb: float = 0.0,
         exclusive_gpu: bool = False,
         check_url: Callable[[str], None] | None = None,
+        allow_import: bool = False,
     ) -> JobStatus:
         """Validate and queue an evaluation. Raises `JobRefused` (naming the field) for bad input or a job that can
         never fit this machine, `JobConflict` when the run already has a queued or running job, `QueueFull` when
         `max_queued` jobs wait already. `check_url` is asked about every URL the job's agents would connect to, and
-        refuses one by raising `ValueError` (a server's `--allow-remote`); nothing connects before the job runs."""
+        refuses one by raising `ValueError` (a server's `--allow-remote`); nothing connects before the job runs.
+        `allow_import` lets the spec name import paths (a server's `--allow-import`)."""
         if cpus is not None and cpus < 1:
             raise JobRefused("cpus", f"cpus must be >= 1, got {cpus}")
         if ram_gb is not None and not ram_gb > 0:
@@ -209,7 +211,7 @@ class JobScheduler:
         never = never_fits(resources, machine)
         if never is not None:
             raise JobRefused(*never)
-        planned = check_spec(spec, self.log_dir, check_url)
+        planned = check_spec(spec, self.log_dir, check_url, allow_import=allow_import)
         assert planned.run_id is not None  # plan_run fixes it
         job = Job(
             job_id=secrets.token_hex(6),

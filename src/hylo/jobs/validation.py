@@ -1,5 +1,5 @@
-"""A submission checked before it is queued: `plan_run` without import paths, its errors pinned to the field to
-blame, the log dir forced to the scheduler's."""
+"""A submission checked before it is queued: `plan_run` without import paths (unless the operator allows them), its
+errors pinned to the field to blame, the log dir forced to the scheduler's."""
 
 from __future__ import annotations
 
@@ -44,10 +44,13 @@ def blamed_field(exc: Exception) -> str | None:
     return None
 
 
-def check_spec(spec: EvalSpec, log_dir: Path, check_url: Callable[[str], None] | None = None) -> EvalSpec:
-    """The spec as the job will run it: log dir the scheduler's, validated by `plan_run(allow_import=False)` (which
-    refuses a run id the log dir reserves for its own files, and asks `check_url` about every URL its agents would
-    connect to), run id fixed and `fresh` consumed. Raises `JobRefused` naming the field."""
+def check_spec(
+    spec: EvalSpec, log_dir: Path, check_url: Callable[[str], None] | None = None, *, allow_import: bool = False
+) -> EvalSpec:
+    """The spec as the job will run it: log dir the scheduler's, validated by `plan_run` (which refuses a run id the
+    log dir reserves for its own files, and asks `check_url` about every URL its agents would connect to), run id
+    fixed and `fresh` consumed. Import paths only with `allow_import` (the operator's `hylo serve --allow-import`).
+    Raises `JobRefused` naming the field."""
     log_dir = log_dir.resolve()
     if "log_dir" in spec.model_fields_set and Path(spec.log_dir).resolve() != log_dir:
         raise JobRefused(
@@ -55,7 +58,7 @@ def check_spec(spec: EvalSpec, log_dir: Path, check_url: Callable[[str], None] |
         )
     spec = spec.model_copy(update={"log_dir": str(log_dir)})
     try:
-        planned = plan_run(spec, allow_import=False, check_url=check_url)
+        planned = plan_run(spec, allow_import=allow_import, check_url=check_url)
     except (HyloError, ValueError, LookupError) as exc:
         raise JobRefused(blamed_field(exc), str(exc)) from None
     return planned

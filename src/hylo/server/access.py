@@ -1,7 +1,8 @@
-"""What a request may make the server reach beyond itself: which Ray cluster a job joins and which policy servers an
-agent connects to. A request is data, not code: it never chooses a cluster (a Ray client unpickles what the cluster
-sends) or a URL the server's processes connect to (a port scan, a request to an internal service); the operator does,
-with `hylo serve --allow-ray ADDRESS` and `--allow-remote URL_PREFIX`.
+"""What a request may make the server reach beyond itself: which Ray cluster a job joins, which policy servers an
+agent connects to, and whether a job may name code to import. A request is data, not code: it never chooses a cluster
+(a Ray client unpickles what the cluster sends), a URL the server's processes connect to (a port scan, a request to an
+internal service) or a module to import; the operator does, with `hylo serve --allow-ray ADDRESS`,
+`--allow-remote URL_PREFIX` and `--allow-import`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from hylo.eval.spec import EvalSpec
-from hylo.hosts import HostPolicy
+from hylo.hosts import HostPolicy, is_loopback
 from hylo.jobs.errors import JobRefused
 
 _DEFAULT_PORTS = {"ws": 80, "http": 80, "wss": 443, "https": 443}
@@ -72,11 +73,13 @@ def _split(text: str) -> tuple[str, str, int, str] | None:
 @dataclass(frozen=True)
 class ServerAccess:
     """The operator's rules for one server: its `Host`/`Origin` policy, the Ray cluster its jobs may use (None: no
-    Ray over HTTP) and the policy-server URL prefixes agents may connect to (none: no remote agent over HTTP)."""
+    Ray over HTTP), the policy-server URL prefixes agents may connect to (none: no remote agent over HTTP) and
+    whether a job may name import paths (`module:Class` agents: code from requests, off unless the operator says)."""
 
     hosts: HostPolicy = field(default_factory=HostPolicy)
     ray_address: str | None = None
     remote: tuple[RemotePrefix, ...] = ()
+    allow_import: bool = False
 
     @classmethod
     def of(
@@ -87,12 +90,19 @@ class ServerAccess:
         allow_origins: Iterable[str] = (),
         allow_ray: str | None = None,
         allow_remote: Iterable[str] = (),
+        allow_import: bool = False,
     ) -> ServerAccess:
         """From `hylo serve`'s flags; raises `ValueError` naming a malformed one."""
         if allow_ray is not None and not allow_ray.strip():
             raise ValueError("--allow-ray expects a Ray address (host:port, ray://host:10001) or 'local', got ''")
         prefixes = tuple(RemotePrefix.parse(prefix) for prefix in allow_remote)
-        return cls(HostPolicy.of(bound, allow_hosts, allow_origins), allow_ray, prefixes)
+        return cls(HostPolicy.of(bound, allow_hosts, allow_origins), allow_ray, prefixes, allow_import)
+
+    @property
+    def reachable_beyond_loopback(self) -> bool:
+        """Whether requests may come from beyond this machine: a bind beyond loopback, or a name (`--allow-host`)
+        that a reverse proxy or a LAN peer reaches the server by."""
+        return not is_loopback(self.hosts.bound) or any(not is_loopback(name) for name in self.hosts.allow_hosts)
 
     def job_spec(self, spec: EvalSpec) -> EvalSpec:
         """The spec a request may queue: refused (`JobRefused` naming the field) when it asks for Ray or names a
@@ -113,6 +123,18 @@ class ServerAccess:
             return spec.model_copy(update={"address": self.ray_address})
         return spec
 
+    def import_hint(self, refused: JobRefused, spec: EvalSpec) -> JobRefused:
+        """`refused` with the way around it when it refused an import path the operator did not allow: a request
+        cannot turn imports on, the operator can (`hylo serve --allow-import`)."""
+        named = {"agent": spec.agent, "benchmark": spec.benchmark}.get(refused.field or "")
+        if self.allow_import or named is None or not _import_path(named):
+            return refused
+        return JobRefused(
+            refused.field,
+            f"{refused.message}; {named!r} is an import path, code from the request, which this server does not "
+            "import: the operator allows it with hylo serve --allow-import",
+        )
+
     def check_url(self, url: str) -> None:
         """Refuse (`ValueError`) a URL an agent would connect to unless an allowed prefix admits it. The message is
         the same whatever is listening there."""
@@ -122,3 +144,9 @@ class ServerAccess:
                 f"url {url!r} is not a policy server this server may connect to (allowed: {allowed}); the operator "
                 "allows one with hylo serve --allow-remote URL_PREFIX"
             )
+
+
+def _import_path(name: str) -> bool:
+    """Whether an agent or benchmark name is an import path (`module:Class`, `gym:module:Env`), not a registered
+    name (`expert`, `gym:<id>`)."""
+    return ":" in name.removeprefix("gym:")

@@ -2,8 +2,8 @@
 episodes, under `/api/eval/v2`), the catalog (graphs, node types, benchmarks, agents) and interactive driving (env
 panels and sessions), under `/api`.
 
-Only registered benchmarks and agents are accepted (never an import path), and every run goes to the scheduler's
-log dir.
+Only registered benchmarks and agents are accepted (an import path only when the operator starts `hylo serve
+--allow-import`), and every run goes to the scheduler's log dir.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from starlette.routing import Match, Mount
 from hylo.core.status import EpisodeStatus
 from hylo.core.types import MAX_SEED
 from hylo.eval.ab import list_ab, read_ab
+from hylo.eval.code_identity import CodeIdentity
 from hylo.eval.logdir import GRAPHS_DIR, RunNotFound, find_run
 from hylo.eval.realtime_metrics import episode_realtime, realtime_figures
 from hylo.eval.report import run_timing
@@ -36,6 +37,7 @@ from hylo.jobs.scheduler import JobScheduler
 from hylo.server.access import ServerAccess
 from hylo.server.auth import BearerToken
 from hylo.server.catalog import catalog_routes
+from hylo.server.code_memo import CodeChangesMemo
 from hylo.server.events import status_events
 from hylo.server.guard import RequestGuard
 from hylo.server.limits import BODY_LIMIT_OVERRIDES, BodyLimit
@@ -47,6 +49,7 @@ from hylo.server.models import (
     ABRecords,
     ABSummary,
     Comparison,
+    Episode,
     Episodes,
     EpisodeTrace,
     Queue,
@@ -111,7 +114,7 @@ def create_app(
     app.add_middleware(RequestGuard, policy=access.hosts)  # outermost: a forged request is not even authenticated
     app.include_router(_routes(scheduler, access), prefix=PREFIX, responses=PROBLEMS)
     app.include_router(live_routes(live), prefix="/api", responses=PANEL_PROBLEMS)
-    app.include_router(catalog_routes(store), prefix="/api", responses=PROBLEMS)
+    app.include_router(catalog_routes(store, import_paths=access.allow_import), prefix="/api", responses=PROBLEMS)
     _add_options(app)
     mount_web(app)  # last: the web UI at `/`, beneath every API route
     app.state.sessions = live
@@ -161,6 +164,15 @@ def _readable(model: type[Listed], records: list[dict[str, Any]]) -> list[Listed
     return summaries
 
 
+def _listed(run: dict[str, Any]) -> dict[str, Any]:
+    """A run as `/runs` lists it: its spec's code identity cut to its digest (a few kB per run otherwise)."""
+    spec = run.get("spec")
+    code = spec.get("code") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(code, dict):
+        return run
+    return {**run, "spec": {**spec, "code": {"digest": code.get("digest")}}}
+
+
 def _episode_json(row: EpisodeRow) -> dict[str, Any]:
     """An episode as the API lists it: its EvalLog row, with its realtime figures under realtime timing."""
     realtime = episode_realtime(row)
@@ -179,15 +191,22 @@ SVG_POLICY = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'no
 
 def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
     router = APIRouter()
+    code_memo = CodeChangesMemo(scheduler.log_dir)
 
     @router.post("/start", response_model=Started, summary="Queue an evaluation")
     def start(request: JobRequest) -> Started:
-        """Validate the spec (registered benchmarks and agents only; Ray and remote agents only as the operator
-        allows), check that the job can ever fit this machine, and queue it. Nothing is connected to or built beyond
-        the check of names and arguments: the job's own process does that. 422 names the offending field; 409 when
-        the run already has a queued or running job; 429 when the queue is full."""
+        """Validate the spec (registered benchmarks and agents only, unless the operator allows import paths; Ray
+        and remote agents only as the operator allows), check that the job can ever fit this machine, and queue it.
+        Nothing is connected to or built beyond the check of names and arguments: the job's own process does that.
+        422 names the offending field; 409 when the run already has a queued or running job; 429 when the queue is
+        full."""
         spec = access.job_spec(request.eval_spec())
-        status = scheduler.submit(spec, check_url=access.check_url, **request.scheduling())
+        try:
+            status = scheduler.submit(
+                spec, check_url=access.check_url, allow_import=access.allow_import, **request.scheduling()
+            )
+        except JobRefused as exc:
+            raise access.import_hint(exc, spec) from None
         return Started(job_id=status.job_id, run_id=status.run_id, state=status.state)
 
     @router.get("/status/{job}", response_model=JobStatus, summary="A job's state and its run's progress")
@@ -209,24 +228,33 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
 
     @router.get("/runs", response_model=Runs, summary="Every run in the log dir")
     def runs() -> Runs:
-        return Runs(runs=[info.to_json() for info in list_runs(scheduler.log_dir)])
+        """Every run as `hylo runs list --json` lists it, except that its spec's `code` is its `digest` alone (the
+        whole identity, every source file's hash, is in `/runs/{run}`): the list is read every second while a job
+        runs."""
+        return Runs(runs=[_listed(info.to_json()) for info in list_runs(scheduler.log_dir)])
 
     @router.get("/runs/{run}", response_model=RunDetail, summary="A run, its summary per task and its active job")
     def run_detail(run: str) -> RunDetail:
         """The run (as in `/runs`), its summary as `hylo runs show --json` gives it (every status counted, success
         rate over scored episodes with its 95% Wilson interval, conservative rate over all, and the same per task),
-        its realtime figures, a run of several seeds' episodes clustered by (task, index) (as `hylo runs show
-        --json`'s `seed_clusters`), and its queued or running job, if any. Only a run whose spec holds several seeds
-        reads its episodes for the clusters: the summary of any run is read from the log's tallies."""
+        its agent's code identity and how that differs from the latest other run of the same configuration (as `hylo
+        runs show --json`'s `code_changes`), its realtime figures, a run of several seeds' episodes clustered by
+        (task, index) (as `hylo runs show --json`'s `seed_clusters`), and its queued or running job, if any. Only a
+        run whose spec holds several seeds reads its episodes for the clusters: the summary of any run is read from
+        the log's tallies."""
         with EvalLog.open(find_run(scheduler.log_dir, _run_name(run))) as log:
             info = log.info()
             tallies = log.tallies()
             realtime = realtime_figures(log.realtime_records())
             clusters = seed_clusters(records(log.final_episodes())) if _several_seeds(info.spec) else None
         job = scheduler.active_job(info.run_id)
+        code = CodeIdentity.from_json(info.spec.get("code"))
+        changes = code_memo.changes(info) if code is not None else None
         return RunDetail(
             run=info.to_json(),
             summary=summary_json(tallies=tallies),
+            code=None if code is None else code.to_json(),
+            code_changes=None if changes is None else changes.to_json(),
             realtime=None if realtime is None else realtime.to_json(),
             seed_clusters=None if clusters is None else clusters.to_json(),
             job=scheduler.status(job.job_id) if job is not None else None,
@@ -245,6 +273,20 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
             total, rows = log.final_page(offset=offset, limit=limit, status=status, task=task)
         page = [_episode_json(row) for row in rows]
         return Episodes(run_id=run_id, total=total, offset=offset, limit=limit, episodes=page)
+
+    @router.get("/runs/{run}/episode", response_model=Episode, summary="One final episode, by its id")
+    def episode(
+        run: str,
+        episode: Annotated[str, Query(min_length=1, description="the episode id, e.g. babyai/test/GoToLocal/0003@s0")],
+    ) -> Episode:
+        """The episode's last attempt, as `/episodes` lists it: what a link to one episode (a flip of a comparison)
+        opens. 404 for an episode the run does not have."""
+        with EvalLog.open(find_run(scheduler.log_dir, _run_name(run))) as log:
+            run_id = log.info().run_id
+            final = max(log.attempts(episode), key=lambda row: row.attempt, default=None)
+        if final is None:
+            raise RunNotFound(f"run {run_id} has no episode {episode!r}")
+        return Episode(run_id=run_id, episode=_episode_json(final))
 
     @router.get("/runs/{run}/trace", response_model=EpisodeTrace, summary="One episode's recorded trace")
     def trace(

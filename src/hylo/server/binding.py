@@ -6,7 +6,7 @@ import errno
 import socket
 
 from hylo.core.errors import HyloError
-from hylo.hosts import is_loopback
+from hylo.hosts import WILDCARDS, is_loopback
 from hylo.secret_env import TOKEN_ENV
 
 DEFAULT_HOST = "127.0.0.1"
@@ -28,6 +28,16 @@ def check_binding(host: str, token: str | None) -> None:
         )
 
 
+def check_import(reachable_beyond_loopback: bool, token: str | None) -> None:
+    """Refuse `--allow-import` (code from requests) on a server that requests may reach from beyond this machine
+    (bound beyond loopback, or named by `--allow-host`) without a token: whoever reaches it could run code."""
+    if not token and reachable_beyond_loopback:
+        raise ServeRefused(
+            "--allow-import runs the code a request names, and this server is reachable beyond loopback (--host or "
+            f"--allow-host): give a token (--token or {TOKEN_ENV}) or serve loopback only"
+        )
+
+
 def listen(host: str, port: int) -> socket.socket:
     """A socket bound to (`host`, `port`), for the server to listen on; `ServeRefused` in one line when it cannot be
     bound (the port is taken, the address is not this machine's)."""
@@ -46,3 +56,13 @@ def listen(host: str, port: int) -> socket.socket:
         why = "the port is in use (another server listens there?)" if exc.errno == errno.EADDRINUSE else exc.strerror
         raise ServeRefused(f"cannot listen on {host}:{port}: {why}") from None
     return sock
+
+
+def page_url(host: str, port: int) -> str:
+    """The URL a browser opens the web UI at, for a server bound to (`host`, `port`): the bound address or name, and
+    on a wildcard bind this machine's loopback address (a host name is answered only when `--allow-host` names it)."""
+    name = host.strip().strip("[]").lower()
+    if name in WILDCARDS:
+        name = "::1" if name == "::" else "127.0.0.1"
+    shown = f"[{name}]" if ":" in name else name
+    return f"http://{shown}:{port}/"

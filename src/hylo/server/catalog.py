@@ -7,10 +7,11 @@
   and refused with `422 {"detail": [{"node", "rule", "message"}, ...]}`, one entry per problem
 - `GET /nodes` — every node type's schema, by nodeset (`hylo nodes --json`)
 - `GET /benchmarks` — registered benchmarks: splits, tasks and their step budgets, availability
-- `GET /agents` — registered agents: description and accepted arguments
+- `GET /agents` — registered agents: description and accepted arguments; whether jobs may name `module:Class` ones
 - `GET /protocols` — registered evaluation protocols: timing, clock, latency, s, H, strategy, families
 
-Only registered things are listed or accepted: nothing a client sends is imported or run (`check_servable`).
+Only registered things are listed or accepted: nothing a client sends is imported or run (`check_servable`); a job
+may name a `module:Class` agent only on a server started with `--allow-import`.
 """
 
 from __future__ import annotations
@@ -85,6 +86,11 @@ class Benchmarks(BaseModel):
 
 class Agents(BaseModel):
     agents: list[AgentInfo]
+    import_paths: bool = Field(
+        default=False,
+        description="whether a job may name a `module:Class` agent importable by the server (the operator's "
+        "`hylo serve --allow-import`); sessions and saved graphs never may",
+    )
 
 
 class Protocols(BaseModel):
@@ -98,8 +104,9 @@ _NAME_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def catalog_routes(store: GraphStore) -> APIRouter:
-    """The catalog's routes over `store` (mount them under `/api`)."""
+def catalog_routes(store: GraphStore, *, import_paths: bool = False) -> APIRouter:
+    """The catalog's routes over `store` (mount them under `/api`); `import_paths` says whether jobs may name
+    `module:Class` agents (`hylo serve --allow-import`), which `GET /agents` tells the start form."""
     router = APIRouter(tags=["catalog"])
 
     @router.get("/graphs", response_model=GraphList, summary="Every graph: saved ones and built-in examples")
@@ -182,7 +189,8 @@ def catalog_routes(store: GraphStore) -> APIRouter:
 
     @router.get("/agents", response_model=Agents, summary="Registered agents: description and arguments")
     def agents() -> Agents:
-        return Agents(agents=[describe_agent(name) for name in registered_agents()])
+        """Every registered agent, and `import_paths`: whether a job may name a `module:Class` agent instead."""
+        return Agents(agents=[describe_agent(name) for name in registered_agents()], import_paths=import_paths)
 
     @router.get("/protocols", response_model=Protocols, summary="Registered evaluation protocols: how runs are timed")
     def protocols() -> Protocols:

@@ -39,14 +39,35 @@ class Episodes(BaseModel):
     episodes: list[dict[str, Any]]
 
 
+class Episode(BaseModel):
+    """One final episode of a run (its last attempt), as `Episodes` lists it."""
+
+    run_id: str
+    episode: dict[str, Any]
+
+
 class RunDetail(BaseModel):
     """A run (as listed in `Runs`), its summary (`hylo runs show --json`'s `summary`: counts of every status, success
-    rate with its 95% Wilson interval, conservative rate, and `per_task`), its realtime figures (`hylo runs show
+    rate with its 95% Wilson interval, conservative rate, and `per_task`), its agent's code and what changed in it
+    against the latest other run of the same configuration, its realtime figures (`hylo runs show
     --json`'s `realtime`; null for a run without realtime timing), its episodes clustered by (task, index) under
     its seeds (`hylo runs show --json`'s `seed_clusters`; null for a run of one seed) and its queued or running job."""
 
     run: dict[str, Any]
     summary: dict[str, Any]
+    code: dict[str, Any] | None = Field(
+        default=None,
+        description="the agent's code identity (its `digest`, and per agent its source files, the versioned "
+        "distributions they import and the files its arguments name: `parts`), as the run recorded it in its spec; "
+        "null for a run made before runs recorded their code",
+    )
+    code_changes: dict[str, Any] | None = Field(
+        default=None,
+        description="how the code differs from that of `against`, the latest other run of the same configuration "
+        "(`hylo runs show --json`'s `code_changes`: `changes`, each a source file, distribution or argument file "
+        "`changed`, `added` or `removed`, and `same_code`); null when no other run of the configuration recorded its "
+        "code",
+    )
     realtime: dict[str, Any] | None = Field(
         default=None,
         description="act latency percentiles, control rate, stale and hold ratios, chunks, watchdog ends "
@@ -98,6 +119,12 @@ class Comparison(BaseModel):
     rate_b: float | None
     difference: float | None
     p_value: float
+    correlation: float | None = Field(
+        default=None,
+        description="the pairing correlation: phi of A's and B's success over the pairs both scored (what `hylo plan "
+        "--correlation` takes); null when undefined",
+    )
+    correlation_note: str | None = Field(default=None, description="why the correlation is undefined, when it is")
     flips: list[dict[str, str]]
     paired: int
     n_a: int
@@ -134,6 +161,15 @@ class ABRecord(ABSummary):
 
     difference: float | None
     confidence_sequence: list[float]
+    confidence_sequence_kind: str = Field(
+        default="betting",
+        description='"test": every p_B − p_A the deciding test has not rejected, which excludes 0 exactly when it '
+        'decided; "betting": a record made before, whose separate betting interval may contain 0 although the test '
+        "decided",
+    )
+    reuse_runs: bool = Field(
+        default=False, description="whether the comparison ran on the runs `hylo eval` made (`--reuse-runs`)"
+    )
     flips: dict[str, int]
     abstentions: int
     alpha: float
@@ -188,6 +224,9 @@ class SweepRecord(SweepSummary):
     episodes: int
     seeds: list[int]
     timing_options: dict[str, Any]
+    reuse_runs: bool = Field(
+        default=False, description="whether each point ran on the run `hylo eval` made for it (`--reuse-runs`)"
+    )
     points: list[SweepPoint]
     refused: list[dict[str, Any]]
     plot: dict[str, str]

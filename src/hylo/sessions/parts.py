@@ -31,6 +31,8 @@ class SessionParts:
         benchmark = setup.benchmark
         agents = build_agents(setup.plan, benchmark, allow_import=False)
         apart = env_in_server_mode(setup.plan, benchmark)
+        # Frames for the live view, or for the nodes that get them (an agent that declares nothing does); a reason
+        # node whose agent declares needs_images=False is handed its observations without them, as in `hylo eval`.
         render = not apart and (setup.render or graph_needs_images(setup.plan, agents))
         try:
             env = benchmark.make_env(render_images=render)

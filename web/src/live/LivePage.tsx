@@ -1,6 +1,7 @@
 // The Live place: choose an env panel, place an episode with its fields, pick what runs (an agent or a saved graph)
-// and drive it with the panel's actions; the panel's session is watched live beside it.
-import { useEffect, useState } from "react";
+// and drive it with the panel's actions; the panel's session is watched live beside it. While a session starts the
+// page says so and takes no other click.
+import { useEffect, useRef, useState } from "react";
 import { api, errorMessage } from "../api";
 import type { Route } from "../router";
 import { EnvPanelForm, panelPath } from "./EnvPanelForm";
@@ -28,6 +29,8 @@ export function LivePage(_props: { route: Route }) {
   /** The program or budget was changed since the session was made: the next Play makes a new session. */
   const [dirty, setDirty] = useState(false);
   const [busy, setBusy] = useState(false);
+  /** A session is being made for this program (its env and agent are built: seconds for Meta-World). */
+  const [starting, setStarting] = useState<string | null>(null);
   const [message, setMessage] = useState<string | null>(null);
 
   const liveState = live.session && live.session.id === session?.id ? live.session.state : undefined;
@@ -62,7 +65,12 @@ export function LivePage(_props: { route: Route }) {
     }
   }, [catalog.agents, dirty, session, program]);
 
+  /** One request at a time: a second click (a double click, an impatient one while a session starts) is not sent
+   * while the first is on its way, and the controls stay disabled until the panel has been read again after it. */
+  const inFlight = useRef(false);
   const run = async (work: () => Promise<unknown>) => {
+    if (inFlight.current) return;
+    inFlight.current = true;
     setBusy(true);
     setMessage(null);
     try {
@@ -70,9 +78,11 @@ export function LivePage(_props: { route: Route }) {
     } catch (error) {
       setMessage(errorMessage(error));
     } finally {
-      setBusy(false);
+      setStarting(null);
       await reload();
       list.reload();
+      inFlight.current = false;
+      setBusy(false);
     }
   };
 
@@ -81,9 +91,16 @@ export function LivePage(_props: { route: Route }) {
       const info = panel.info;
       if (!info) return;
       if (NEEDS_SESSION.has(action.side_effect) && info.context.mode === "local" && (!session || dirty)) {
-        if (session) await api(`/api/sessions/${encodeURIComponent(session.id)}`, { method: "DELETE" });
-        await api<SessionInfo>("/api/sessions", { method: "POST", json: sessionRequest(info, program, stepBudget) });
-        setDirty(false);
+        // No session as this page last read the panel: the server may have made one since (it would refuse another).
+        const current = session ?? (await api<PanelInfo>(panelPath(info.name))).session;
+        if (!current || dirty) {
+          setStarting(programLabel(program));
+          if (current) await api(`/api/sessions/${encodeURIComponent(current.id)}`, { method: "DELETE" });
+          await api<SessionInfo>("/api/sessions", { method: "POST", json: sessionRequest(info, program, stepBudget) });
+          setDirty(false);
+          await reload(); // the new session shows at once, not after the action
+          setStarting(null);
+        }
       }
       await api(panelPath(info.name, "action"), { method: "POST", json: { name: action.name } });
     });
@@ -153,7 +170,7 @@ export function LivePage(_props: { route: Route }) {
         )}
         {panel.problem && <div className="error-message">{panel.problem}</div>}
       </aside>
-      <SessionView session={session} live={live} />
+      <SessionView session={session} live={live} starting={starting} />
     </div>
   );
 }
@@ -177,6 +194,10 @@ function PanelStatus({ info }: { info: PanelInfo }) {
 function benchmarkOf(info: PanelInfo): string {
   const named = info.state.benchmark;
   return typeof named === "string" ? named : info.name.replace(/^env_/, "").replace(/#\d+$/, "");
+}
+
+function programLabel(program: Program): string {
+  return `${program.kind} ${program.name}`;
 }
 
 /** `POST /api/sessions` for this panel: the program, the panel's placement as it stands, the budget if given. */

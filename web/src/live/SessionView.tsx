@@ -1,5 +1,6 @@
-// The live view of a panel's session: its latest frame and instruction, step counter and state, the outcome of its
-// last execution, the timeline of the current execution's steps, the trace events and the state containers.
+// The live view of a panel's session (or that one is starting): its latest frame and instruction, step counter and
+// state, the outcome of its last execution, the timeline of the current execution's steps, the trace events and the
+// state containers.
 import { useEffect, useState } from "react";
 import { Containers } from "./Containers";
 import { LiveFrame } from "./LiveFrame";
@@ -11,15 +12,27 @@ import type { Outcome, SessionBrief, SessionInfo } from "./types";
 interface Props {
   session: SessionInfo | null;
   live: StreamSnapshot;
+  /** What a session being started runs (null: none is starting). */
+  starting: string | null;
 }
 
-export function SessionView({ session, live }: Props) {
+export function SessionView({ session, live, starting }: Props) {
   const brief: SessionBrief | null = live.session ?? session;
   const execution = live.execution;
   const [selected, setSelected] = useState<number | null>(null);
   const executions = brief?.executions ?? 0;
   useEffect(() => setSelected(null), [executions, brief?.id]);
 
+  if (starting) {
+    return (
+      <div className="session-view">
+        <section className="live-card live-starting" data-testid="session-starting" aria-busy="true" role="status">
+          <span className="spinner" aria-hidden="true" />
+          Starting a session with {starting}: building the env and the agent…
+        </section>
+      </div>
+    );
+  }
   if (!brief) {
     return (
       <div className="session-view">

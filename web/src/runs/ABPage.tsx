@@ -3,7 +3,7 @@
 // the path of log E against the decision boundary.
 import { href } from "../router";
 import { PathChart } from "./PathChart";
-import { points } from "./format";
+import { bound, points } from "./format";
 import { EVAL_API, type ABRecord } from "./types";
 import { useRecord } from "./useRecord";
 
@@ -24,6 +24,15 @@ export function ABPage({ abId }: { abId: string }) {
       {record && <ABResult record={record} />}
     </div>
   );
+}
+
+/** What the interval is, in one line, as `hylo ab` prints it under the interval. */
+function confidenceNote(r: ABRecord): string {
+  if (r.confidence_sequence_kind === "betting") {
+    return "an older record: its interval is a separate betting confidence sequence, which may contain 0 although the test decided";
+  }
+  const ruledOut = `every B − A the test itself has not ruled out at alpha ${r.alpha}`;
+  return r.decision ? `${ruledOut}; it leaves out 0 exactly because the test decided` : `${ruledOut}; 0 is still among them: no decision`;
 }
 
 function ABResult({ record: r }: { record: ABRecord }) {
@@ -50,7 +59,10 @@ function ABResult({ record: r }: { record: ABRecord }) {
             <dd data-testid="ab-difference">{points(r.difference)}</dd>
             <dt>Confidence sequence</dt>
             <dd data-testid="ab-confidence">
-              [{points(low)}, {points(high)}]
+              [{bound(low)}, {bound(high)}]
+              <div className="muted" data-testid="ab-confidence-note">
+                {confidenceNote(r)}
+              </div>
             </dd>
             <dt>Abstentions</dt>
             <dd data-testid="ab-abstentions">{r.abstentions}</dd>
@@ -58,6 +70,12 @@ function ABResult({ record: r }: { record: ABRecord }) {
             <dd data-testid="ab-log-evalue">
               {r.log_evalue.toFixed(3)} <span className="muted">(decides at {r.threshold.toFixed(3)})</span>
             </dd>
+            {r.reuse_runs && (
+              <>
+                <dt>Runs</dt>
+                <dd data-testid="ab-reuse">the runs hylo eval made, extended (--reuse-runs)</dd>
+              </>
+            )}
             <dt>Run A ({r.agent_a})</dt>
             <dd className="mono">
               <a href={href(["runs", r.run_a])} data-testid="ab-run-a">

@@ -1,11 +1,13 @@
 // `#/compare?a=&b=`: two runs paired by episode id — the 2x2 table of paired outcomes, both rates, their difference,
-// McNemar's exact p-value and every flipped episode.
+// McNemar's exact p-value, the same per task with the p-values adjusted by Holm's method over the tasks, and every
+// flipped episode, each linked to its episode in either run.
 import { useEffect, useState } from "react";
 import { api, errorMessage } from "../api";
 import { href, navigate } from "../router";
 import { StatusBadge } from "./Progress";
 import { pValue, pct, points } from "./format";
-import { EVAL_API, type Comparison, type RunInfo } from "./types";
+import { agentArgs } from "./RunIdentity";
+import { EVAL_API, type Comparison, type RunInfo, type TaskComparison } from "./types";
 
 const FLIPS_STEP = 200;
 
@@ -90,7 +92,7 @@ function RunPicker(props: {
         {props.value && !known && <option value={props.value}>{props.value}</option>}
         {[...(props.runs ?? [])].reverse().map((run) => (
           <option key={run.run_id} value={run.run_id}>
-            {run.run_id} ({run.agent}, {run.n_done} episodes)
+            {run.run_id} ({[run.agent, agentArgs(run.spec)].filter(Boolean).join(" ")}, {run.n_done} episodes)
           </option>
         ))}
       </select>
@@ -160,8 +162,69 @@ function CompareResult({ result: r }: { result: Comparison }) {
           </dd>
         </dl>
       </div>
+      {r.per_task && Object.keys(r.per_task).length > 0 && <PerTaskTable perTask={r.per_task} />}
       <FlipList result={r} />
     </section>
+  );
+}
+
+/** Each task's pairs, rates, difference and McNemar p, and that p adjusted by Holm's method over the tasks: a task
+ * reads as different only by its adjusted p (several tests at once, one chance of a false alarm). */
+function PerTaskTable({ perTask }: { perTask: Record<string, TaskComparison> }) {
+  return (
+    <div className="per-task-area">
+      <h3>Per task</h3>
+      <table className="per-task-table" data-testid="per-task-table">
+        <thead>
+          <tr>
+            <th>Task</th>
+            <th className="num">Pairs</th>
+            <th className="num" title="a succeeded, b did not / b succeeded, a did not">
+              a only / b only
+            </th>
+            <th className="num">Rate a</th>
+            <th className="num">Rate b</th>
+            <th className="num">Difference (b − a)</th>
+            <th className="num">McNemar p</th>
+            <th className="num" title="adjusted by Holm's method over every task of the comparison">
+              Holm p
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {Object.entries(perTask).map(([task, t]) => (
+            <tr key={task} data-testid={`per-task-row-${task}`}>
+              <th scope="row">{task}</th>
+              <td className="num" data-testid="pt-pairs">
+                {t.n_pairs}
+              </td>
+              <td className="num" data-testid="pt-discordant">
+                {t.a_only} / {t.b_only}
+              </td>
+              <td className="num" data-testid="pt-rate-a">
+                {pct(t.rate_a)}
+              </td>
+              <td className="num" data-testid="pt-rate-b">
+                {pct(t.rate_b)}
+              </td>
+              <td className="num" data-testid="pt-difference">
+                {points(t.difference)}
+              </td>
+              <td className="num" data-testid="pt-p">
+                {pValue(t.p_value)}
+              </td>
+              <td
+                className={`num ${t.p_holm < 0.05 ? "significant" : ""}`}
+                data-testid="pt-p-holm"
+                data-value={t.p_holm}
+              >
+                {pValue(t.p_holm)}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 
@@ -178,8 +241,8 @@ function FlipList({ result }: { result: Comparison }) {
           <tr>
             <th>Episode</th>
             <th>Task</th>
-            <th>a</th>
-            <th>b</th>
+            <th title="opens the episode in run a">a</th>
+            <th title="opens the episode in run b">b</th>
           </tr>
         </thead>
         <tbody>
@@ -188,10 +251,24 @@ function FlipList({ result }: { result: Comparison }) {
               <td className="mono">{flip.episode_id}</td>
               <td>{flip.task}</td>
               <td>
-                <StatusBadge status={flip.status_a} />
+                <a
+                  className="flip-link"
+                  href={href(["runs", result.run_a], { episode: flip.episode_id })}
+                  data-testid="flip-link-a"
+                  title={`this episode in run a (${result.run_a})`}
+                >
+                  <StatusBadge status={flip.status_a} />
+                </a>
               </td>
               <td>
-                <StatusBadge status={flip.status_b} />
+                <a
+                  className="flip-link"
+                  href={href(["runs", result.run_b], { episode: flip.episode_id })}
+                  data-testid="flip-link-b"
+                  title={`this episode in run b (${result.run_b})`}
+                >
+                  <StatusBadge status={flip.status_b} />
+                </a>
               </td>
             </tr>
           ))}

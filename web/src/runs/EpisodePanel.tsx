@@ -1,6 +1,6 @@
 // The selected episode: its outcome, its realtime figures under realtime timing, its video when it has one, and its
 // recorded trace (each event with its kind, filterable by kind, one attempt at a time).
-import { useEffect, useMemo, useState } from "react";
+import { useEffect, useMemo, useRef, useState } from "react";
 import { api, errorMessage, withToken } from "../api";
 import { StatusBadge } from "./Progress";
 import { ms } from "./RealtimePanel";
@@ -10,10 +10,15 @@ import { runPath, type EpisodeRow, type EpisodeTrace, type RealtimeFigures } fro
 
 const SHOWN_STEP = 300;
 
-export function EpisodePanel(props: { runId: string; episode: EpisodeRow; onClose: () => void }) {
-  const { runId, episode } = props;
+export function EpisodePanel(props: { runId: string; episode: EpisodeRow; reveal?: boolean; onClose: () => void }) {
+  const { runId, episode, reveal } = props;
+  const panel = useRef<HTMLElement>(null);
+  // Opened from a link (a comparison's flip): the panel is below the run's figures, so it is brought into view.
+  useEffect(() => {
+    if (reveal) panel.current?.scrollIntoView({ block: "start" });
+  }, [reveal, episode.episode_id]);
   return (
-    <aside className="panel episode-panel" data-testid="episode-panel" data-episode-id={episode.episode_id}>
+    <aside ref={panel} className="panel episode-panel" data-testid="episode-panel" data-episode-id={episode.episode_id}>
       <div className="section-head">
         <h3 className="mono episode-title">{episode.episode_id}</h3>
         <button type="button" onClick={props.onClose} data-testid="episode-close">

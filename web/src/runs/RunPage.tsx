@@ -1,14 +1,17 @@
-// `#/runs/<id>`: one run — its state and progress (polled while it runs), its protocol and timing, cancel, the
-// per-task table and chart, the realtime figures of a realtime run, the clustered figures of a run of several seeds, and
-// its episodes with the selected episode's trace and video.
-import { useState } from "react";
-import { api } from "../api";
-import { href } from "../router";
+// `#/runs/<id>`: one run — its state, health and progress (polled while it runs), its agent's arguments, protocol and
+// timing, cancel, the per-task table and chart, the agent's code and what changed against the run before it of the
+// same configuration, the realtime figures of a realtime run, the clustered figures of a run of several seeds, and
+// its episodes with the selected episode's trace and video (`?episode=<id>` selects one from a link).
+import { useEffect, useState } from "react";
+import { api, errorMessage } from "../api";
+import { href, navigate } from "../router";
 import { CancelButton } from "./CancelButton";
+import { CodePanel } from "./CodePanel";
 import { EpisodeList } from "./EpisodeList";
 import { EpisodePanel } from "./EpisodePanel";
 import { ProgressBar, StatusBadge } from "./Progress";
 import { RealtimePanel } from "./RealtimePanel";
+import { agentArgs, RunStatus } from "./RunIdentity";
 import { SeedsPanel } from "./SeedsPanel";
 import { SuccessChart } from "./SuccessChart";
 import { TaskTable } from "./TaskTable";
@@ -23,13 +26,48 @@ function isActive(detail: RunDetail | null): boolean {
   return !!detail && (detail.job !== null || detail.run.status === "running");
 }
 
-export function RunPage({ runId }: { runId: string }) {
+/** The episode named in the address (`#/runs/<id>?episode=<episode id>`, a comparison's flip links there): its row,
+ * read once per id; a row chosen in the list is taken as is. */
+function useSelectedEpisode(runId: string, episodeId: string | null) {
+  const [selected, setSelected] = useState<EpisodeRow | null>(null);
+  /** Whether the episode came from the address (a link): the page scrolls to it. */
+  const [linked, setLinked] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    setError(null);
+    if (!episodeId) {
+      setSelected(null);
+      return;
+    }
+    if (selected?.episode_id === episodeId) return;
+    let cancelled = false;
+    const query = new URLSearchParams({ episode: episodeId });
+    api<{ episode: EpisodeRow }>(runPath(runId, `/episode?${query.toString()}`))
+      .then((answer) => {
+        if (cancelled) return;
+        setSelected(answer.episode);
+        setLinked(true);
+      })
+      .catch((e: unknown) => !cancelled && setError(errorMessage(e)));
+    return () => {
+      cancelled = true;
+    };
+  }, [runId, episodeId]); // not on `selected`: a row chosen in the list is not read again
+  const select = (episode: EpisodeRow | null) => {
+    setSelected(episode);
+    setLinked(false);
+    navigate(["runs", runId], episode ? { episode: episode.episode_id } : undefined);
+  };
+  return { selected: episodeId ? selected : null, linked, error, select };
+}
+
+export function RunPage({ runId, episodeId }: { runId: string; episodeId: string | null }) {
   const { data, error, reload } = usePoll(
     runId,
     () => api<RunDetail>(runPath(runId)),
     (d) => (isActive(d) ? FAST_MS : SLOW_MS),
   );
-  const [selected, setSelected] = useState<EpisodeRow | null>(null);
+  const { selected, linked, error: episodeError, select: setSelected } = useSelectedEpisode(runId, episodeId);
 
   return (
     <div className="run-page" data-testid="run-page">
@@ -54,8 +92,14 @@ export function RunPage({ runId }: { runId: string }) {
               <SuccessChart summary={data.summary} />
             </div>
           </section>
+          {data.code !== undefined && <CodePanel code={data.code} changes={data.code_changes ?? null} />}
           {data.realtime && <RealtimePanel figures={data.realtime} />}
           {data.seed_clusters && <SeedsPanel clusters={data.seed_clusters} summary={data.summary} />}
+          {episodeError && (
+            <div className="error-message" data-testid="episode-error">
+              {episodeError}
+            </div>
+          )}
           <div className="episodes-area">
             <EpisodeList
               runId={data.run.run_id}
@@ -64,7 +108,14 @@ export function RunPage({ runId }: { runId: string }) {
               selected={selected?.episode_id ?? null}
               onSelect={setSelected}
             />
-            {selected && <EpisodePanel runId={data.run.run_id} episode={selected} onClose={() => setSelected(null)} />}
+            {selected && (
+              <EpisodePanel
+                runId={data.run.run_id}
+                episode={selected}
+                reveal={linked}
+                onClose={() => setSelected(null)}
+              />
+            )}
           </div>
         </>
       ) : (
@@ -83,7 +134,7 @@ function RunHeader({ detail, onCancelled }: { detail: RunDetail; onCancelled: ()
           {run.run_id}
         </h2>
         <span className="muted">run</span>
-        <StatusBadge status={run.status} testId="run-status" />
+        <RunStatus run={run} testId="run-status" />
         {job && <span className="muted">job</span>}
         {job && <StatusBadge status={job.state} testId="run-job-state" />}
         {job && <CancelButton runId={run.run_id} onDone={onCancelled} />}
@@ -95,7 +146,15 @@ function RunHeader({ detail, onCancelled }: { detail: RunDetail; onCancelled: ()
           {run.split ? ` / ${run.split}` : ""}
         </dd>
         <dt>Agent</dt>
-        <dd>{run.agent}</dd>
+        <dd data-testid="run-agent">{run.agent}</dd>
+        <dt>Arguments</dt>
+        <dd className="mono" data-testid="run-agent-args">
+          {agentArgs(run.spec) || <span className="muted">none</span>}
+        </dd>
+        <dt>Digest</dt>
+        <dd className="mono" data-testid="run-digest" title="the configuration's digest (the run id ends with it)">
+          {run.digest}
+        </dd>
         {typeof run.spec.protocol === "string" && (
           <>
             <dt>Protocol</dt>

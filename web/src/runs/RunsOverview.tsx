@@ -1,6 +1,7 @@
-// `#/runs`: the start form, the queue of jobs, every run with its live progress, the A/B comparisons `hylo ab`
-// recorded and the latency sweeps `hylo sweep` recorded. Polled every second while a job is queued or running, every few seconds otherwise (runs written by other
-// processes appear too).
+// `#/runs`: the start form, the queue of jobs, every run with its agent's arguments, its health and success rate and
+// its live progress, the A/B comparisons `hylo ab` recorded and the latency sweeps `hylo sweep` recorded. Polled
+// every second while a job is queued or running, every few seconds otherwise (runs written by other processes appear
+// too).
 import { api } from "../api";
 import { href } from "../router";
 import { CancelButton } from "./CancelButton";
@@ -8,7 +9,8 @@ import { ProgressBar, StatusBadge } from "./Progress";
 import { StartForm } from "./StartForm";
 import { EVAL_API, type ABSummary, type JobStatus, type RunInfo, type SweepSummary } from "./types";
 import { usePoll } from "./usePoll";
-import { when } from "./format";
+import { interval, pct, when } from "./format";
+import { AgentCell, RunStatus } from "./RunIdentity";
 
 interface Overview {
   runs: RunInfo[];
@@ -121,8 +123,11 @@ function RunsTable({ runs }: { runs: RunInfo[] }) {
         <tr>
           <th>Run</th>
           <th>Benchmark</th>
-          <th>Agent</th>
+          <th>Agent and arguments</th>
           <th>Status</th>
+          <th className="num" title="successes over scored episodes, with the 95% Wilson interval">
+            Success
+          </th>
           <th>Progress</th>
           <th>Created</th>
         </tr>
@@ -139,9 +144,21 @@ function RunsTable({ runs }: { runs: RunInfo[] }) {
               {run.benchmark}
               {run.split ? <span className="muted"> / {run.split}</span> : null}
             </td>
-            <td>{run.agent}</td>
             <td>
-              <StatusBadge status={run.status} testId={`run-status-${run.run_id}`} />
+              <AgentCell run={run} />
+            </td>
+            <td>
+              <RunStatus run={run} testId={`run-status-${run.run_id}`} />
+            </td>
+            <td className="num" data-testid={`run-success-${run.run_id}`}>
+              {run.success_rate === undefined ? (
+                <span className="muted">—</span>
+              ) : (
+                <>
+                  {pct(run.success_rate)}
+                  {run.success_ci && <div className="muted ci">{interval(run.success_ci)}</div>}
+                </>
+              )}
             </td>
             <td>
               <ProgressBar done={run.n_done} planned={run.n_planned} testId={`run-progress-${run.run_id}`} />

@@ -1,6 +1,6 @@
-// The runs dashboard: the list of runs with the queue and the start form (`#/runs`), one run (`#/runs/<id>`) and the
-// comparison of two runs (`#/compare?a=&b=`), an A/B comparison's record (`#/ab/<id>`) and a latency sweep's
-// (`#/sweeps/<id>`).
+// The runs dashboard: the list of runs with the queue and the start form (`#/runs`), one run (`#/runs/<id>`, with an
+// episode open: `?episode=<id>`) and the comparison of two runs (`#/compare?a=&b=`), an A/B comparison's record
+// (`#/ab/<id>`) and a latency sweep's (`#/sweeps/<id>`).
 import type { Route } from "../router";
 import { ABPage } from "./ABPage";
 import { ComparePage } from "./ComparePage";
@@ -18,6 +18,6 @@ export function RunsPage({ route }: { route: Route }) {
     return <SweepPage key={route.parts[1]} sweepId={route.parts[1]} />;
   }
   const runId = route.parts[1];
-  if (runId) return <RunPage key={runId} runId={runId} />;
+  if (runId) return <RunPage key={runId} runId={runId} episodeId={route.query.get("episode")} />;
   return <RunsOverview />;
 }

@@ -1,5 +1,5 @@
 // The form that queues an evaluation (`POST /api/eval/v2/start`). The server is the judge of every field: a 422 is
-// shown as `field: message`.
+// shown as `field: message`. A `module:Class` agent is offered only when the server takes one (`--allow-import`).
 import { useEffect, useMemo, useState, type FormEvent, type ReactNode } from "react";
 import { api, errorMessage } from "../api";
 import { href } from "../router";
@@ -87,23 +87,26 @@ function requestBody(fields: Fields): Record<string, unknown> {
 function useCatalog() {
   const [benchmarks, setBenchmarks] = useState<BenchmarkInfo[]>([]);
   const [agents, setAgents] = useState<AgentInfo[]>([]);
+  /** Whether the server takes `module:Class` agents (`hylo serve --allow-import`); false from one that predates it. */
+  const [importPaths, setImportPaths] = useState(false);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     Promise.all([
       api<{ benchmarks: BenchmarkInfo[] }>("/api/benchmarks"),
-      api<{ agents: AgentInfo[] }>("/api/agents"),
+      api<{ agents: AgentInfo[]; import_paths?: boolean }>("/api/agents"),
     ])
       .then(([b, a]) => {
         setBenchmarks(b.benchmarks);
         setAgents(a.agents);
+        setImportPaths(a.import_paths === true);
       })
       .catch((e: unknown) => setError(errorMessage(e)));
   }, []);
-  return { benchmarks, agents, error };
+  return { benchmarks, agents, importPaths, error };
 }
 
 export function StartForm({ onStarted }: { onStarted: () => void }) {
-  const { benchmarks, agents, error: catalogError } = useCatalog();
+  const { benchmarks, agents, importPaths, error: catalogError } = useCatalog();
   const [fields, setFields] = useState<Fields>(INITIAL);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -191,13 +194,23 @@ export function StartForm({ onStarted }: { onStarted: () => void }) {
           onChange={(e) => set({ envArgs: e.target.value })}
         />
       </Field>
-      <Field label="Agent">
+      <Field
+        label="Agent"
+        hint={importPaths ? "a registered agent, or module:Class importable by the server" : "a registered agent"}
+      >
         <input
           list="start-agents"
           data-testid="start-agent"
+          placeholder={importPaths ? "random, or mypkg.agents:MyAgent" : "random"}
           value={fields.agent}
           onChange={(e) => set({ agent: e.target.value })}
         />
+        {importPaths && (
+          <span className="muted hint" data-testid="start-import-allowed">
+            This server imports the agents jobs name (hylo serve --allow-import): from its environment and the
+            directory it was started in.
+          </span>
+        )}
         <datalist id="start-agents">
           {agents
             .filter((a) => a.available)

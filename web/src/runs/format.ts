@@ -26,6 +26,13 @@ export function points(value: number | null | undefined): string {
   return `${value > 0 ? "+" : ""}${text} pp`;
 }
 
+/** A bound of an interval in percentage points: as `points`, except that a bound too close to 0 to show in one
+ * decimal is written in scientific notation (`+1.9e-2 pp`), so that a bound beside 0 never reads as 0. */
+export function bound(value: number): string {
+  if (value === 0 || Math.abs(value * 100) >= 0.05) return points(value);
+  return `${value > 0 ? "+" : ""}${(value * 100).toExponential(1)} pp`;
+}
+
 /** A p-value: four decimals, or scientific notation below 0.001. */
 export function pValue(value: number): string {
   if (value >= 0.001) return value.toFixed(4);

@@ -4,6 +4,10 @@ import type { TraceEvent } from "../trace";
 export const STATUSES = ["success", "failure", "error", "infra_invalid", "safety_abort"] as const;
 export type EpisodeStatus = (typeof STATUSES)[number];
 
+/** How a run's episodes ended, in one word: `ok` (no abstention), `some_errors`, `mostly_errors` (at least half
+ * are `error` or `infra_invalid`), `all_errors` (every one). */
+export type RunHealth = "ok" | "some_errors" | "mostly_errors" | "all_errors";
+
 export interface RunInfo {
   run_id: string;
   status: string;
@@ -18,6 +22,17 @@ export interface RunInfo {
   created_at: number;
   updated_at: number;
   message: string | null;
+  /** The final episodes' statuses, counted (absent from a server that predates it). */
+  status_counts?: Record<string, number>;
+  scored?: number;
+  successes?: number;
+  /** Over scored episodes; null when none was scored. */
+  success_rate?: number | null;
+  /** The success rate's 95% Wilson interval. */
+  success_ci?: [number, number] | null;
+  /** Episodes that abstained (`error`, `infra_invalid`). */
+  abstained?: number;
+  health?: RunHealth;
 }
 
 export interface RunProgress {
@@ -106,8 +121,60 @@ export interface SeedClusters {
   per_seed: Record<string, number | null>;
 }
 
+/** One piece of the code that defines an agent (docs/evallog.md): a source file by its sha256, a versioned
+ * distribution by its version, or a file or directory an argument names, by the hash of its content. */
+export type CodePart =
+  | { kind: "source"; path: string; sha256: string }
+  | { kind: "distribution"; name: string; version: string }
+  | {
+      kind: "argument";
+      arg: string;
+      path: string;
+      sha256: string;
+      size: number;
+      files: number | null;
+      method: "content" | "stat";
+    };
+
+/** One agent's code (each `reason` node's agent of a graph run has its own). */
+export interface AgentCode {
+  agent: string;
+  node: string | null;
+  /** The modules that define it: where the walk of its imports starts. */
+  modules: string[];
+  parts: CodePart[];
+}
+
+/** A run's code identity: the digest of every agent's code, part of the run's own digest. */
+export interface CodeIdentity {
+  digest: string;
+  agents: AgentCode[];
+}
+
+/** One part that differs from the other run's code. */
+export interface CodeChange {
+  kind: "source" | "distribution" | "argument";
+  name: string;
+  change: "changed" | "added" | "removed";
+  was: string | null;
+  now: string | null;
+}
+
+/** How a run's code differs from that of `against`, the latest other run of the same configuration. */
+export interface CodeChanges {
+  run_id: string;
+  against: string;
+  against_created_at: number;
+  changes: CodeChange[];
+  same_code: boolean;
+}
+
 export interface RunDetail {
   run: RunInfo;
+  /** The agent's code (null: a run made before runs recorded it; absent from a server that predates it). */
+  code?: CodeIdentity | null;
+  /** null: no other run of the same configuration recorded its code. */
+  code_changes?: CodeChanges | null;
   summary: RunSummary;
   /** null for a run without realtime timing (absent from a server that predates it). */
   realtime?: RealtimeFigures | null;
@@ -157,9 +224,26 @@ export interface Flip {
   status_b: string;
 }
 
+/** One task's part of a comparison: its scored pairs, rates, McNemar's exact p and that p adjusted by Holm's
+ * method over every task of the comparison. */
+export interface TaskComparison {
+  n_pairs: number;
+  both_success: number;
+  a_only: number;
+  b_only: number;
+  neither: number;
+  rate_a: number | null;
+  rate_b: number | null;
+  difference: number | null;
+  p_value: number;
+  p_holm: number;
+}
+
 export interface Comparison {
   run_a: string;
   run_b: string;
+  /** Task → its part, tasks sorted (absent from a server that predates it). */
+  per_task?: Record<string, TaskComparison>;
   n_pairs: number;
   only_in_a: number;
   only_in_b: number;
@@ -192,7 +276,13 @@ export interface ABSummary {
 export interface ABRecord extends ABSummary {
   /** rate_b − rate_a over the scored pairs. */
   difference: number | null;
+  /** The B − A values the sequential test has not ruled out (it excludes 0 exactly when the test decided). */
   confidence_sequence: [number, number];
+  /** "test": the test's own interval; "betting": a record made before, whose separate interval may contain 0 though
+   * the test decided. */
+  confidence_sequence_kind: "test" | "betting";
+  /** The comparison extended the runs `hylo eval` made (`--reuse-runs`) instead of runs of its own. */
+  reuse_runs: boolean;
   flips: { b_wins: number; a_wins: number; both: number; neither: number };
   abstentions: number;
   alpha: number;

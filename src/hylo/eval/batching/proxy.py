@@ -5,7 +5,11 @@ The Kernel neither knows nor cares: it calls `reset`, `act`, `on_step`, `on_epis
 when its chunk executor is empty does it call `act` (a step served from a chunk never reaches the host). `act`
 waits at most `act_timeout_s` for its answer, queue wait included (then `AgentTimeout`, and an answer that comes
 later is ignored). A host that dies costs the episode in progress (`PolicyHostDied`, naming the host); the next
-episode connects again, to the host the supervisor started in its place.
+episode connects again, to the host the supervisor started in its place. The time a worker waits for that host is
+neither the agent's nor the env's (the worker's meter `hold`s it): a host that takes its time to build its agent again
+never costs an episode an agent timeout. Once the supervisor has given up on the host, every episode ends `error`
+naming why, on every worker: one started after that (a replacement) is built all the same, so how a run ends never
+depends on which worker was started, or asked for the host, first.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import contextlib
 import multiprocessing.connection as mpc
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from hylo.core.agent import AgentRequirements
 from hylo.core.child import rebuild_error
@@ -32,6 +36,10 @@ CONNECT_TIMEOUT_S = 300.0
 RETRY_S = 0.05
 """How long a worker waits between two attempts to connect."""
 
+HOLD_S = CONNECT_TIMEOUT_S + 30.0
+"""How long a watcher lets a worker wait for its host before it takes the worker for hung (the worker itself gives
+up after `CONNECT_TIMEOUT_S`)."""
+
 LATE_S = 0.5
 """A connection that closes this close to a call's deadline, or after it, was closed for the call's lateness: the
 supervisor kills a host whose call ran past `act_timeout` (plus its grace), so the call's verdict is `timeout`."""
@@ -39,6 +47,14 @@ supervisor kills a host whose call ran past `act_timeout` (plus its grace), so t
 
 class PolicyHostDied(HyloFailure):
     """The policy host's process died, or could not be reached, while an episode needed it."""
+
+
+class Holds(Protocol):
+    """What keeps an episode's time (the worker's meter): the time a worker waits for its host is nobody's."""
+
+    def hold(self, limit_s: float) -> bool: ...
+
+    def release(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -69,9 +85,12 @@ class HostedAgent:
 
     containers = ()  # they live in the host, one set per worker
 
-    def __init__(self, endpoint: HostEndpoint, *, act_timeout_s: float | None = None) -> None:
+    def __init__(
+        self, endpoint: HostEndpoint, *, act_timeout_s: float | None = None, meter: Holds | None = None
+    ) -> None:
         self.endpoint = endpoint
         self.act_timeout_s = act_timeout_s
+        self.meter = meter
         self._conn: mpc.Connection | None = None
         self._serial = 0
         self._ctx: EpisodeContext | None = None
@@ -79,12 +98,28 @@ class HostedAgent:
         self.requirements: AgentRequirements | None = None
         self._has_on_step = True
         self._forwards_signals = True
-        self._connect()
+        try:
+            self._connect()
+        except PolicyHostDied:
+            if self.endpoint.why_given_up() is None:
+                raise
+            # the supervisor gave up on the host before this worker was built: each of its episodes ends `error`
+            # naming why (its first call raises it), as those of the workers that were built before
 
     # -- the connection ---------------------------------------------------------------------------------------------
 
     def _connect(self) -> None:
-        """Reach the host and take its greeting, retrying (a host being restarted) until `CONNECT_TIMEOUT_S`."""
+        """Reach the host and take its greeting, retrying (a host being restarted) until `CONNECT_TIMEOUT_S`; the
+        wait is no party's time in the episode."""
+        meter = self.meter
+        held = meter is not None and meter.hold(HOLD_S)
+        try:
+            self._reach()
+        finally:
+            if meter is not None and held:
+                meter.release()
+
+    def _reach(self) -> None:
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
         while True:
             try:
