@@ -21,7 +21,8 @@ def _observations(log_dir: Path, episode_id: str) -> list[dict[str, object]]:
 
 
 def test_a_short_aloha_episode_runs_rendered_with_lerobots_keys_mapped(tmp_path: Path) -> None:
-    command = {"agent": "random", "env_args": {"obs_type": "pixels_agent_pos"}, "episodes": 1, "max_steps": 3}
+    command = {"agent": "camera_agents:RandomWithCameras", "env_args": {"obs_type": "pixels_agent_pos"}, "episodes": 1,
+               "max_steps": 3}  # fmt: skip
     first = evaluate(INSERTION, **command, log_dir=str(tmp_path / "a"))
     (row,) = first.episodes
     assert (row.status, row.reason, row.steps) == (EpisodeStatus.FAILURE, "max_steps", 3)
@@ -30,8 +31,11 @@ def test_a_short_aloha_episode_runs_rendered_with_lerobots_keys_mapped(tmp_path:
     assert len(observations) == 4  # after reset, and after each of the 3 steps
     for obs in observations:
         assert set(obs) == {"images", "state"}  # `pixels` → images, `agent_pos` → state
-        assert obs["images"] == {"top": {"digest": obs["images"]["top"]["digest"], "shape": [480, 640, 3],  # type: ignore[index]
-                                         "dtype": "uint8"}}  # fmt: skip
+        frame = {"shape": [480, 640, 3], "dtype": "uint8"}  # the env's camera, and its rendering beside it
+        assert obs["images"] == {
+            name: {"digest": obs["images"][name]["digest"], **frame}  # type: ignore[index]
+            for name in ("top", "render")
+        }
         assert len(obs["state"]) == 14  # type: ignore[arg-type]  # both arms' joints and grippers
     frames = [obs["images"]["top"]["digest"] for obs in observations]  # type: ignore[index]
     assert len(set(frames)) > 1  # the arms move in the picture

@@ -175,6 +175,10 @@ def test_runs_list_has_a_header_the_rate_and_the_agents_arguments(tmp_path):
     assert "fail_at=1" in listed.stdout and "fail_at=2" in listed.stdout
     assert listed.stdout.count("complete, 2/2 error") == 2
     assert "1.000 [0.439, 1.000]" in listed.stdout
+    (run_id,) = [line.split()[0] for line in listed.stdout.splitlines() if "fail_at=2" in line]
+    shown = hylo("runs", "show", run_id, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "eval_agents:RaisingAgent fail_at=2 on babyai" in shown.stdout.splitlines()[0], shown.stdout
 
 
 def test_cartpole_runs_through_the_generic_adapter(tmp_path):

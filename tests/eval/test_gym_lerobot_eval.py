@@ -48,7 +48,8 @@ def observations(run_id: str, cwd: Path) -> list[dict]:
 
 
 def test_pusht_by_its_namespace_with_pixels_and_agent_pos(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = (PUSHT, "-E", "obs_type=pixels_agent_pos", "--agent", "random", "--episodes", "2", "--max-steps", "4")
+    agent = "camera_agents:RandomWithCameras"  # random actions, and every camera in its observations
+    args = (PUSHT, "-E", "obs_type=pixels_agent_pos", "--agent", agent, "--episodes", "2", "--max-steps", "4")
     out = eval_json(*args, "--run-id", "pixels", cwd=tmp_path)
     assert out["spec"]["env_args"] == {"obs_type": "pixels_agent_pos"}
     assert [e["episode_id"] for e in out["episodes"]] == [f"gym/default/pusht-v0/{i:04d}@s0" for i in range(2)]
@@ -85,10 +86,11 @@ def test_success_comes_from_is_success(tmp_path: Path) -> None:
 def test_a_run_logged_with_the_long_episode_ids_resumes_under_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    monkeypatch.syspath_prepend(str(ENVS))  # camera_agents.py, for this process and its workers
     spec = EvalSpec(
         benchmark=PUSHT,
         env_args={"obs_type": "pixels_agent_pos"},
-        agent="random",
+        agent="camera_agents:RandomWithCameras",
         episodes=2,
         max_steps=3,
         log_dir=str(tmp_path / "runs"),

@@ -18,6 +18,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from hylo.core.errors import HyloError
+
 CHUNK = 1 << 20
 """Bytes read at a time."""
 MAX_TREE_FILES = 10_000
@@ -31,7 +33,7 @@ _MEMO: dict[tuple[str, int, int, int, int], str] = {}
 """A file's sha256 by (path, size, mtime_ns, inode, ctime_ns): hashed once per process while it stays the same."""
 
 
-class TreeTooLarge(ValueError):
+class TreeTooLarge(HyloError, ValueError):
     """A directory with more than `MAX_TREE_ENTRIES` entries."""
 
 

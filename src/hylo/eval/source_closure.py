@@ -32,12 +32,14 @@ from dataclasses import dataclass, field
 from importlib.metadata import Distribution, PackageNotFoundError, PathDistribution, distribution
 from pathlib import Path
 
+from hylo.core.errors import HyloError
+
 MAX_SOURCES = 5000
 """The most source files one agent's closure may hold: an import path that reaches further is refused, not walked
 for minutes."""
 
 
-class ClosureTooLarge(ValueError):
+class ClosureTooLarge(HyloError, ValueError):
     """An agent whose source closure holds more than `MAX_SOURCES` files."""
 
 
