@@ -107,7 +107,7 @@ def timed(
                          digest="batched", spec={}, n_planned=len(jobs), versions={}, git_commit=None)  # fmt: skip
     try:
         started = time.perf_counter()
-        executed = evaluation.dispatch(log, pool, list(jobs), {}, len(jobs))
+        executed = evaluation.dispatch(log, pool, list(jobs), len(jobs))
         elapsed = time.perf_counter() - started
         memory = rss_by_role(pool)
     finally:

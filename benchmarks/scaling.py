@@ -48,7 +48,7 @@ def timed(evaluation: Evaluation, pool: Pool, jobs: list[EpisodeJob], root: Path
                          digest="scaling", spec={}, n_planned=len(jobs), versions={}, git_commit=None)  # fmt: skip
     try:
         started = time.perf_counter()
-        executed = evaluation.dispatch(log, pool, list(jobs), {}, len(jobs))
+        executed = evaluation.dispatch(log, pool, list(jobs), len(jobs))
         elapsed = time.perf_counter() - started
     finally:
         log.close()

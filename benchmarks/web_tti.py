@@ -103,7 +103,7 @@ def measure(repeats: int) -> dict[str, Any]:
         tasks = ["GoToLocal", "PickupLoc", "OpenDoor", "GoToObj", "PutNextLocal"]
         write_run(log_dir, "big", 10_000, tasks)
         write_run(log_dir, "small", 100, tasks)
-        server = HyloServe(log_dir)
+        server = HyloServe(log_dir, args=["--no-token"])  # every load is a cold one: no stored token to sign in
         try:
             with sync_playwright() as driver:
                 browser = driver.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from hylo.cpus import usable_cpus
 from hylo.envs.registry import get_benchmark
 from hylo.eval import EvalLog, EvalSpec, evaluate
 from hylo.eval.batched import build_agent, policy_host
-from hylo.eval.batching import HostedAgent, HostEndpoint, wire
+from hylo.eval.batching import HostedAgent, HostEndpoint, PolicyHost, wire
 from hylo.eval.pool import ProcessPool
 from hylo.eval.rows import repeatable_metrics
 from hylo.eval.runner import EvalError, Evaluation
@@ -279,6 +280,29 @@ def test_act_timeout_covers_a_call_that_hangs_in_the_host(tmp_path, monkeypatch,
     assert (rows[1].status.value, rows[1].reason) == ("error", "timeout")
     assert any(row.status.value == "failure" and row.steps == 20 for row in rows.values())  # the run went on
     assert result.batching is not None and result.batching["host_restarts"] == 1  # the hung host was replaced
+
+
+def test_a_silent_or_trickling_connection_to_the_host_does_not_delay_a_batched_run(tmp_path, monkeypatch):
+    held: list[socket.socket] = []
+    start = PolicyHost.start
+
+    def start_then_knock(host: PolicyHost) -> None:
+        start(host)
+        for sent in (b"", b"\x00\x00"):  # nothing at all, and half of a message's length: both held open
+            peer = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            peer.connect(host.endpoint.address)  # the same user's socket, before any worker connects
+            peer.sendall(sent)
+            peer.settimeout(120)
+            held.append(peer)
+
+    monkeypatch.setattr(PolicyHost, "start", start_then_knock)
+    result = _run(tmp_path, "knocked", tasks=["reach-v3"], episodes=4, workers=2, batch=2)
+    assert [(row.status.value, row.steps) for row in result.episodes] == [("failure", 20)] * 4
+    assert result.batching is not None and result.batching["requests"] == 4 * 20  # every act went to the host
+    for peer in held:  # each read the host's challenge, then its end: the host shut it
+        while peer.recv(4096):
+            pass
+        peer.close()
 
 
 def test_host_gpus_are_asked_of_ray_for_a_batched_run_only(tmp_path, request, capsys):

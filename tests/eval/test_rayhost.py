@@ -1,46 +1,49 @@
-"""The Ray policy host's TCP listener: a peer on the network must prove the run's key, promptly, to get in."""
+"""The Ray policy host's TCP listener: a peer on the network must prove the run's key, promptly, to get in, and one
+that does not never holds up a worker that does."""
 
 from __future__ import annotations
 
 import multiprocessing.connection as mpc
+import queue
 import socket
 import threading
-import time
 
 import pytest
 
 pytest.importorskip("ray")
 
 from hylo.eval import rayhost
+from hylo.eval.batching.handshake import Door
 
 KEY = b"k" * 32
 
 
-def test_a_silent_or_keyless_peer_is_dropped_and_a_worker_with_the_key_still_gets_in(monkeypatch):
-    monkeypatch.setattr(rayhost, "HANDSHAKE_S", 1)
-    listener = rayhost._Listener(("127.0.0.1", 0), KEY)
+def test_a_silent_or_keyless_peer_is_dropped_and_a_worker_with_the_key_still_gets_in() -> None:
+    listener = rayhost._Listener(("127.0.0.1", 0))
+    admitted: queue.Queue[mpc.Connection] = queue.Queue()
+    door = Door(listener, KEY, admitted.put, timeout_s=1.0)
+    threading.Thread(target=door.serve, daemon=True).start()
     try:
-        silent = socket.create_connection(listener.address)  # connects, then never answers the challenge
-        with pytest.raises(OSError):
-            listener.accept()
-        silent.close()
-        threading.Thread(target=_client, args=(listener.address, b"x" * 32, None), daemon=True).start()
+        silent = socket.create_connection(listener.address, timeout=60)  # connects, then never answers
         with pytest.raises(mpc.AuthenticationError):
-            listener.accept()
-        threading.Thread(target=_client, args=(listener.address, KEY, 1.5), daemon=True).start()
-        conn = listener.accept()
-        assert conn.recv() == "after a quiet spell"  # the handshake's limit does not outlive the handshake
-        conn.close()
+            mpc.Client(listener.address, family="AF_INET", authkey=b"x" * 32)
+        worker = mpc.Client(listener.address, family="AF_INET", authkey=KEY)  # while the silent one is held open
+        conn = admitted.get(timeout=60)
+        assert not worker.poll(2.0)  # quiet past the handshake's limit: still in
+        worker.send("after a quiet spell")
+        assert conn.recv() == "after a quiet spell"
+        assert conn.fileno() >= 0 and _no_delay(conn)  # a message leaves at once, not after a delayed ack
+        while silent.recv(4096):  # the challenge, then the end: the listener shut it
+            pass
+        assert admitted.empty()
     finally:
+        door.closing = True
         listener.close()
 
 
-def _client(address: tuple[str, int], key: bytes, quiet_s: float | None) -> None:
+def _no_delay(conn: mpc.Connection) -> bool:
+    sock = socket.socket(fileno=conn.fileno())
     try:
-        conn = mpc.Client(address, family="AF_INET", authkey=key)
-    except (mpc.AuthenticationError, OSError):
-        return
-    if quiet_s is not None:
-        time.sleep(quiet_s)
-        conn.send("after a quiet spell")
-    conn.close()
+        return bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+    finally:
+        sock.detach()

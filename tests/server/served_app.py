@@ -14,12 +14,15 @@ from websockets.sync.client import ClientConnection, connect
 
 
 class Served:
-    def __init__(self, app: Any, token: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, app: Any, token: str | None = None, headers: dict[str, str] | None = None, **config: Any
+    ) -> None:
+        """`config`: more of uvicorn's `Config` arguments."""
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         self.ws_url = self.url.replace("http://", "ws://", 1)
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", **config))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 20

@@ -1,10 +1,11 @@
-"""`hylo serve`: its arguments, its refusals, the URL it prints, and a real server process that stops its jobs when it
-stops."""
+"""`hylo serve`: its arguments, its refusals, the URL it prints (with the token it makes), and a real server process
+that stops its jobs when it stops."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import select
 import signal
 import socket
@@ -54,6 +55,7 @@ def test_serve_binds_loopback_by_default():
         Path("hylo-runs"),
         None,
     )
+    assert (args.no_token, args.docs, args.trusted_proxy) == (False, False, [])
     assert parse("serve", "--host", "0.0.0.0", "--port", "9000", "--token", "t").port == 9000
 
 
@@ -64,14 +66,42 @@ def test_loopback_addresses(host: str, loopback: bool):
     assert is_loopback(host) is loopback
 
 
-def test_binding_beyond_loopback_without_a_token_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [(["--host", "0.0.0.0"], "0.0.0.0"), (["--allow-host", "lab.example"], "--allow-host")],  # a proxy's name
+)
+def test_no_token_beyond_loopback_is_refused_in_one_line(tmp_path, monkeypatch, capsys, flags, named):
     monkeypatch.delenv("HYLO_TOKEN", raising=False)
-    code = run(parse("serve", "--host", "0.0.0.0", "--log-dir", str(tmp_path / "runs")))
+    code = run(parse("serve", "--no-token", *flags, "--log-dir", str(tmp_path / "runs")))
     err = capsys.readouterr().err
     assert code == 2
-    assert err.count("\n") == 1 and err.startswith("hylo: error: ") and "token" in err and "0.0.0.0" in err
+    assert err.count("\n") == 1 and err.startswith("hylo: error: ") and "token" in err and named in err
     assert not (tmp_path / "runs").exists()  # refused before anything was made
-    check_binding("0.0.0.0", "a-token")  # with a token it is allowed
+    check_binding("0.0.0.0", "a-token-of-sixteen-or-more")  # with a token it is allowed
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "named"),
+    [
+        (["--token", "short-token"], {}, "is too short (length 11): give one of at least 16 characters"),
+        ([], {"HYLO_TOKEN": "qQ9"}, "is too short (length 3): give one of at least 16 characters"),
+        (["--token", "sixteen or more but spaced"], {}, "printable ASCII characters only, no space"),
+        (["--token", "a-token-of-sixteen-or-more", "--no-token"], {}, "--no-token, and a token is given"),
+        (["--no-token"], {"HYLO_TOKEN": "a-token-of-sixteen-or-more"}, "--no-token, and a token is given"),
+    ],
+)
+def test_a_token_too_short_or_malformed_is_refused_in_one_line_that_does_not_show_it(
+    tmp_path, monkeypatch, capsys, flags, env, named
+):
+    monkeypatch.delenv("HYLO_TOKEN", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code = run(parse("serve", *flags, "--log-dir", str(tmp_path / "runs")))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and named in err, err
+    shown = [*flags, *env.values()]
+    assert not any(value in err for value in shown if not value.startswith("--")), err
+    assert not (tmp_path / "runs").exists()
 
 
 def test_a_log_dir_owned_by_another_scheduler_is_refused_in_one_line(tmp_path, capsys):
@@ -84,7 +114,7 @@ def test_a_log_dir_owned_by_another_scheduler_is_refused_in_one_line(tmp_path, c
 def test_a_served_api_needs_the_token_and_stopping_it_stops_its_jobs_resumably(tmp_path):
     port = free_port()
     log_dir = tmp_path / "runs"
-    env = {**os.environ, "HYLO_TOKEN": "env-token"}
+    env = {**os.environ, "HYLO_TOKEN": "env-token-0123456789"}
     server = subprocess.Popen(
         [sys.executable, "-c", SERVE, "serve", "--port", str(port), "--log-dir", str(log_dir)],
         env=env,
@@ -102,7 +132,7 @@ def test_a_served_api_needs_the_token_and_stopping_it_stops_its_jobs_resumably(t
                 assert server.poll() is None and time.monotonic() < deadline, "hylo serve did not come up"
                 time.sleep(0.1)
         assert bare.status_code == 401
-        client = httpx.Client(base_url=url, headers={"Authorization": "Bearer env-token"}, timeout=60)
+        client = httpx.Client(base_url=url, headers={"Authorization": "Bearer env-token-0123456789"}, timeout=60)
         job = client.post(f"{API}/start", json=slow_spec()).json()
         while client.get(f"{API}/status/{job['job_id']}").json()["state"] == "queued":
             assert time.monotonic() < deadline + 30
@@ -159,13 +189,17 @@ def test_a_malformed_operator_flag_is_one_line_and_exit_2(tmp_path, capsys, flag
     assert not (tmp_path / "runs").exists()
 
 
-def test_serve_prints_the_url_to_open_once_it_answers(tmp_path):
+@pytest.mark.parametrize("flags", [[], ["--no-token"]], ids=["default", "no-token"])
+def test_serve_prints_the_url_to_open_once_it_answers(tmp_path, flags):
+    """By default the URL carries the token the server made; with `--no-token` the line says what that gives up."""
     port = free_port()
+    env = {name: value for name, value in os.environ.items() if name != "HYLO_TOKEN"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "hylo", "serve", "--port", str(port), "--log-dir", str(tmp_path / "runs")],
+        [sys.executable, "-m", "hylo", "serve", "--port", str(port), "--log-dir", str(tmp_path / "runs"), *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        env=env,
     )
     try:
         assert server.stdout is not None
@@ -173,7 +207,16 @@ def test_serve_prints_the_url_to_open_once_it_answers(tmp_path):
         assert ready, "hylo serve printed nothing"
         line = server.stdout.readline()
         url = f"http://127.0.0.1:{port}/"
-        assert line.startswith(f"hylo serve: open {url} in a browser"), line
+        if flags:
+            assert line.startswith(f"hylo serve: open {url} in a browser (no token: any user of this machine"), line
+            assert httpx.get(f"{url}api/eval/v2/queue", timeout=30).status_code == 200
+        else:
+            opened = re.match(rf"hylo serve: open {re.escape(url)}#token=([\w-]{{32,}}) in a browser;", line)
+            assert opened, line
+            token = opened.group(1)
+            assert httpx.get(f"{url}api/eval/v2/queue", timeout=30).status_code == 401
+            authorized = httpx.get(f"{url}api/eval/v2/queue", headers={"Authorization": f"Bearer {token}"})
+            assert authorized.status_code == 200
         assert str((tmp_path / "runs").resolve()) in line
         page = httpx.get(url, timeout=30)
         assert page.status_code == 200 and "<html" in page.text.lower()

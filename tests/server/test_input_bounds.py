@@ -4,20 +4,27 @@ URL the server connects to."""
 
 from __future__ import annotations
 
+import codecs
 import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import psutil
 import pytest
+from fastapi import FastAPI
 from live_server import LiveServer
+from served_app import Served
 from test_api import refused_fields
 
+from hylo.graph.store import GraphStore
 from hylo.jobs import JobScheduler
 from hylo.server import ServerAccess
+from hylo.server.catalog import catalog_routes
+from hylo.server.problems import exception_handlers
 
 API = "/api/eval/v2"
 QUICK = {"benchmark": "babyai", "agent": "random", "tasks": ["GoToLocal"], "episodes": 1}
@@ -86,6 +93,70 @@ def test_a_deep_json_body_is_refused_before_it_is_parsed(make_server) -> None:
         assert answer.status_code == 422, (path, answer.text)
         assert "nests deeper than" in answer.json()["detail"][0]["msg"]
     assert client.get(f"{API}/queue").status_code == 200  # the server is fine
+
+
+CHARSETS = {
+    "UTF-16-LE": lambda text: text.encode("utf-16-le"),
+    "UTF-16-BE": lambda text: text.encode("utf-16-be"),
+    "UTF-16-LE with BOM": lambda text: codecs.BOM_UTF16_LE + text.encode("utf-16-le"),
+    "UTF-16-BE with BOM": lambda text: codecs.BOM_UTF16_BE + text.encode("utf-16-be"),
+    "UTF-32-LE": lambda text: text.encode("utf-32-le"),
+    "UTF-32-BE": lambda text: text.encode("utf-32-be"),
+    "UTF-32-LE with BOM": lambda text: codecs.BOM_UTF32_LE + text.encode("utf-32-le"),
+    "UTF-32-BE with BOM": lambda text: codecs.BOM_UTF32_BE + text.encode("utf-32-be"),
+    "UTF-8 with BOM": lambda text: codecs.BOM_UTF8 + text.encode(),
+}
+"""JSON in every encoding the parser reads (RFC 8259 §8.1 and its predecessors), as a client may send it."""
+
+JSON_ROUTES = [
+    ("POST", f"{API}/start"),
+    ("PUT", "/api/graphs/deep"),
+    ("POST", "/api/sessions"),
+    ("POST", "/api/env-panels/env_babyai/field"),
+    ("POST", "/api/env-panels/env_babyai/action"),
+]
+"""Every route that takes a JSON body."""
+
+
+@pytest.mark.parametrize("charset", list(CHARSETS))
+def test_a_deep_json_body_is_refused_in_every_charset_on_every_route(idle_server: LiveServer, charset: str) -> None:
+    """'∀' (U+2200) is a quote byte beside a zero byte in UTF-16 and UTF-32: counted in the raw bytes, the brackets
+    after it read as the inside of a string, and 900 levels reached the parser (a graph's `PUT` answered 500)."""
+    client = idle_server.client
+    text = '{"description": "\u2200", "name": ' + "[" * 900 + "]" * 900 + "}"
+    for method, path in JSON_ROUTES:
+        answer = client.request(method, path, content=CHARSETS[charset](text),
+                                headers={"content-type": "application/json"})  # fmt: skip
+        assert answer.status_code == 422, (path, answer.status_code, answer.text[:200])
+        assert "nests deeper than 64 levels" in answer.json()["detail"][0]["msg"], path
+    assert client.get("/api/graphs/deep").status_code == 404
+    assert client.get(f"{API}/queue").json()["jobs"] == []
+
+
+@pytest.mark.parametrize("charset", list(CHARSETS))
+def test_a_json_body_in_any_charset_the_parser_reads_is_taken(idle_server: LiveServer, charset: str) -> None:
+    client = idle_server.client
+    name = "charset-" + charset.replace(" ", "-").lower()
+    graph = {"description": "héllo \u2200 [not a bracket", "nodes": []}
+    saved = client.put(f"/api/graphs/{name}", content=CHARSETS[charset](json.dumps(graph, ensure_ascii=False)),
+                       headers={"content-type": "application/json"})  # fmt: skip
+    assert saved.status_code == 200, saved.text
+    assert client.get(f"/api/graphs/{name}").json()["description"] == graph["description"]
+
+
+def test_the_graph_routes_refuse_a_body_too_deep_to_parse_wherever_they_are_mounted(tmp_path: Path) -> None:
+    """Without the server's body limits in front (which count the depth first), the parser's own limit is met."""
+    app = FastAPI(exception_handlers=exception_handlers())
+    app.include_router(catalog_routes(GraphStore(tmp_path / "graphs")), prefix="/api")
+    served = Served(app)
+    try:
+        body = ("[" * 100_000 + "]" * 100_000).encode("utf-16")
+        answer = served.client.put("/api/graphs/deep", content=body, headers={"content-type": "application/json"})
+        assert answer.status_code == 422, answer.text
+        assert "cannot be read as a graph: RecursionError" in json.dumps(answer.json())
+        assert served.client.get("/api/graphs/deep").status_code == 404
+    finally:
+        served.close()
 
 
 def test_the_queue_takes_max_queued_jobs_then_answers_429(make_server) -> None:

@@ -1,5 +1,6 @@
-"""Fixtures for the browser tests: one `hylo serve` per test module (its own log dir), one Chromium per session,
-and a fresh page per test whose screenshot is saved as `screenshot.png` in the test's temporary directory."""
+"""Fixtures for the browser tests: one `hylo serve` per test module (its own log dir, the token it makes), one
+Chromium per session, and a fresh page per test, signed in to the running servers as a user is (by opening the URL
+each printed), whose screenshot is saved as `screenshot.png` in the test's temporary directory."""
 
 from __future__ import annotations
 
@@ -39,13 +40,19 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, tmp_path: Path) -> Iterator[Page]:
-    """A page in a new context (empty localStorage), 1400x900. Its last view is saved to `screenshot.png` in the
+    """A page in a new context, 1400x900, that has opened the URL each running server printed (their tokens are in its
+    storage, none in its address bar) and then `about:blank`. Its last view is saved to `screenshot.png` in the
     test's temporary directory, pass or fail; `browser.snap(page, tmp_path, name)` saves more along the way."""
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     context.set_default_timeout(WAIT_MS)
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda error: errors.append(str(error)))
+    signed_in = [server for server in HyloServe.running if server.made_token]
+    for server in signed_in:
+        server.sign_in(opened)
+    if signed_in:
+        opened.goto("about:blank")  # each test's first `goto` loads its page afresh
     yield opened
     opened.screenshot(path=str(tmp_path / "screenshot.png"), full_page=True)
     context.close()

@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 
 @pytest.fixture
 def browser_server_with_token(tmp_path: Path) -> Iterator[HyloServe]:
-    served = HyloServe(tmp_path / "runs", token="w3b-t0ken")
+    served = HyloServe(tmp_path / "runs", token="w3b-t0ken-for-a-test")
     yield served
     served.close()
 
@@ -35,11 +35,11 @@ def test_a_server_with_a_token_asks_for_it_once_and_then_every_place_loads(
     expect(prompt).to_be_visible()  # the API answered 401: the page asks for the token
     expect(page.locator('[data-testid^="palette-item-"]')).to_have_count(0)
 
-    prompt.locator("input").fill("w3b-t0ken")
+    prompt.locator("input").fill("w3b-t0ken-for-a-test")
     prompt.get_by_role("button", name="Use token").click()
     expect(page.locator('[data-testid^="palette-item-"]').first).to_be_visible()
     expect(prompt).to_have_count(0)
-    assert page.evaluate("localStorage.getItem('hylo:token')") == "w3b-t0ken"
+    assert page.evaluate("localStorage.getItem('hylo:token')") == "w3b-t0ken-for-a-test"
 
     page.get_by_test_id("nav-runs").click()
     expect(page.get_by_test_id("start-form")).to_be_visible()

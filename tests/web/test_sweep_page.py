@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from browser import HyloServe, snap
@@ -52,7 +53,8 @@ def test_the_page_shows_the_plot_and_every_point_linking_to_its_run(
 ) -> None:
     page.goto(f"{server.url}/#/sweeps/{recorded['sweep_id']}")
     plot = page.get_by_test_id("sweep-plot")
-    expect(plot).to_have_attribute("src", f"{EVAL}/sweeps/{recorded['sweep_id']}/plot.svg")
+    token = quote(server.token or "", safe="")  # an <img> sends no header: the token rides in its URL
+    expect(plot).to_have_attribute("src", f"{EVAL}/sweeps/{recorded['sweep_id']}/plot.svg?access_token={token}")
     page.wait_for_function("() => document.querySelector('[data-testid=sweep-plot]').naturalWidth > 0")
 
     points = recorded["points"]

@@ -56,7 +56,7 @@ function TokenPrompt({ onDone }: { onDone: () => void }) {
         location.reload();
       }}
     >
-      <span>This server needs its token (hylo serve --token, or $HYLO_TOKEN).</span>
+      <span>This server needs its token: open the URL hylo serve printed (…/#token=…), or paste the token here.</span>
       <input type="password" value={value} onChange={(e) => setValue(e.target.value)} placeholder="token" />
       <button type="submit">Use token</button>
     </form>

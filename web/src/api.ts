@@ -12,6 +12,22 @@ export function setToken(token: string | null): void {
   else localStorage.removeItem(TOKEN_KEY);
 }
 
+/** The token in the URL `hylo serve` prints (`http://127.0.0.1:8765/#token=...`), taken once: kept in this origin's
+ * storage and removed from the address bar and the page's history entry, before anything reads the route. It comes
+ * in the fragment, which a browser never sends: no server's or proxy's log sees it. */
+export function takeTokenFromAddress(): void {
+  const match = /^#token=([^&]+)$/.exec(location.hash);
+  if (!match) return;
+  let token: string;
+  try {
+    token = decodeURIComponent(match[1]);
+  } catch {
+    return;
+  }
+  setToken(token);
+  history.replaceState(history.state, "", location.pathname + location.search);
+}
+
 /** A failed request: `status` is the HTTP status (0 when the server could not be reached), `message` is readable,
  * `detail` is the server's `detail` as sent. */
 export class ApiError extends Error {

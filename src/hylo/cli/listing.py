@@ -32,7 +32,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _benchmarks(args: argparse.Namespace) -> int:
+    from hylo.envs.benchmark import BenchmarkOption
     from hylo.envs.gym_adapter import GymBenchmark
+    from hylo.envs.gym_options import ENUMERATED, GYM_OPTIONS
     from hylo.envs.registry import GYM_TARGET, describe_benchmark, listed_benchmarks
 
     rows: list[dict[str, Any]] = []
@@ -47,6 +49,7 @@ def _benchmarks(args: argparse.Namespace) -> int:
             "target": GYM_TARGET,
             "available": True,
             "observation_keys": dict(GymBenchmark.observation_keys),
+            "options": [option.model_dump(mode="json") for option in GYM_OPTIONS],  # those the env takes
         }
     )
     if args.json:
@@ -60,6 +63,12 @@ def _benchmarks(args: argparse.Namespace) -> int:
         if not splits_text and "splits" not in row:
             splits_text = "any gymnasium id (gym:<namespace>/<id> imports the namespace; -E key=value: make options)"
         out.print(f"{row['name']:<{width}} {splits_text}{state}", highlight=False, markup=False)
+        if row.get("options"):
+            shown = "; ".join(BenchmarkOption.model_validate(option).summary() for option in row["options"])
+            if row["name"] == "gym:<id>":
+                enumerated = ", ".join(sorted({name for options in ENUMERATED.values() for name in options}))
+                shown = f"(those the env takes) {shown}; {enumerated}: the values the env's code lists"
+            out.print(f"{'':<{width}}   options over HTTP: {shown}", highlight=False, markup=False)
     out.print(f"{'':<{width}} observations of gym:<id>:", highlight=False)
     for key, what in GymBenchmark.observation_keys.items():
         out.print(f"{'':<{width}}   {key}: {what}", highlight=False, markup=False)

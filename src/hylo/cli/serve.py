@@ -18,8 +18,10 @@ from hylo.server.binding import (
     DEFAULT_MAX_QUEUED,
     DEFAULT_PORT,
     ServeRefused,
-    check_binding,
-    check_import,
+    check_serving,
+    check_token,
+    new_token,
+    token_url,
 )
 
 EXIT_BAD_INPUT = 2
@@ -38,7 +40,25 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
     parser.add_argument(
         "--token",
         default=None,
-        help=f"require 'Authorization: Bearer TOKEN' (default ${TOKEN_ENV}); needed to bind beyond loopback",
+        help=f"the token every request must carry, 16 characters or more (default ${TOKEN_ENV}, else a random one, "
+        "printed in the URL to open)",
+    )
+    parser.add_argument(
+        "--no-token",
+        action="store_true",
+        help="serve without a token, on loopback only: any user of this machine may then use the server as you",
+    )
+    parser.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="believe X-Forwarded-For and X-Forwarded-Proto from this proxy's address or network; repeatable",
+    )
+    parser.add_argument(
+        "--docs",
+        action="store_true",
+        help="serve the interactive API docs at /docs and /redoc (their scripts come from a CDN)",
     )
     parser.add_argument(
         "--allow-host",
@@ -70,7 +90,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
     parser.add_argument(
         "--allow-import",
         action="store_true",
-        help="let jobs name module:Class agents importable here (code from requests: loopback only, or with a token)",
+        help="let jobs name module:Class agents importable here (code from requests: never with --no-token)",
     )
     parser.add_argument(
         "--max-queued",
@@ -83,16 +103,17 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
 
 
 def run(args: argparse.Namespace) -> int:
-    """Serve until Ctrl-C or SIGTERM (exit 0), once it answers printing the URL to open; 2 with one line when refused
-    (no token off loopback, --allow-import reachable beyond loopback without a token, a malformed --allow-* flag, a
-    port that cannot be bound, a log dir another scheduler owns)."""
+    """Serve until Ctrl-C or SIGTERM (exit 0), once it answers printing the URL to open (with the token it made, unless
+    given one or told `--no-token`); 2 with one line when refused (a token too short, no token off loopback or with
+    --allow-import, a malformed --allow-* or --trusted-proxy flag, a port that cannot be bound, a log dir another
+    scheduler owns)."""
     from hylo.jobs.errors import SchedulerBusy
     from hylo.server.access import ServerAccess
     from hylo.server.serve import serve
 
     from_env = os.environ.pop(TOKEN_ENV, None)  # no process the server starts inherits it
-    token = args.token or from_env or None
     try:
+        token, made = _token(args.token, from_env or None, no_token=args.no_token)
         access = ServerAccess.of(
             args.host,
             allow_hosts=args.allow_host,
@@ -100,21 +121,32 @@ def run(args: argparse.Namespace) -> int:
             allow_ray=args.allow_ray,
             allow_remote=args.allow_remote,
             allow_import=args.allow_import,
+            trusted_proxies=args.trusted_proxy,
         )
-    except ValueError as exc:
+    except (ValueError, ServeRefused) as exc:
         print(f"hylo: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # uvicorn re-raises the signal once it has shut down
 
     def ready(url: str) -> None:
-        ask = " (it asks for the token)" if token else ""
-        print(f"hylo serve: open {url} in a browser{ask}; runs in {args.log_dir.resolve()}; Ctrl-C stops", flush=True)
+        if token is None:
+            how = " (no token: any user of this machine may use this server as you)"
+        elif made:
+            url, how = token_url(url, token), ""
+        else:
+            how = " (it asks for the token)"
+        print(f"hylo serve: open {url} in a browser{how}; runs in {args.log_dir.resolve()}; Ctrl-C stops", flush=True)
+        _warn_if_open(args.log_dir)
 
     try:
+        check_serving(  # the refusals first: a refused server changes nothing
+            args.host,
+            token,
+            reachable_beyond_loopback=access.reachable_beyond_loopback,
+            allow_import=args.allow_import,
+        )
         if args.allow_import:
-            check_binding(args.host, token)  # the refusals first: a refused server changes nothing
-            check_import(access.reachable_beyond_loopback, token)
             _import_from_here()
         serve(
             args.log_dir,
@@ -124,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
             access=access,
             max_queued=args.max_queued,
             on_ready=ready,
+            docs=args.docs,
         )
     except (ServeRefused, SchedulerBusy) as exc:
         print(f"hylo: error: {' '.join(str(exc).split())}", file=sys.stderr)
@@ -133,6 +166,36 @@ def run(args: argparse.Namespace) -> int:
     except SystemExit as exc:  # uvicorn exits when its startup fails (the reason is logged)
         return exc.code if isinstance(exc.code, int) else 1
     return 0
+
+
+def _token(given: str | None, from_env: str | None, *, no_token: bool) -> tuple[str | None, bool]:
+    """The server's token and whether it was made here: `--token`, else `$HYLO_TOKEN`, else a new random one; None
+    with `--no-token` (which a token given as well contradicts: `ServeRefused`)."""
+    if no_token:
+        if given is not None or from_env is not None:
+            raise ServeRefused(f"--no-token, and a token is given (--token or {TOKEN_ENV}): give one or the other")
+        return None, False
+    chosen = given if given is not None else from_env
+    if chosen is None:
+        return new_token(), True
+    check_token(chosen)
+    return chosen, False
+
+
+def _warn_if_open(log_dir: Path) -> None:
+    """Say so when other users may enter the log dir: one made by this server is its user's alone, one that existed
+    is left as its owner set it (a chmod could break what else uses it)."""
+    try:
+        mode = log_dir.stat().st_mode & 0o777
+    except OSError:
+        return
+    if mode & 0o077:
+        print(
+            f"hylo serve: warning: other users may read {log_dir.resolve()} (mode {mode:04o}): "
+            f"`chmod 700 {log_dir.resolve()}` keeps its runs yours",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _import_from_here() -> None:

@@ -8,19 +8,138 @@ import each other.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hylo.core.environment import Environment
-from hylo.core.errors import HyloError, UnknownChoice
+from hylo.core.errors import HyloError, UnknownChoice, shown
 from hylo.core.types import TaskInstance
 
 # UnknownChoice: where benchmarks have imported it from
-__all__ = ["Benchmark", "BenchmarkFactory", "BenchmarkOptionError", "UnknownChoice"]
+__all__ = [
+    "Benchmark",
+    "BenchmarkFactory",
+    "BenchmarkOption",
+    "BenchmarkOptionError",
+    "OptionRefused",
+    "UnknownChoice",
+    "check_request_options",
+]
 
 
 class BenchmarkOptionError(HyloError):
     """A benchmark option (a run's `env_args`) the benchmark does not take, or cannot be built with."""
+
+
+class OptionRefused(BenchmarkOptionError):
+    """An option a request may not set (undeclared), or set to a value outside its declared type and bounds."""
+
+
+class BenchmarkOption(BaseModel):
+    """An option a request (`env_args` over HTTP) may set on a benchmark, as data: a bounded number, a flag, or one
+    of enumerated strings. The command line is the operator and passes any option the benchmark's factory takes; a
+    request only what is declared, so that no request value reaches a constructor that would read a file, import a
+    module or size an allocation beyond its bounds. Checked without building anything."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    type: Literal["int", "float", "bool", "str"]
+    description: str = ""
+    minimum: int | float | None = Field(default=None, description="the least value of an int or float option")
+    maximum: int | float | None = Field(default=None, description="the greatest value of an int or float option")
+    choices: tuple[str, ...] = Field(default=(), description="the values a str option may take")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Self:
+        if self.type in ("int", "float") and (self.minimum is None or self.maximum is None):
+            raise ValueError(f"benchmark option {self.name!r}: an {self.type} option declares its minimum and maximum")
+        if self.type == "str" and not self.choices:
+            raise ValueError(f"benchmark option {self.name!r}: a str option declares its choices")
+        return self
+
+    @classmethod
+    def integer(cls, name: str, minimum: int, maximum: int, description: str = "") -> BenchmarkOption:
+        return cls(name=name, type="int", minimum=minimum, maximum=maximum, description=description)
+
+    @classmethod
+    def number(cls, name: str, minimum: float, maximum: float, description: str = "") -> BenchmarkOption:
+        return cls(name=name, type="float", minimum=minimum, maximum=maximum, description=description)
+
+    @classmethod
+    def flag(cls, name: str, description: str = "") -> BenchmarkOption:
+        return cls(name=name, type="bool", description=description)
+
+    @classmethod
+    def choice(cls, name: str, choices: Sequence[str], description: str = "") -> BenchmarkOption:
+        return cls(name=name, type="str", choices=tuple(choices), description=description)
+
+    def summary(self) -> str:
+        """`name: int 16-4096` / `name: one of 'a', 'b'` / `name: bool`, as listings show it."""
+        if self.type == "str":
+            return f"{self.name}: one of {', '.join(repr(c) for c in self.choices)}"
+        if self.type == "bool":
+            return f"{self.name}: bool"
+        return f"{self.name}: {self.type} {self._bounds('-')}"
+
+    def _bounds(self, between: str) -> str:
+        assert self.minimum is not None and self.maximum is not None  # `_bounded`
+        if self.type == "int":
+            return f"{int(self.minimum)}{between}{int(self.maximum)}"
+        return f"{self.minimum:g}{between}{self.maximum:g}"
+
+    def refusal(self, value: Any) -> str | None:
+        """Why `value` is not one this option takes (None: it is), naming what it takes."""
+        if self.type == "bool":
+            return None if isinstance(value, bool) else f"must be true or false, got {shown(value)}"
+        if self.type == "str":
+            if isinstance(value, str) and value in self.choices:
+                return None
+            return f"must be one of {', '.join(repr(c) for c in self.choices)}, got {shown(value, 40)}"
+        assert self.minimum is not None and self.maximum is not None  # `_bounded`
+        what = "an integer" if self.type == "int" else "a number"
+        number = isinstance(value, int) or (self.type == "float" and isinstance(value, float) and not math.isnan(value))
+        fits = number and not isinstance(value, bool) and self.minimum <= value <= self.maximum  # exact for any int
+        return None if fits else f"must be {what} from {self._bounds(' to ')}, got {shown(value, 40)}"
+
+
+ANOTHER_ENV = frozenset({"env", "env_id", "id", "entry_point", "env_name", "env_type"})
+"""Option names that name another environment to build (its module imported): never taken from a request."""
+_PATH_WORDS = ("file", "path", "dir", "xml", "asset", "root", "url", "uri", "folder")
+
+
+def _why_undeclared(name: str, value: Any) -> str:
+    """Why an option is not one a request may set, from its name and value alone (never the filesystem)."""
+    if name == "render_mode":
+        return "hylo sets it itself"
+    if name in ANOTHER_ENV:
+        return "it names another environment to build; only the command line may"
+    if any(word in name.lower() for word in _PATH_WORDS) or (
+        isinstance(value, str) and ("/" in value or "\\" in value or value.startswith(("~", ".")))
+    ):
+        return "it names a file or path; only the command line may"
+    return "the benchmark does not declare it; only the command line passes undeclared options"
+
+
+def check_request_options(benchmark: str, declared: Sequence[BenchmarkOption], options: Mapping[str, Any]) -> None:
+    """Refuse an option a request gives that `benchmark` does not declare, or a value outside its declaration,
+    naming the option and why (`OptionRefused`). Only names and values are looked at: nothing is built, no path is
+    touched, so a refusal says nothing about the machine."""
+    by_name = {option.name: option for option in declared}
+    for name, value in options.items():
+        option = by_name.get(name)
+        if option is None:
+            takes = f"the options a request may set: {', '.join(by_name)}" if by_name else "a request may set none"
+            raise OptionRefused(
+                f"benchmark {benchmark!r}: option {name!r} is not accepted over HTTP ({_why_undeclared(name, value)}); "
+                f"{takes}"
+            )
+        problem = option.refusal(value)
+        if problem is not None:
+            raise OptionRefused(f"benchmark {benchmark!r}: option {name!r} {problem}")
 
 
 class Benchmark(abc.ABC):
@@ -50,6 +169,8 @@ class Benchmark(abc.ABC):
       what the machine's RAM holds is refused with the figure, and the job scheduler admits jobs by it
     - `episode_prefix(split, task)` is a shorter form of `<name>/<split>/<task>` in episode ids (empty: none);
       `long_episode_ids` set on an instance keeps the long form (a run logged before the benchmark had a short one)
+    - `request_options` declares the options (keyword arguments of its factory) a request over HTTP may set, each
+      with its type and bounds (`BenchmarkOption`); the command line may pass any its factory takes
     """
 
     name: ClassVar[str] = ""
@@ -62,6 +183,7 @@ class Benchmark(abc.ABC):
     observation_keys: ClassVar[dict[str, str]] = {}
     env_ram_gb: ClassVar[float | None] = None
     result_packages: ClassVar[tuple[str, ...]] = ()
+    request_options: ClassVar[tuple[BenchmarkOption, ...]] = ()
     long_episode_ids: bool = False
 
     @abc.abstractmethod

@@ -9,7 +9,8 @@ or `info["success"]`; an env whose steps carry neither has no success signal (it
 envs are watched for divergence on every step (see `mujoco_watch`).
 
 One module past the usual size on purpose: the observation-key mapping, the action conformance and the env are one
-contract with gymnasium's spaces, read and changed together (the id rules live in `gym_ids`).
+contract with gymnasium's spaces, read and changed together (the id rules live in `gym_ids`, what a request may set
+in `gym_options`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from gymnasium.envs.registration import load_env_creator, parse_env_id
 from hylo.core.environment import Environment
 from hylo.core.errors import HyloError, InvalidAction, UnknownChoice
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
-from hylo.envs.benchmark import Benchmark, BenchmarkOptionError
+from hylo.envs.benchmark import Benchmark, BenchmarkOption, BenchmarkOptionError, check_request_options
 from hylo.envs.gym_ids import short_env_name
+from hylo.envs.gym_options import MAKE_OPTIONS, constructor_keywords, is_compat_id, request_options
 from hylo.envs.mujoco_watch import DivergenceWatch, find_mjdata
 
 DEFAULT_STEP_BUDGET = 1000
@@ -49,9 +51,6 @@ EXTRAS = {"gym_pusht": "pusht", "gym_aloha": "aloha"}
 """The Gymnasium namespaces whose packages hylo declares as extras (`pip install 'hylo[pusht]'`). Their modules are
 imported for an unregistered id even where imports are refused (an HTTP request): they are known packages."""
 
-MAKE_OPTIONS = ("max_episode_steps", "disable_env_checker")
-"""The keyword arguments `gymnasium.make` takes itself (the others go to the env's constructor)."""
-
 
 def install_hint(module: str) -> str:
     """`; install it with: pip install 'hylo[<extra>]'` for a module of one of hylo's extras, else empty."""
@@ -61,6 +60,19 @@ def install_hint(module: str) -> str:
 
 class NamespaceRefused(HyloError):
     """A Gymnasium id whose namespace module would be imported where imports are refused (an HTTP request)."""
+
+
+class CompatIdRefused(UnknownChoice):
+    """A request naming one of gymnasium's old-gym compatibility ids (`GymV21Environment-v0`,
+    `GymV26Environment-v0`): they build whatever env an `env_id` names, importing its module."""
+
+    def __init__(self, env_id: str) -> None:
+        HyloError.__init__(  # UnknownChoice's fields, its own words: the id is registered, not unknown
+            self,
+            f"benchmark 'gym:{env_id}' is refused over HTTP: it builds another library's env from the id it is "
+            "given, importing that id's module; only the command line may name it",
+        )
+        self.what, self.value, self.choices = "benchmark", f"gym:{env_id}", ["gym:<id>"]
 
 
 def registered_spec(env_id: str, *, allow_import: bool = True) -> GymSpec:
@@ -113,16 +125,24 @@ def _import_namespace(env_id: str, name: str, allow_import: bool) -> None:
         ) from exc
 
 
-def renders_frames(registered: GymSpec) -> bool:
-    """Whether the env can render RGB frames: its class lists `rgb_array` among its `render_modes` (a factory that
-    declares none is tried). An env that cannot is built without rendering: an agent that merely takes camera frames
-    where there are some still runs on it, one that requires them is refused at bind time."""
+def _creator(registered: GymSpec) -> Any | None:
+    """The env's class or factory; None when it cannot be loaded (`available()` says why)."""
     creator: Any = registered.entry_point
     if isinstance(creator, str):
         try:
             creator = load_env_creator(creator)
         except (ImportError, gymnasium.error.Error):
-            return True  # unavailable: `available()` says why
+            return None
+    return creator
+
+
+def renders_frames(registered: GymSpec) -> bool:
+    """Whether the env can render RGB frames: its class lists `rgb_array` among its `render_modes` (a factory that
+    declares none is tried). An env that cannot is built without rendering: an agent that merely takes camera frames
+    where there are some still runs on it, one that requires them is refused at bind time."""
+    creator = _creator(registered)
+    if creator is None:
+        return True  # unavailable: `available()` says why
     metadata = getattr(creator, "metadata", None)
     modes = metadata.get("render_modes") if isinstance(metadata, Mapping) else None
     return modes is None or "rgb_array" in modes
@@ -136,12 +156,9 @@ def check_make_kwargs(env_id: str, registered: GymSpec, kwargs: Mapping[str, Any
             f"gymnasium environment {env_id!r}: hylo sets render_mode itself (rgb_array when frames are rendered); "
             "drop the render_mode option"
         )
-    creator: Any = registered.entry_point
-    if isinstance(creator, str):
-        try:
-            creator = load_env_creator(creator)
-        except (ImportError, gymnasium.error.Error):
-            return  # unavailable: `available()` says why
+    creator = _creator(registered)
+    if creator is None:
+        return  # unavailable: `available()` says why
     accepted = _keywords(creator)
     if accepted is None:
         return
@@ -165,6 +182,15 @@ def _keywords(creator: Any) -> list[str] | None:
         return None
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     return [p.name for p in parameters if p.kind in kinds]
+
+
+def gym_request_options(registered: GymSpec) -> tuple[BenchmarkOption, ...]:
+    """The options a request may set on the env `registered` (`gym_options.request_options`): looked up from its
+    constructor's keywords and its entry point's module, nothing built."""
+    creator = _creator(registered)
+    entry_point = registered.entry_point
+    module = entry_point.partition(":")[0] if isinstance(entry_point, str) else getattr(creator, "__module__", "")
+    return request_options(module, constructor_keywords(creator) if creator is not None else None)
 
 
 class ObservationKeys:
@@ -416,7 +442,9 @@ class GymEnvironment(Environment):
 
 class GymBenchmark(Benchmark):
     """`gym:<id>`: one split, one task (the id itself), on a `GymEnvironment` made with `make_kwargs` (the run's
-    `-E key=value` options: `gymnasium.make` keyword arguments, checked against the env's constructor).
+    `-E key=value` options: `gymnasium.make` keyword arguments, checked against the env's constructor). A request's
+    options (`request`, by default where imports are refused) are only those `gym_options` declares for the env,
+    within their bounds, and a request may not name the old-gym compatibility ids (`gym_options.COMPAT_NAMES`).
 
     Its episode ids are `gym/<split>/<short name>/<index>@s<seed>` (`short_env_name`: `gym/default/pusht-v0/0000@s0`);
     their seeds derive from the benchmark name and the full id, as they did when the ids were the long form
@@ -436,15 +464,30 @@ class GymBenchmark(Benchmark):
         "images/render": "env.render() as an HxWx3 uint8 frame, when rendering",
     }
 
-    def __init__(self, env_id: str, *, allow_import: bool = True, make_kwargs: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        env_id: str,
+        *,
+        allow_import: bool = True,
+        make_kwargs: Mapping[str, Any] | None = None,
+        request: bool | None = None,
+    ) -> None:
+        request = not allow_import if request is None else request
+        if request and is_compat_id(env_id):
+            raise CompatIdRefused(env_id)
         self.env_id = env_id
-        self._registered = registered_spec(env_id, allow_import=allow_import)
-        self.make_kwargs = dict(make_kwargs or {})
-        if self.make_kwargs:
-            check_make_kwargs(env_id, self._registered, self.make_kwargs)
+        self._registered = registered = registered_spec(env_id, allow_import=allow_import)
+        if request and is_compat_id(env_id, registered.entry_point):
+            raise CompatIdRefused(env_id)
         named = cast(Any, self)  # class-level on other benchmarks; here they depend on the id
         named.name = f"gym:{env_id}"
         named.display_name = env_id
+        named.request_options = gym_request_options(registered)
+        self.make_kwargs = dict(make_kwargs or {})
+        if request:
+            check_request_options(self.name, self.request_options, self.make_kwargs)
+        if self.make_kwargs:
+            check_make_kwargs(env_id, registered, self.make_kwargs)
 
     def splits(self) -> list[str]:
         return [self.default_split]

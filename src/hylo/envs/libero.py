@@ -40,7 +40,7 @@ from hylo.core.errors import HyloError, UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.envs import headless
 from hylo.envs.actions import finite_vector
-from hylo.envs.benchmark import Benchmark
+from hylo.envs.benchmark import Benchmark, BenchmarkOption
 from hylo.envs.mujoco_watch import DivergenceWatch, route_mujoco_warnings
 from hylo.envs.quiet import stdout_to_stderr
 
@@ -452,6 +452,7 @@ class LiberoBenchmark(Benchmark):
         "images/agentview": "256x256 RGB frame of the front camera, upright (only when rendering)",
         "images/wrist": "256x256 RGB frame of the wrist camera, upright (only when rendering)",
     }
+    request_options = (BenchmarkOption.integer("image_size", 16, 1024, "the cameras' square frame side in pixels"),)
 
     def __init__(self, image_size: int = 256) -> None:
         self.image_size = image_size

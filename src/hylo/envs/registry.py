@@ -3,7 +3,8 @@ for any environment `gymnasium.make` accepts (through one generic adapter). A mo
 `Benchmark` interface and the adapters it finds do not import each other.
 
 A benchmark's options (`-E key=value` on `hylo eval`, a spec's `env_args`) are the keyword arguments of its factory
-(or class), or for `gym:<id>` those of `gymnasium.make`; one it does not take is refused naming those it does.
+(or class), or for `gym:<id>` those of `gymnasium.make`; one it does not take is refused naming those it does. A
+request (over HTTP) sets only those the benchmark declares (`Benchmark.request_options`), within their bounds.
 
 A third-party package adds a benchmark with
 `[project.entry-points."hylo.benchmarks"] mybench = "mypkg.bench:MyBenchmark"` (a `Benchmark` subclass, or a callable
@@ -21,7 +22,13 @@ from pydantic import BaseModel, Field
 
 from hylo.core.errors import HyloError, UnknownChoice
 from hylo.core.registry import Registry, RegistryError
-from hylo.envs.benchmark import Benchmark, BenchmarkFactory, BenchmarkOptionError
+from hylo.envs.benchmark import (
+    Benchmark,
+    BenchmarkFactory,
+    BenchmarkOption,
+    BenchmarkOptionError,
+    check_request_options,
+)
 from hylo.envs.gym_adapter import GymBenchmark
 
 ENTRY_POINT_GROUP = "hylo.benchmarks"
@@ -66,12 +73,17 @@ def listed_benchmarks() -> list[str]:
     return [*registered_benchmarks(), *GYM_EXTRAS]
 
 
-def get_benchmark(name: str, *, allow_import: bool = True, options: Mapping[str, Any] | None = None) -> Benchmark:
+def get_benchmark(
+    name: str, *, allow_import: bool = True, options: Mapping[str, Any] | None = None, request: bool | None = None
+) -> Benchmark:
     """A new instance of the benchmark called `name`: a registered name, or `gym:<id>` for any Gymnasium
     environment, built with `options` (`BenchmarkOptionError` for one it does not take). Without `allow_import` (an
     HTTP request), a Gymnasium id that names a module to import (`gym:module:Env-v0`), or whose namespace module is
-    not imported yet and is not one of hylo's extras (`gym_pusht`, `gym_aloha`), is refused."""
+    not imported yet and is not one of hylo's extras (`gym_pusht`, `gym_aloha`), is refused. With `request` (by
+    default: without `allow_import`) only the options the benchmark declares are taken, within their bounds
+    (`OptionRefused` otherwise, before anything is built), and the old-gym compatibility ids are refused."""
     options = dict(options or {})
+    request = not allow_import if request is None else request
     if name.startswith("gym:"):
         env_id = name.removeprefix("gym:")
         if not allow_import and ":" in env_id:
@@ -80,7 +92,7 @@ def get_benchmark(name: str, *, allow_import: bool = True, options: Mapping[str,
                 name,
                 [*registered_benchmarks(), "gym:<id>"],
             )
-        return GymBenchmark(env_id, allow_import=allow_import, make_kwargs=options)
+        return GymBenchmark(env_id, allow_import=allow_import, make_kwargs=options, request=request)
     try:
         factory = BENCHMARK_REGISTRY.get(name)
     except RegistryError as exc:
@@ -88,6 +100,8 @@ def get_benchmark(name: str, *, allow_import: bool = True, options: Mapping[str,
         if needs is not None and _missing(needs[0]):
             raise HyloError(f"{exc}; install it with: pip install 'hylo[{needs[1]}]'") from None
         raise
+    if request:
+        check_request_options(name, declared_options(factory), options)
     _check_options(name, factory, options)
     try:
         benchmark = factory(**options)
@@ -107,6 +121,13 @@ def _missing(package: str) -> bool:
         return importlib.util.find_spec(package) is None
     except (ImportError, ValueError):
         return True
+
+
+def declared_options(factory: BenchmarkFactory) -> tuple[BenchmarkOption, ...]:
+    """The options a request may set on a registered benchmark: its class's `request_options` (a factory that is
+    no `Benchmark` class declares them as an attribute, or declares none)."""
+    declared = getattr(factory, "request_options", ())
+    return tuple(option for option in declared if isinstance(option, BenchmarkOption))
 
 
 def _check_options(name: str, factory: BenchmarkFactory, options: Mapping[str, Any]) -> None:
@@ -153,6 +174,11 @@ class BenchmarkInfo(BaseModel):
     default_split: str | None = None
     splits: list[SplitInfo] = Field(default_factory=list)
     observation_keys: dict[str, str] = Field(default_factory=dict)
+    options: list[BenchmarkOption] = Field(
+        default_factory=list,
+        description="the options (`env_args`) a request may set, each with its type and bounds or its values; the "
+        "command line may pass any the benchmark takes",
+    )
 
 
 def describe_benchmark(name: str) -> BenchmarkInfo:
@@ -174,6 +200,7 @@ def describe_benchmark(name: str) -> BenchmarkInfo:
         available=available,
         reason=None if available else why or "unavailable",
         observation_keys=dict(bench.observation_keys),
+        options=list(bench.request_options),
     )
     try:
         splits = bench.splits()

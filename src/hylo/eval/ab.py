@@ -27,9 +27,10 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
+from hylo.confined import confined_file
 from hylo.core.errors import HyloError
 from hylo.eval.logdir import AB_DIR, FILENAME, records_oldest_first
 from hylo.eval.resolve import plan_run, resolve
@@ -303,8 +304,8 @@ def read_ab(log_dir: Path, identity: str) -> dict[str, Any]:
     """An A/B record by its id."""
     if not AB_ID.fullmatch(identity):
         raise ABNotFound(f"{identity!r} is not an A/B id (ab-<12 hex digits>)")
-    path = log_dir / AB_DIR / f"{identity}.json"
-    if not path.is_file():
+    path = confined_file(log_dir, PurePath(AB_DIR, f"{identity}.json"))
+    if path is None:
         known = ", ".join(p.stem for p in _record_paths(log_dir)) or "none"
         raise ABNotFound(f"no A/B comparison {identity!r} in {log_dir}; there are: {known}")
     record: dict[str, Any] = json.loads(path.read_text())
@@ -323,4 +324,5 @@ def _record_paths(log_dir: Path) -> list[Path]:
     directory = log_dir / AB_DIR
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.glob("ab-*.json") if AB_ID.fullmatch(p.stem) and p.is_file())
+    found = (confined_file(log_dir, PurePath(AB_DIR, p.name)) for p in directory.glob("ab-*.json"))
+    return sorted(p for p in found if p is not None and AB_ID.fullmatch(p.stem))

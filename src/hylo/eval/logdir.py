@@ -11,10 +11,11 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
-from hylo.core.errors import HyloError
+from hylo.confined import confined_file
+from hylo.core.errors import HyloError, shown
 
 FILENAME = "evallog.sqlite"
 """A run's EvalLog, in the run's own directory `<log dir>/<run_id>/`."""
@@ -33,6 +34,8 @@ AB_DIR = "ab"
 SWEEPS_DIR = "sweeps"
 """The latency sweeps' records and plots (`hylo.eval.sweep`), `sweeps/<sweep id>/`."""
 _SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+NAME_MAX_BYTES = 255
+"""The longest file name most file systems hold, in bytes of UTF-8: a run id names a directory."""
 
 RESERVED_NAMES = frozenset(
     {JOBS_DIR, JOBS_LOCK, GRAPHS_DIR, AB_DIR, SWEEPS_DIR}
@@ -57,6 +60,18 @@ class BadLogDir(HyloError, ValueError):
 def is_reserved(name: str) -> bool:
     """Whether `name` is one of `RESERVED_NAMES`, in any case (a case-insensitive file system holds one of each)."""
     return name.casefold() in RESERVED_NAMES
+
+
+def is_run_name(name: str) -> bool:
+    """Whether `name` may name a run (its id, or a prefix of one): letters, digits, '-', '_' and '.', not first, at
+    most `NAME_MAX_BYTES` as UTF-8. Anything else would be a path out of the log dir, or a name the file system
+    refuses (`ENAMETOOLONG`) wherever the run is looked up."""
+    return (
+        bool(name)
+        and not name.startswith(".")
+        and all(c.isalnum() or c in "-_." for c in name)
+        and len(name.encode()) <= NAME_MAX_BYTES
+    )
 
 
 def check_run_id(run_id: str) -> str:
@@ -89,20 +104,28 @@ def check_log_dir(log_dir: Path, *, writable: bool = False) -> Path:
     return log_dir
 
 
+def _holds_run(log_dir: Path, name: str) -> bool:
+    """Whether `log_dir/name` is a run's directory: its EvalLog there, neither of them a link (a link planted in the
+    log dir is not one of its runs, wherever it points)."""
+    return not is_reserved(name) and confined_file(log_dir, PurePath(name, FILENAME)) is not None
+
+
 def run_dirs(log_dir: Path) -> Iterator[Path]:
     """The run directories in `log_dir`: those holding an EvalLog, under a name that is not reserved."""
     if not log_dir.is_dir():
         return
     for child in sorted(log_dir.iterdir()):
-        if not is_reserved(child.name) and (child / FILENAME).is_file():
+        if _holds_run(log_dir, child.name):
             yield child
 
 
 def find_run(log_dir: Path, run: str) -> Path:
     """The directory of run `run` (its id, or a unique prefix of it)."""
-    exact = log_dir / run
-    if not is_reserved(run) and (exact / FILENAME).is_file():
-        return exact
+    if not is_run_name(run):
+        raise RunNotFound(f"no run {shown(run)}: a run id holds letters, digits, '-', '_' and '.' (not first), at "
+                          f"most {NAME_MAX_BYTES} bytes")  # fmt: skip
+    if _holds_run(log_dir, run):
+        return log_dir / run
     matches = [d for d in run_dirs(log_dir) if d.name.startswith(run)]
     if len(matches) == 1:
         return matches[0]

@@ -3,12 +3,12 @@ Ray actor, given `--host-gpus` GPUs, that the Ray workers' stand-in agents reach
 
 A Ray worker may run on another machine than the run's process, so the host cannot listen on a Unix socket beside
 it: the actor listens on its node's address (a port the system picks; every connection proves the run's key before
-anything is unpickled, as on the Unix socket), and a small beacon actor, named in the workers' `HostEndpoint`, tells
-them where the host listens now, or why there is none once the supervisor gave up. `RayPolicyHost` is `PolicyHost`
-with the process replaced by the actor: the same watch loop restarts a host that died or ran a call past
-`act_timeout`, and the same figures end the run. Ray actors share no memory with the run, so the actor keeps its
-figures and the supervisor reads them each time it looks (`WATCH_S`) and hands them to a replacement: a host that
-dies loses what it did since it was last read.
+anything is unpickled, within seconds, as on the Unix socket: `batching.handshake`), and a small beacon actor, named
+in the workers' `HostEndpoint`, tells them where the host listens now, or why there is none once the supervisor gave
+up. `RayPolicyHost` is `PolicyHost` with the process replaced by the actor: the same watch loop restarts a host that
+died or ran a call past `act_timeout`, and the same figures end the run. Ray actors share no memory with the run, so
+the actor keeps its figures and the supervisor reads them each time it looks (`WATCH_S`) and hands them to a
+replacement: a host that dies loses what it did since it was last read.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import multiprocessing.connection as mpc
 import os
 import secrets
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -47,11 +46,6 @@ HOST_CPUS = 1
 """The CPU the host actor reserves (it runs the agent's code around the GPU call)."""
 
 
-HANDSHAKE_S = 5
-"""How long a peer has to prove the run's key once it connected: one that stays silent would otherwise hold the
-host's accepting thread, and with it every worker's next connection, for ever."""
-
-
 def _set(conn: mpc.Connection | socket.socket, level: int, option: int, value: int | bytes) -> None:
     sock = socket.socket(fileno=os.dup(conn.fileno()))
     try:
@@ -67,19 +61,14 @@ def _no_delay(conn: mpc.Connection) -> None:
 
 
 class _Listener(mpc.Listener):
-    """The host's TCP listener: a connection that has not proved the key within `HANDSHAKE_S` is dropped (the
-    listening socket's receive timeout, which Linux copies to each accepted socket, bounds the handshake's reads; it
-    is lifted once the peer is in), and connections send without delay."""
+    """The host's TCP listener, made without a key (its connections prove it at the host's door), whose connections
+    send without delay."""
 
-    def __init__(self, address: tuple[str, int], authkey: bytes) -> None:
-        super().__init__(address, family="AF_INET", authkey=authkey)
-        listening = getattr(getattr(self, "_listener", None), "_socket", None)  # multiprocessing keeps it private
-        if isinstance(listening, socket.socket):
-            _set(listening, socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", HANDSHAKE_S, 0))
+    def __init__(self, address: tuple[str, int]) -> None:
+        super().__init__(address, family="AF_INET")
 
     def accept(self) -> mpc.Connection:
-        conn = super().accept()  # a silent peer: BlockingIOError, an OSError the host's accepting thread ignores
-        _set(conn, socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
+        conn = super().accept()
         _no_delay(conn)
         return conn
 
@@ -148,10 +137,10 @@ class _HostActor:
         """`("ready", (address, pid))`, or `("err", payload)` naming why the agent could not be built."""
         try:
             node: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
-            listener = _Listener((node, 0), authkey)
+            listener = _Listener((node, 0))
             self._figures = list(figures)  # its predecessors', added to
             stop, control = mpc.Pipe()
-            host = Host(control, listener, factory, Batcher(max_batch, wait_s), self._figures)
+            host = Host(control, listener, authkey, factory, Batcher(max_batch, wait_s), self._figures)
             if setup is not None:
                 setup()
         except Exception as exc:

@@ -29,7 +29,7 @@ from hylo.eval.logdir import ReservedRunId, check_run_id
 from hylo.eval.placement import PanelDriver
 from hylo.eval.protocols import Protocol, ProtocolError, get_protocol, registered_protocols
 from hylo.eval.provenance import package_versions_of
-from hylo.eval.spec import EvalSpec
+from hylo.eval.spec import EvalSpec, check_run_size
 from hylo.graph.agent_nodes import vet_agents
 from hylo.graph.compile import GraphInvalid, Plan, compile_graph
 from hylo.graph.model import Graph
@@ -117,10 +117,11 @@ def compile_spec_graph(spec: EvalSpec, benchmark: Benchmark, *, allow_import: bo
     return plan
 
 
-def resolve(spec: EvalSpec, *, allow_import: bool = True) -> Resolved:
-    """Check everything a run needs before anything runs; raise a clear error naming the bad value."""
+def resolve(spec: EvalSpec, *, allow_import: bool = True, request: bool | None = None) -> Resolved:
+    """Check everything a run needs before anything runs; raise a clear error naming the bad value. A `request`'s
+    benchmark options (by default: without `allow_import`) are only those the benchmark declares (`get_benchmark`)."""
     try:
-        benchmark = get_benchmark(spec.benchmark, allow_import=allow_import, options=spec.env_args)
+        benchmark = get_benchmark(spec.benchmark, allow_import=allow_import, options=spec.env_args, request=request)
     except BenchmarkOptionError as exc:
         raise EvalError(str(exc), field="env_args") from None
     except NamespaceRefused as exc:
@@ -132,6 +133,10 @@ def resolve(spec: EvalSpec, *, allow_import: bool = True) -> Resolved:
     check_grid(spec, benchmark, allow_import=allow_import)
     split = benchmark.check_split(spec.split)
     tasks = benchmark.check_tasks(split, spec.tasks)
+    try:  # the split's tasks, when the spec named none, are known only now
+        check_run_size(spec.episodes, len(spec.seed_list), len(tasks))
+    except ValueError as exc:
+        raise EvalError(str(exc), field="episodes") from None
     plan = compile_spec_graph(spec, benchmark, allow_import=allow_import)
     graph_budget = plan.graph.step_budget if plan is not None else None
     panel = BenchmarkPanel(benchmark, split=split, task=tasks[0], default_step_budget=graph_budget)
@@ -221,14 +226,22 @@ def check_memory(spec: EvalSpec, benchmark: Benchmark, available_gb: float | Non
         )
 
 
-def plan_run(spec: EvalSpec, *, allow_import: bool = True, check_url: Callable[[str], None] | None = None) -> EvalSpec:
+def plan_run(
+    spec: EvalSpec,
+    *,
+    allow_import: bool = True,
+    check_url: Callable[[str], None] | None = None,
+    request: bool | None = None,
+) -> EvalSpec:
     """Validate a spec without running it and fix its run: split, tasks and `run_id` filled in, `fresh` consumed.
     Agents are checked by name and arguments without being built when they declare their `Args` (a remote agent
     would connect to its server: that happens in the run's own process), and `check_url` is asked about every URL
     they would connect to (it raises `ValueError` to refuse one). Without `allow_import` (an HTTP request) only
-    registered benchmarks and agents are accepted, never an import path. Raises a `HyloError` naming the bad value."""
+    registered benchmarks and agents are accepted, never an import path. A `request` (by default: without
+    `allow_import`; a job queued over HTTP is one even where the operator allows import paths) sets only the
+    benchmark options the benchmark declares, within their bounds. Raises a `HyloError` naming the bad value."""
     choose_backend(spec)
-    resolved = resolve(spec, allow_import=allow_import)
+    resolved = resolve(spec, allow_import=allow_import, request=request)
     urls = vet_run_agents(resolved, allow_import=allow_import)
     if check_url is not None:
         for url in urls:

@@ -4,22 +4,27 @@ It resolves the spec (benchmark, split, tasks, agent, step budgets), opens or re
 every episode through the benchmark's env panel, runs it on the Kernel and hands its row and trace to the EvalLog
 writer (each episode is committed whole or not at all). Episodes already in the log are not run again; the result
 lists every episode of the run, ordered by (task, index) whatever order they ran in.
+
+The plan is walked, not listed (`hylo.eval.episode_plan`): the runner draws the next episode when a worker is idle,
+asks the log about a slice of the plan at a time, and holds only the episodes running and the attempts waiting for a
+retry, so that what planning costs does not grow with the run.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any, Protocol
 
 from hylo.agents.registry import make_agent
 from hylo.core.status import EpisodeStatus
-from hylo.core.types import TaskInstance
 from hylo.eval.batched import BatchedPool, check_batched, policy_host
 from hylo.eval.code_identity import CodeIdentity, changes_text, diff_code
+from hylo.eval.episode_plan import EpisodePlan
 from hylo.eval.limits import EpisodeLimits, task_limits
 from hylo.eval.logdir import FILENAME, check_log_dir
 from hylo.eval.pool import InlinePool, Pool, ProcessPool
@@ -35,6 +40,9 @@ from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig, WorkerFail
 from hylo.eval.writer import EvalLogWriter, RunAborted
 
 logger = logging.getLogger(__name__)
+
+PLAN_SLICE = 1000
+"""How many planned episodes the runner asks the run's log about at a time: what walking the plan holds at once."""
 
 
 @dataclass(frozen=True)
@@ -111,18 +119,54 @@ def _episode_json(row: EpisodeRow) -> dict[str, Any]:
     return data
 
 
-def _next_job(queue: deque[EpisodeJob], gate: DispatchGate | None) -> EpisodeJob | None:
-    """The next job to start: the queue's first, or with a gate the first it lets start (a retried attempt queued
-    behind later episodes may be the one the gate waits for); None when the gate holds them all back."""
-    if gate is None:
-        return queue.popleft()
-    if gate.stopped:
+class _Pending:
+    """The attempts a dispatch has still to start: the plan's, drawn one at a time as workers become idle, then the
+    retries queued meanwhile. With a gate (an A/B comparison, whose runs are sized to its bounded pairs) every
+    attempt is queued at once, in the gate's order, and the first one it lets start goes (a retried attempt queued
+    behind later episodes may be the one the gate waits for)."""
+
+    def __init__(self, todo: Iterable[EpisodeJob], gate: DispatchGate | None) -> None:
+        self.gate = gate
+        self._queued: deque[EpisodeJob] = deque(gate.order(list(todo))) if gate is not None else deque()
+        self._planned: Iterator[EpisodeJob] = iter(()) if gate is not None else iter(todo)
+        self._retries: deque[EpisodeJob] = deque()
+
+    def __bool__(self) -> bool:
+        if self._queued or self._retries:
+            return True
+        job = next(self._planned, None)
+        if job is None:
+            return False
+        self._queued.append(job)
+        return True
+
+    def take(self) -> EpisodeJob | None:
+        """The next attempt to start; None when there is none, or the gate holds every one back."""
+        if self.gate is not None:
+            return self._gated(self.gate)
+        if self._queued:
+            return self._queued.popleft()
+        job = next(self._planned, None)
+        if job is None and self._retries:
+            return self._retries.popleft()
+        return job
+
+    def _gated(self, gate: DispatchGate) -> EpisodeJob | None:
+        if gate.stopped:
+            return None
+        for position, job in enumerate(self._queued):
+            if gate.may_start(job):
+                del self._queued[position]
+                return job
         return None
-    for position, job in enumerate(queue):
-        if gate.may_start(job):
-            del queue[position]
-            return job
-    return None
+
+    def put_back(self, job: EpisodeJob) -> None:
+        """`job` was not started after all (its worker died idle): it goes first."""
+        self._queued.appendleft(job)
+
+    def retry(self, job: EpisodeJob) -> None:
+        """Queue another attempt of an episode, after every attempt already waiting."""
+        (self._queued if self.gate is not None else self._retries).append(job)
 
 
 def evaluate(
@@ -153,7 +197,8 @@ class DispatchGate(Protocol):
         """No more episodes start (those running finish and are committed)."""
 
     def order(self, jobs: list[EpisodeJob]) -> list[EpisodeJob]:
-        """The order in which the run's episodes are handed out."""
+        """The order in which the run's episodes are handed out (a gated run's attempts are all listed: its size is
+        the gate's to bound)."""
 
     def may_start(self, job: EpisodeJob) -> bool:
         """Whether `job` may start now (when not, the runner waits on `wait` and asks again)."""
@@ -202,16 +247,10 @@ class Evaluation:
         data["code"] = self.code.to_json()
         return data
 
-    def _plan(self) -> list[TaskInstance]:
-        benchmark, split = self.resolved.benchmark, self.resolved.split
-        plan = [
-            benchmark.task_instance(split, task, index, seed)
-            for seed in self.spec.seed_list
-            for task in self.resolved.tasks
-            for index in range(self.spec.episodes)
-        ]
-        self._planned = {task.episode_id: task for task in plan}
-        return plan
+    def _plan(self) -> EpisodePlan:
+        """The run's episodes, in the order they are handed out (seed, then task, then index), walked lazily."""
+        resolved = self.resolved
+        return EpisodePlan(resolved.benchmark, resolved.split, resolved.tasks, self.spec.seed_list, self.spec.episodes)
 
     def _resume(self) -> tuple[EvalLog | None, int]:
         """The run's existing log, checked for a resume (same configuration, same package versions), with the
@@ -282,16 +321,18 @@ class Evaluation:
         )
 
     def run(self) -> EvalResult:
-        plan = self._plan()
         log, planned_before = self._resume()
-        planned = max(len(plan), planned_before)  # a run keeps its largest plan
+        planned = max(len(self._plan()), planned_before)  # a run keeps its largest plan
+        reader: EvalLog | None = None  # the plan is walked against the log on a connection of its own
         try:
-            finals = log.done() if log is not None else {}
-            plan = self._logged_ids(plan, finals)
-            todo = self._todo(plan, finals)
+            if log is not None:
+                self._logged_ids(log)
+                reader = EvalLog.open(self.run_dir)
+            todo = self._todo(reader)
+            first = next(todo, None)
             # Start the workers before the run is created or claimed: an agent the env cannot serve, or a timing it
             # cannot honour, starts nothing.
-            pool = self._pool() if todo else None
+            pool = self._pool() if first is not None else None
             executed, interrupted = 0, False
             try:
                 if pool is not None:
@@ -301,12 +342,12 @@ class Evaluation:
                         raise EvalError(str(exc)) from None
                 log = self._claim(log, planned)
                 self.started = True
-                if finals:  # what another invocation finished while the workers were being built is not re-run
-                    finals = log.done()
-                    todo = self._todo(plan, finals)
+                # what another invocation finished while the workers were being built is not re-run
+                todo = self._todo(reader) if reader is not None else chain([] if first is None else [first], todo)
                 if pool is not None:
+                    done, successes = self._tally(log)
                     try:
-                        executed = self.dispatch(log, pool, todo, finals, planned)
+                        executed = self.dispatch(log, pool, todo, planned, done=done, successes=successes)
                     except KeyboardInterrupt:
                         interrupted = True
                         log.update_run(
@@ -326,33 +367,48 @@ class Evaluation:
             log.update_run(status=RunStatus.COMPLETE if len(rows) >= planned else RunStatus.PARTIAL, message="")
             return self._result(rows, executed)
         finally:
+            if reader is not None:
+                reader.close()
             if log is not None:
                 log.close()
 
-    def _logged_ids(self, plan: list[TaskInstance], finals: dict[str, EpisodeRow]) -> list[TaskInstance]:
-        """The plan with the episode ids the run's log uses: a run logged before its benchmark had a short form of
-        its episode ids (`gym/default/pusht-v0/...` instead of `gym:gym_pusht/PushT-v0/default/gym_pusht/...`) keeps
-        the long form, so that it resumes instead of running its episodes again."""
-        if not finals or any(task.episode_id in finals for task in plan):
-            return plan
-        long = [replace(task, id_prefix="") for task in plan]
-        if not any(task.episode_id in finals for task in long):
-            return plan
-        self.long_episode_ids = self.resolved.benchmark.long_episode_ids = True
-        self._planned = {task.episode_id: task for task in long}
-        return long
+    def _logged_ids(self, log: EvalLog) -> None:
+        """Plan under the episode ids the run's log uses: a run logged before its benchmark had a short form of its
+        episode ids (`gym/default/pusht-v0/...` instead of `gym:gym_pusht/PushT-v0/default/gym_pusht/...`) keeps the
+        long form, so that it resumes instead of running its episodes again. One logged episode tells which."""
+        _, logged = log.final_page(limit=1)
+        if not logged:
+            return
+        row = logged[0]
+        short = self._plan().instance(row.task, row.index, row.base_seed)
+        if row.episode_id != short.episode_id and row.episode_id == replace(short, id_prefix="").episode_id:
+            self.long_episode_ids = self.resolved.benchmark.long_episode_ids = True
 
-    def _todo(self, plan: list[TaskInstance], finals: dict[str, EpisodeRow]) -> list[EpisodeJob]:
-        """The attempts this invocation runs: every planned episode not in the log, and (with `retry_infra`) the
-        next attempt of each whose last one was infra_invalid and may still be retried."""
-        jobs = []
-        for task in plan:
-            final = finals.get(task.episode_id)
-            if final is None:
-                jobs.append(EpisodeJob(task))
-            elif final.status is EpisodeStatus.INFRA_INVALID and final.attempt <= self.spec.retry_infra:
-                jobs.append(EpisodeJob(task, final.attempt + 1))
-        return jobs
+    def _todo(self, log: EvalLog | None) -> Iterator[EpisodeJob]:
+        """The attempts this invocation runs, in plan order, drawn as they are asked for: every planned episode not
+        in `log`, and (with `retry_infra`) the next attempt of each whose last one was infra_invalid and may still be
+        retried. The log is asked about `PLAN_SLICE` episodes at a time (None: a new run, whose log holds nothing
+        but what this invocation runs)."""
+        plan = iter(self._plan())
+        while chunk := list(islice(plan, PLAN_SLICE)):
+            finals = log.finals_of([task.episode_id for task in chunk]) if log is not None else {}
+            for task in chunk:
+                final = finals.get(task.episode_id)
+                if final is None:
+                    yield EpisodeJob(task)
+                elif final.status is EpisodeStatus.INFRA_INVALID and final.attempt <= self.spec.retry_infra:
+                    yield EpisodeJob(task, final.attempt + 1)
+
+    def _tally(self, log: EvalLog) -> tuple[int, int]:
+        """How many of the run's episodes the log holds final (not those to be retried), and how many succeeded: where
+        its progress starts."""
+        counts = log.status_counts()
+        retried = 0
+        if self.spec.retry_infra:
+            retried = log.count_final(
+                below_index=self.spec.episodes, status=EpisodeStatus.INFRA_INVALID, max_attempt=self.spec.retry_infra
+            )
+        return sum(counts.values()) - retried, counts[EpisodeStatus.SUCCESS.value]
 
     def backend(self) -> str:
         """Where the episodes run: `inline`, `process` or `ray` (`auto`: inline for one worker, else process)."""
@@ -385,15 +441,22 @@ class Evaluation:
         return ProcessPool(config, self.spec.workers, self.episode_limits())
 
     def dispatch(
-        self, log: EvalLog, pool: Pool, todo: list[EpisodeJob], finals: dict[str, EpisodeRow], total: int
+        self,
+        log: EvalLog,
+        pool: Pool,
+        todo: Iterable[EpisodeJob],
+        total: int,
+        *,
+        done: int = 0,
+        successes: int = 0,
     ) -> int:
-        """Hand the attempts to idle workers one at a time, commit each result as it comes, re-queue retried
-        infra failures and stop handing out work once `max_infra_failures` is reached."""
+        """Hand the attempts to idle workers one at a time (drawn from `todo` as they go), commit each result as it
+        comes, re-queue retried infra failures and stop handing out work once `max_infra_failures` is reached.
+        `done` and `successes`: the run's final episodes already in the log, where its progress starts."""
         spec, gate = self.spec, self.gate
-        queue = deque(todo if gate is None else gate.order(todo))
-        retried = {job.task.episode_id for job in todo if job.attempt > 1}
-        n_done = len(finals) - len(retried)
-        successes = sum(row.success for eid, row in finals.items() if eid not in retried)
+        queue = _Pending(todo, gate)
+        plan = self._plan()
+        n_done = done
         executed = infra = 0
         broken: str | None = None
         committer = EvalLogWriter(log)
@@ -401,12 +464,12 @@ class Evaluation:
             while (queue and broken is None and not (gate is not None and gate.stopped)) or pool.busy():
                 held = False  # the gate holds every queued episode back
                 while queue and broken is None and pool.idle():
-                    job = _next_job(queue, gate)
+                    job = queue.take()
                     if job is None:
                         held = True
                         break
                     if not pool.submit(job):  # the worker died idle: the job never started
-                        queue.appendleft(job)
+                        queue.put_back(job)
                 if held and not pool.busy():
                     assert gate is not None
                     gate.wait(0.5)
@@ -424,7 +487,8 @@ class Evaluation:
                                 "infrastructure looks broken: fix it and re-run the command to resume"
                             )
                         elif row.attempt <= spec.retry_infra and broken is None:
-                            queue.append(EpisodeJob(self._planned[row.episode_id], row.attempt + 1))
+                            task = plan.instance(row.task, row.index, row.base_seed)
+                            queue.retry(EpisodeJob(task, row.attempt + 1))
                             continue
                     n_done += 1
                     successes += row.success

@@ -20,11 +20,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from hylo.core.agent import MAX_CHUNK
 from hylo.core.errors import shown
 from hylo.core.types import MAX_SEED
+from hylo.eval.logdir import NAME_MAX_BYTES, is_run_name
 from hylo.graph.model import parse_graph
 
 DIGEST_FIELDS = (
@@ -63,6 +65,9 @@ MAX_NAME = 200
 """The longest benchmark, agent, split or task name."""
 MAX_SEEDS = 1000
 """The most seeds one run may run each episode under."""
+MAX_RUN_EPISODES = 10_000_000
+"""The most episodes one run may plan in all (episodes × seeds × tasks): each field may be within its own bound and
+their product still a run no machine finishes."""
 MAX_JSON_DEPTH = 16
 """How deeply `agent_args`, `env_args` and `timing_options` may nest (an agent's arguments are a few flat values)."""
 MAX_ARGS_BYTES = 64 * 1024
@@ -249,6 +254,19 @@ class EvalSpec(BaseModel):
                 self.seeds = None
         return self
 
+    @model_validator(mode="after")
+    def _bounded_as_a_whole(self) -> EvalSpec:
+        """Refuse a run larger than `MAX_RUN_EPISODES` as its tasks are named (none named: the split's, counted when
+        the spec is resolved, `hylo.eval.resolve`). The refusal is `episodes`' (the count the seeds and tasks
+        multiply), its message naming all three."""
+        try:
+            check_run_size(self.episodes, len(self.seed_list), max(1, len(self.tasks)))
+        except ValueError as exc:
+            error = PydanticCustomError("value_error", "{reason}", {"reason": str(exc)})
+            details = InitErrorDetails(type=error, loc=("episodes",), input=self.episodes)
+            raise ValidationError.from_exception_data(type(self).__name__, [details]) from None
+        return self
+
     @property
     def seed_list(self) -> list[int]:
         """The seeds every (task, index) runs under."""
@@ -379,8 +397,9 @@ class EvalSpec(BaseModel):
     @field_validator("run_id")
     @classmethod
     def _run_id(cls, value: str | None) -> str | None:
-        if value is not None and (not value or not all(c.isalnum() or c in "-_." for c in value) or value[0] == "."):
-            raise ValueError(f"run id may hold letters, digits, '-', '_' and '.', got {value!r}")
+        if value is not None and not is_run_name(value):
+            raise ValueError(f"run id may hold letters, digits, '-', '_' and '.' (not first), at most {NAME_MAX_BYTES} "
+                             f"bytes as UTF-8, got {shown(value)}")  # fmt: skip
         return value
 
     def digest(
@@ -433,6 +452,16 @@ class EvalSpec(BaseModel):
     @property
     def log_path(self) -> Path:
         return Path(self.log_dir)
+
+
+def check_run_size(episodes: int, seeds: int, tasks: int) -> None:
+    """Refuse a run of more than `MAX_RUN_EPISODES` episodes in all; raises `ValueError` naming the three fields."""
+    total = episodes * seeds * tasks
+    if total > MAX_RUN_EPISODES:
+        raise ValueError(
+            f"episodes × seeds × tasks = {episodes:,} × {seeds:,} × {tasks:,} = {total:,} episodes, more than the "
+            f"{MAX_RUN_EPISODES:,} a run may plan: lower episodes, seeds or tasks"
+        )
 
 
 def parse_video_size(value: Any) -> tuple[int, int]:

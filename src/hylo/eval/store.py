@@ -329,6 +329,30 @@ class EvalLog:
         """Episode id → its final attempt."""
         return {row.episode_id: row for row in self.final_episodes()}
 
+    def finals_of(self, episode_ids: Sequence[str]) -> dict[str, EpisodeRow]:
+        """Episode id → its final attempt, for those of `episode_ids` the log holds: what a run asks of its log a
+        slice of its plan at a time (`done` reads every episode)."""
+        found: dict[str, EpisodeRow] = {}
+        for start in range(0, len(episode_ids), _IDS_PER_QUERY):
+            ids = episode_ids[start : start + _IDS_PER_QUERY]
+            marks = ", ".join("?" * len(ids))
+            query = f"{_SELECT} e WHERE episode_id IN ({marks}) AND {_FINAL}"
+            found.update((row.episode_id, row) for row in map(_row, self._conn.execute(query, tuple(ids))))
+        return found
+
+    def count_final(
+        self, *, below_index: int | None = None, status: EpisodeStatus | None = None, max_attempt: int | None = None
+    ) -> int:
+        """How many episodes' final attempt has an index below `below_index`, ended with `status`, and is at most
+        attempt `max_attempt` (each when given), counted in SQL."""
+        where, args = _FINAL, list[Any]()
+        named = None if status is None else status.value
+        for clause, value in (("idx < ?", below_index), ("status = ?", named), ("attempt <= ?", max_attempt)):
+            if value is not None:
+                where, args = f"{where} AND {clause}", [*args, value]
+        count: int = self._conn.execute(f"SELECT COUNT(*) FROM episodes e WHERE {where}", args).fetchone()[0]
+        return count
+
     def n_done(self) -> int:
         count: int = self._conn.execute("SELECT COUNT(DISTINCT episode_id) FROM episodes").fetchone()[0]
         return count
@@ -360,6 +384,8 @@ _SELECT = (
 _FINAL = "NOT EXISTS (SELECT 1 FROM episodes later WHERE later.episode_id = e.episode_id AND later.attempt > e.attempt)"
 """The last attempt of each episode (the primary key's index answers it)."""
 _ORDER = "ORDER BY task, idx, episode_id"
+_IDS_PER_QUERY = 500
+"""The most episode ids one query names (SQLite allows 999 parameters in its older versions)."""
 
 
 def _episode_values(row: EpisodeRow) -> tuple[Any, ...]:

@@ -24,9 +24,10 @@ import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
+from hylo.confined import confined_file
 from hylo.core.errors import HyloError
 from hylo.core.timing import check_horizon
 from hylo.eval.logdir import FILENAME, SWEEPS_DIR, records_oldest_first
@@ -340,11 +341,11 @@ def sweep_dir(log_dir: Path, identity: str) -> Path:
     """A recorded sweep's directory, by its id; raises `SweepNotFound` for a malformed or unknown id."""
     if not SWEEP_ID.fullmatch(identity):
         raise SweepNotFound(f"{identity!r} is not a sweep id (sweep-<12 hex digits>)")
-    directory = log_dir / SWEEPS_DIR / identity
-    if not (directory / RECORD).is_file():
+    record = confined_file(log_dir, PurePath(SWEEPS_DIR, identity, RECORD))
+    if record is None:
         known = ", ".join(p.parent.name for p in _record_paths(log_dir)) or "none"
         raise SweepNotFound(f"no sweep {identity!r} in {log_dir}; there are: {known}")
-    return directory
+    return record.parent
 
 
 def read_sweep(log_dir: Path, identity: str) -> dict[str, Any]:
@@ -357,8 +358,8 @@ def sweep_plot(log_dir: Path, identity: str, name: str) -> Path:
     """The path of a recorded sweep's plot (`name` is `PLOT_SVG` or `PLOT_PNG`); `SweepNotFound` when it is missing."""
     if name not in (PLOT_SVG, PLOT_PNG):
         raise SweepNotFound(f"a sweep's plot is {PLOT_SVG} or {PLOT_PNG}, not {name!r}")
-    path = sweep_dir(log_dir, identity) / name
-    if not path.is_file():
+    path = confined_file(log_dir, PurePath(SWEEPS_DIR, sweep_dir(log_dir, identity).name, name))
+    if path is None:
         raise SweepNotFound(f"sweep {identity!r} has no {name}")
     return path
 
@@ -373,6 +374,5 @@ def _record_paths(log_dir: Path) -> list[Path]:
     directory = log_dir / SWEEPS_DIR
     if not directory.is_dir():
         return []
-    return sorted(
-        p / RECORD for p in directory.glob("sweep-*") if SWEEP_ID.fullmatch(p.name) and (p / RECORD).is_file()
-    )
+    found = (confined_file(log_dir, PurePath(SWEEPS_DIR, p.name, RECORD)) for p in directory.glob("sweep-*"))
+    return sorted(p for p in found if p is not None and SWEEP_ID.fullmatch(p.parent.name))

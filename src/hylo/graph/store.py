@@ -18,11 +18,12 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator, Mapping
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from hylo.confined import confined_file
 from hylo.core.errors import HyloError
 from hylo.graph.compile import GraphError, GraphInvalid, check_graph
 from hylo.graph.model import MAX_GRAPH_BYTES, Graph, GraphFormatError, Placement, load_graph
@@ -43,7 +44,8 @@ class GraphNotFound(HyloError, LookupError):
 
 
 class GraphReadOnly(HyloError, PermissionError):
-    """A built-in example cannot be deleted (saving under its name shadows it instead)."""
+    """A built-in example cannot be deleted (saving under its name shadows it instead); a store whose directory is a
+    link takes no graph (it would write where the link points)."""
 
 
 class GraphTooLarge(GraphFormatError):
@@ -210,7 +212,10 @@ def _json_type(value: object) -> str:
 
 
 class GraphStore:
-    """The saved graphs of a server in `directory` (created on the first save), listed with the built-in examples."""
+    """The saved graphs of a server in `directory` (created on the first save), listed with the built-in examples.
+
+    A saved graph is a file written in `directory`: a link there, or `directory` itself a link (a server's is
+    `graphs` in its log dir; the log dir may be one), is no graph of the store, wherever it points."""
 
     def __init__(self, directory: Path | str) -> None:
         self.directory = Path(directory)
@@ -218,11 +223,15 @@ class GraphStore:
     def _path(self, name: str) -> Path:
         return self.directory / f"{check_name(name)}.json"
 
+    def _file(self, name: str) -> Path | None:
+        """The saved graph `name`'s file, if there is one (`confined_file` from the directory above the store's)."""
+        return confined_file(self.directory.parent, PurePath(self.directory.name, f"{name}.json"))
+
     def _saved(self) -> dict[str, Path]:
         if not self.directory.is_dir():
             return {}
-        paths = sorted(self.directory.glob("*.json"))
-        return {path.stem: path for path in paths if NAME_PATTERN.fullmatch(path.stem) and path.is_file()}
+        names = sorted(path.stem for path in self.directory.glob("*.json") if NAME_PATTERN.fullmatch(path.stem))
+        return {name: path for name in names if (path := self._file(name)) is not None}
 
     def names(self) -> builtins.list[str]:
         """The name of every graph, saved or built in, sorted."""
@@ -239,8 +248,8 @@ class GraphStore:
     def get(self, name: str) -> Graph:
         """The graph called `name`: a saved one, else the built-in example. Raises `GraphNameError`,
         `GraphNotFound`, or `GraphFormatError` for a saved file that cannot be read."""
-        path = self._path(name)
-        if path.is_file():
+        path = self._file(check_name(name))
+        if path is not None:
             return load_graph(path)
         example = builtin_examples().get(name)
         if example is None:
@@ -249,9 +258,12 @@ class GraphStore:
 
     def put(self, name: str, document: object) -> Graph:
         """Validate `document` (`parse_document`, then `check_servable`) and save it as `name`, replacing a saved
-        graph of that name; returns the saved graph. Raises `GraphNameError`, `GraphInvalid` with every problem, or
-        `GraphTooLarge`."""
+        graph of that name; returns the saved graph. Raises `GraphNameError`, `GraphInvalid` with every problem,
+        `GraphTooLarge`, or `GraphReadOnly` when the store's directory is a link."""
         path = self._path(name)
+        if self.directory.is_symlink():
+            raise GraphReadOnly(f"the saved graphs' directory {self.directory} is a link: it takes no graph "
+                                "(move what it points at in its place)")  # fmt: skip
         graph = parse_document(name, document)
         errors = check_servable(graph)
         if errors:
@@ -266,9 +278,9 @@ class GraphStore:
     def delete(self, name: str) -> bool:
         """Delete the saved graph `name`; returns whether a built-in example of that name is served again. Raises
         `GraphReadOnly` for a built-in example that no saved graph shadows, `GraphNotFound` when there is neither."""
-        path = self._path(name)
+        path = self._file(check_name(name))
         is_example = name in builtin_examples()
-        if not path.is_file():
+        if path is None:
             if is_example:
                 raise GraphReadOnly(f"graph {name!r} is a built-in example, which cannot be deleted")
             raise GraphNotFound(f"no saved graph {name!r}")

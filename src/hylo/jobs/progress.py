@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections import Counter
 from pathlib import Path
 
 from hylo.core.errors import HyloError
@@ -23,8 +22,7 @@ def run_progress(run_dir: Path) -> RunProgress | None:
         return None
     try:
         with EvalLog.open(run_dir) as log:
-            info = log.info()
-            counts = Counter(row.status.value for row in log.final_episodes())
+            info = log.info()  # its counts are counted in SQL: a status costs the same whatever the run's size
     except (HyloError, sqlite3.Error, TypeError):  # being created: no tables (or no run row) yet
         return None
     return RunProgress(
@@ -32,7 +30,7 @@ def run_progress(run_dir: Path) -> RunProgress | None:
         message=info.message,
         n_done=info.n_done,
         n_planned=info.n_planned,
-        status_counts={status.value: counts.get(status.value, 0) for status in EpisodeStatus},
+        status_counts={status.value: info.status_counts.get(status.value, 0) for status in EpisodeStatus},
     )
 
 

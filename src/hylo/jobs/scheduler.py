@@ -2,9 +2,10 @@
 the machine has room for what it declared.
 
 One background thread owns every job process: it starts queued jobs (strict head of line, see
-`hylo.jobs.resources`), watches them, signals the ones cancelled and records how each ended. A scheduler that starts
-on a log dir whose last scheduler died reconciles the jobs it left `running`; only one scheduler at a time may own a
-log dir.
+`hylo.jobs.resources`), watches them, signals the ones cancelled and records how each ended. It holds each job to
+its declared `ram_gb` (`hylo.jobs.memory`): one that goes past it is stopped and ends `aborted`. A scheduler that
+starts on a log dir whose last scheduler died reconciles the jobs it left `running`; only one scheduler at a time may
+own a log dir.
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ from hylo.eval.run_status import RunStatus
 from hylo.eval.spec import EvalSpec
 from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
 from hylo.jobs.job import Job, JobState, JobStatus
-from hylo.jobs.outcome import CANCELLED_RUN_MESSAGE, outcome
+from hylo.jobs.memory import JobCgroups, MemoryLimit, exceeded_message
+from hylo.jobs.outcome import CANCELLED_RUN_MESSAGE, Outcome, outcome
 from hylo.jobs.process import STDERR_FILE, STDOUT_FILE, alive, created, kill_group_of, signal_group, spawn
 from hylo.jobs.progress import mark_run, run_complete, run_progress
-from hylo.jobs.resources import Machine, MachineProbe, Placement, admit, declared, measure_machine, never_fits
+from hylo.jobs.resources import GB, Machine, MachineProbe, Placement, admit, declared, measure_machine, never_fits
 from hylo.jobs.store import ActiveRun, JobStore, QueueLimit
 from hylo.jobs.validation import check_spec
 from hylo.secret_env import without_secrets
@@ -48,6 +50,9 @@ ORPHAN_MESSAGE = (
 )
 COMPLETED_UNWATCHED_MESSAGE = "the run completed while no scheduler watched it"
 
+MEMORY_LOOK_S = 1.0
+"""How often the scheduler measures a running job's memory (it walks the job's process tree)."""
+
 
 @dataclass
 class _Running:
@@ -57,10 +62,12 @@ class _Running:
     popen: subprocess.Popen[bytes]
     placement: Placement
     job_dir: Path
+    memory: MemoryLimit
     cancel: bool = False
     stopping: bool = False
     term_sent_at: float | None = None
     killed: bool = False
+    over_memory: bool = False
 
 
 def _env_ram_gb(benchmark: str) -> float | None:
@@ -112,6 +119,9 @@ class JobScheduler:
         else:
             self._probe = machine
         self._lock_file = _own(self.log_dir / LOCK_FILE)
+        self.cgroups = JobCgroups.find()
+        """Where jobs' cgroups are made (None: RLIMIT_DATA and the scheduler's look hold jobs to their ram_gb)."""
+        self._memory_looked = 0.0
         self.store = JobStore(self.log_dir)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -323,6 +333,8 @@ class JobScheduler:
             if orphan and identity is not None:
                 logger.warning("stopping job %s (pid %d), left running by a previous scheduler", job.job_id, job.pid)
                 self._stop_orphan(*identity)
+            if self.cgroups is not None:  # its cgroup, if it had one, goes with it
+                MemoryLimit(job.resources.ram_gb, self.cgroups.of(job.job_id)).close()
             if run_complete(self.run_dir(job.run_id)):
                 self.store.finish(job.job_id, JobState.DONE, COMPLETED_UNWATCHED_MESSAGE, only_if=JobState.RUNNING)
             else:
@@ -356,12 +368,23 @@ class JobScheduler:
             self._wake.wait(self.poll_interval)
 
     def _watch(self) -> None:
-        """Record the jobs that ended; signal the ones cancelled or stopped; SIGKILL those past the grace period."""
+        """Record the jobs that ended; stop those past their memory; signal the ones cancelled or stopped; SIGKILL
+        those past the grace period."""
+        now = time.monotonic()
+        look = now - self._memory_looked >= MEMORY_LOOK_S
+        if look:
+            self._memory_looked = now
         with self._lock:
             for running in list(self._running.values()):
                 code = running.popen.poll()
                 if code is not None:
                     self._finish(running, code)
+                    continue
+                if look and not running.over_memory and running.memory.exceeded(running.popen.pid):
+                    logger.warning("job %s went past its ram_gb %g GB: stopping it", running.job.job_id,
+                                   running.job.resources.ram_gb)  # fmt: skip
+                    running.over_memory = True
+                    kill_group_of(running.popen.pid)  # at once: it holds memory others were promised
                     continue
                 if self._stopping and self._terminate:
                     running.stopping = True
@@ -379,16 +402,22 @@ class JobScheduler:
 
     def _finish(self, running: _Running, code: int) -> None:
         job = running.job
-        if running.term_sent_at is not None:
+        if running.term_sent_at is not None or running.over_memory:
             kill_group_of(running.popen.pid)  # whatever outlived its leader
-        ended = outcome(
-            code,
-            cancelled=running.cancel,
-            stopping=running.stopping,
-            stdout=running.job_dir / STDOUT_FILE,
-            stderr=running.job_dir / STDERR_FILE,
-            killed=running.killed,
-        )
+        over_memory = running.over_memory or running.memory.oom_killed()
+        running.memory.close()
+        if over_memory:
+            ended = Outcome(JobState.ABORTED, exceeded_message(job.resources.ram_gb))
+            mark_run(self.run_dir(job.run_id), RunStatus.ABORTED, ended.message)
+        else:
+            ended = outcome(
+                code,
+                cancelled=running.cancel,
+                stopping=running.stopping,
+                stdout=running.job_dir / STDOUT_FILE,
+                stderr=running.job_dir / STDERR_FILE,
+                killed=running.killed,
+            )
         if ended.state is JobState.CANCELLED:
             mark_run(self.run_dir(job.run_id), RunStatus.CANCELLED, CANCELLED_RUN_MESSAGE)
         self.store.finish(job.job_id, ended.state, ended.message, exit_code=code, executed_now=ended.executed_now)
@@ -420,19 +449,23 @@ class JobScheduler:
         elif machine.gpus:  # ... and one that declared none sees none (and renders on EGL device 0)
             without_cuda_devices(env)
         job_dir = self.job_dir(job.job_id)
+        ram_gb = job.resources.ram_gb
+        memory = MemoryLimit(ram_gb, self.cgroups.make(job.job_id, int(ram_gb * GB)) if self.cgroups else None)
         try:
             popen = spawn(
                 job_dir,
                 job.spec.model_dump_json(indent=2),
                 env=env,
                 die_with_scheduler=self.die_with_scheduler,
+                preexec=memory.preexec,
             )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
+            memory.close()
             self.store.finish(job.job_id, JobState.FAILED, f"could not start: {exc}", only_if=JobState.QUEUED)
             self._changed.notify_all()
             return
         self.store.mark_running(job.job_id, popen.pid, created(popen.pid), gpu)
-        self._running[job.job_id] = _Running(job, popen, Placement(job.resources, gpu), job_dir)
+        self._running[job.job_id] = _Running(job, popen, Placement(job.resources, gpu), job_dir, memory)
         logger.info("job %s (%s) started as pid %d", job.job_id, job.run_id, popen.pid)
         self._changed.notify_all()
 

@@ -1,5 +1,6 @@
-"""A submission checked before it is queued: `plan_run` without import paths (unless the operator allows them), its
-errors pinned to the field to blame, the log dir forced to the scheduler's."""
+"""A submission checked before it is queued: `plan_run` as a request (without import paths unless the operator allows
+them; benchmark options only as the benchmark declares them, whatever the operator allows), its errors pinned to the
+field to blame, the log dir forced to the scheduler's."""
 
 from __future__ import annotations
 
@@ -49,8 +50,9 @@ def check_spec(
 ) -> EvalSpec:
     """The spec as the job will run it: log dir the scheduler's, validated by `plan_run` (which refuses a run id the
     log dir reserves for its own files, and asks `check_url` about every URL its agents would connect to), run id
-    fixed and `fresh` consumed. Import paths only with `allow_import` (the operator's `hylo serve --allow-import`).
-    Raises `JobRefused` naming the field."""
+    fixed and `fresh` consumed. Import paths only with `allow_import` (the operator's `hylo serve --allow-import`);
+    benchmark options only those the benchmark declares, within their bounds, with or without it (`--allow-import`
+    lets a request name code, not files for an env to read). Raises `JobRefused` naming the field."""
     log_dir = log_dir.resolve()
     if "log_dir" in spec.model_fields_set and Path(spec.log_dir).resolve() != log_dir:
         raise JobRefused(
@@ -58,7 +60,7 @@ def check_spec(
         )
     spec = spec.model_copy(update={"log_dir": str(log_dir)})
     try:
-        planned = plan_run(spec, allow_import=allow_import, check_url=check_url)
+        planned = plan_run(spec, allow_import=allow_import, check_url=check_url, request=True)
     except (HyloError, ValueError, LookupError) as exc:
         raise JobRefused(blamed_field(exc), str(exc)) from None
     return planned

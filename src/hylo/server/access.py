@@ -1,12 +1,15 @@
 """What a request may make the server reach beyond itself: which Ray cluster a job joins, which policy servers an
-agent connects to, and whether a job may name code to import. A request is data, not code: it never chooses a cluster
-(a Ray client unpickles what the cluster sends), a URL the server's processes connect to (a port scan, a request to an
-internal service) or a module to import; the operator does, with `hylo serve --allow-ray ADDRESS`,
-`--allow-remote URL_PREFIX` and `--allow-import`.
+agent connects to, and whether a job may name code to import; and which peers may say whom a request is from. A
+request is data, not code: it never chooses a cluster (a Ray client unpickles what the cluster sends), a URL the
+server's processes connect to (a port scan, a request to an internal service) or a module to import; the operator
+does, with `hylo serve --allow-ray ADDRESS`, `--allow-remote URL_PREFIX` and `--allow-import`. Nor does a request
+say which client it comes from (`X-Forwarded-For`: the access log's address, the client whose wrong tokens are
+throttled) unless it comes through a proxy the operator names with `--trusted-proxy`.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import SplitResult, unquote, urlsplit
@@ -73,13 +76,15 @@ def _split(text: str) -> tuple[str, str, int, str] | None:
 @dataclass(frozen=True)
 class ServerAccess:
     """The operator's rules for one server: its `Host`/`Origin` policy, the Ray cluster its jobs may use (None: no
-    Ray over HTTP), the policy-server URL prefixes agents may connect to (none: no remote agent over HTTP) and
-    whether a job may name import paths (`module:Class` agents: code from requests, off unless the operator says)."""
+    Ray over HTTP), the policy-server URL prefixes agents may connect to (none: no remote agent over HTTP), whether
+    a job may name import paths (`module:Class` agents: code from requests, off unless the operator says) and the
+    proxies whose forwarded headers are believed (none: the peer's address is the client's)."""
 
     hosts: HostPolicy = field(default_factory=HostPolicy)
     ray_address: str | None = None
     remote: tuple[RemotePrefix, ...] = ()
     allow_import: bool = False
+    trusted_proxies: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -91,12 +96,14 @@ class ServerAccess:
         allow_ray: str | None = None,
         allow_remote: Iterable[str] = (),
         allow_import: bool = False,
+        trusted_proxies: Iterable[str] = (),
     ) -> ServerAccess:
         """From `hylo serve`'s flags; raises `ValueError` naming a malformed one."""
         if allow_ray is not None and not allow_ray.strip():
             raise ValueError("--allow-ray expects a Ray address (host:port, ray://host:10001) or 'local', got ''")
         prefixes = tuple(RemotePrefix.parse(prefix) for prefix in allow_remote)
-        return cls(HostPolicy.of(bound, allow_hosts, allow_origins), allow_ray, prefixes, allow_import)
+        proxies = tuple(_proxy(proxy) for proxy in trusted_proxies)
+        return cls(HostPolicy.of(bound, allow_hosts, allow_origins), allow_ray, prefixes, allow_import, proxies)
 
     @property
     def reachable_beyond_loopback(self) -> bool:
@@ -144,6 +151,17 @@ class ServerAccess:
                 f"url {url!r} is not a policy server this server may connect to (allowed: {allowed}); the operator "
                 "allows one with hylo serve --allow-remote URL_PREFIX"
             )
+
+
+def _proxy(text: str) -> str:
+    """A `--trusted-proxy`: an IP address or network (`127.0.0.1`, `10.0.0.0/8`, `::1`). A name or `*` is refused:
+    the operator names the proxies, never every peer."""
+    try:
+        return str(ipaddress.ip_network(text.strip(), strict=False))
+    except ValueError:
+        raise ValueError(
+            f"--trusted-proxy expects a proxy's IP address or network (127.0.0.1, 10.0.0.0/8), got {text!r}"
+        ) from None
 
 
 def _import_path(name: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import PurePath
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, FastAPI, Query, Request
@@ -18,11 +19,13 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Match, Mount
 
+from hylo.confined import confined_file
+from hylo.core.errors import shown
 from hylo.core.status import EpisodeStatus
 from hylo.core.types import MAX_SEED
 from hylo.eval.ab import list_ab, read_ab
 from hylo.eval.code_identity import CodeIdentity
-from hylo.eval.logdir import GRAPHS_DIR, RunNotFound, find_run
+from hylo.eval.logdir import GRAPHS_DIR, RunNotFound, find_run, is_run_name
 from hylo.eval.realtime_metrics import episode_realtime, realtime_figures
 from hylo.eval.report import run_timing
 from hylo.eval.rows import EpisodeRow
@@ -35,10 +38,11 @@ from hylo.jobs.job import JobStatus
 from hylo.jobs.request import JobRequest
 from hylo.jobs.scheduler import JobScheduler
 from hylo.server.access import ServerAccess
-from hylo.server.auth import BearerToken
+from hylo.server.auth import BearerToken, HideQueryToken
 from hylo.server.catalog import catalog_routes
 from hylo.server.code_memo import CodeChangesMemo
-from hylo.server.events import status_events
+from hylo.server.docs import add_docs, is_docs_page
+from hylo.server.events import EventStream, StreamSlots, status_events
 from hylo.server.guard import RequestGuard
 from hylo.server.limits import BODY_LIMIT_OVERRIDES, BodyLimit
 from hylo.server.live import live_routes
@@ -61,7 +65,7 @@ from hylo.server.models import (
     SweepSummary,
 )
 from hylo.server.problems import NoRoute, exception_handlers
-from hylo.server.web import mount_web
+from hylo.server.web import is_public, mount_web
 from hylo.sessions.manager import SessionManager
 from hylo.version import __version__
 
@@ -78,6 +82,7 @@ def create_app(
     sessions: SessionManager | None = None,
     graphs: GraphStore | None = None,
     access: ServerAccess | None = None,
+    docs: bool = False,
 ) -> FastAPI:
     """The API over `scheduler`. With `token`, every request needs `Authorization: Bearer <token>`. With
     `manage_scheduler`, the app starts the scheduler on startup and closes it on shutdown (terminating running
@@ -85,7 +90,8 @@ def create_app(
     built-in examples); `sessions` holds the interactive sessions and panels (by default a manager over `graphs`),
     closed when the app shuts down. `access` holds the operator's rules (default: a loopback server, no Ray and no
     remote agent for requests): which `Host` and `Origin` values are served, which cluster and policy servers jobs
-    and sessions may reach."""
+    and sessions may reach. With `docs`, the interactive docs are served at `/docs` and `/redoc`
+    (`hylo.server.docs`: their scripts come from a CDN)."""
     access = access if access is not None else ServerAccess()
     store = graphs if graphs is not None else GraphStore(scheduler.log_dir / GRAPHS_DIR)
     live = sessions if sessions is not None else SessionManager(graphs=store.get, check_url=access.check_url)
@@ -107,15 +113,22 @@ def create_app(
         description="Queue evaluations of embodied agents, follow them live, read their runs and episodes.",
         lifespan=lifespan,
         exception_handlers=exception_handlers(),  # every error's answer, in one place
+        docs_url=None,  # FastAPI's pages load the latest scripts of a CDN: `add_docs` below, on request
+        redoc_url=None,
     )
     app.add_middleware(BodyLimit, overrides=BODY_LIMIT_OVERRIDES)
     if token:
-        app.add_middleware(BearerToken, token=token)  # a request without the token is not even read
-    app.add_middleware(RequestGuard, policy=access.hosts)  # outermost: a forged request is not even authenticated
-    app.include_router(_routes(scheduler, access), prefix=PREFIX, responses=PROBLEMS)
-    app.include_router(live_routes(live), prefix="/api", responses=PANEL_PROBLEMS)
+        public = (lambda scope: is_public(scope) or is_docs_page(scope)) if docs else is_public
+        app.add_middleware(BearerToken, token=token, public=public)  # a request without the token is not even read
+    app.add_middleware(RequestGuard, policy=access.hosts)  # a forged request is not even authenticated
+    app.add_middleware(HideQueryToken)  # outermost: no answer, a refusal included, logs a token
+    streams = StreamSlots()  # one count of the open event streams, of jobs and of sessions alike
+    app.include_router(_routes(scheduler, access, streams), prefix=PREFIX, responses=PROBLEMS)
+    app.include_router(live_routes(live, streams), prefix="/api", responses=PANEL_PROBLEMS)
     app.include_router(catalog_routes(store, import_paths=access.allow_import), prefix="/api", responses=PROBLEMS)
     _add_options(app)
+    if docs:
+        add_docs(app)
     mount_web(app)  # last: the web UI at `/`, beneath every API route
     app.state.sessions = live
     return app
@@ -142,10 +155,10 @@ def _add_options(app: FastAPI) -> None:
 
 
 def _run_name(run: str) -> str:
-    """A run named in a path: a run id (letters, digits, '-', '_', '.', not leading '.') or a prefix of one, never a
-    path out of the log dir."""
-    if not run or run.startswith(".") or not all(c.isalnum() or c in "-_." for c in run):
-        raise RunNotFound(f"no run {run!r}")
+    """A run named in a path: a run id (letters, digits, '-', '_', '.', not leading '.', at most 255 bytes) or a
+    prefix of one, never a path out of the log dir nor a name the file system refuses."""
+    if not is_run_name(run):
+        raise RunNotFound(f"no run {shown(run)}")
     return run
 
 
@@ -189,7 +202,7 @@ SVG_POLICY = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'no
 """A plot opened on its own runs nothing and loads nothing (it holds neither script nor link; this makes sure)."""
 
 
-def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
+def _routes(scheduler: JobScheduler, access: ServerAccess, streams: StreamSlots) -> APIRouter:
     router = APIRouter()
     code_memo = CodeChangesMemo(scheduler.log_dir)
 
@@ -215,12 +228,10 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
 
     @router.get("/status/{job}/events", summary="A job's status as server-sent events, until it is final")
     async def events(job: str, request: Request) -> StreamingResponse:
+        """429 while the server serves as many event streams (these and session streams) as it may."""
         await run_in_threadpool(scheduler.status, job)  # 404 before the stream starts
-        return StreamingResponse(
-            status_events(scheduler, job, request),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        streams.take()
+        return EventStream(status_events(scheduler, job, request), streams)
 
     @router.get("/queue", response_model=Queue, summary="Running and queued jobs, in the order they are served")
     def queue() -> Queue:
@@ -315,10 +326,10 @@ def _routes(scheduler: JobScheduler, access: ServerAccess) -> APIRouter:
             attempts = log.attempts(episode)
         final = max(attempts, key=lambda row: row.attempt, default=None)
         if final is None or not final.video:
-            raise RunNotFound(f"episode {episode!r} of run {run_dir.name} has no video")
-        path = (run_dir / final.video).resolve()
-        if not path.is_relative_to(run_dir.resolve()) or not path.is_file():
-            raise RunNotFound(f"the video of episode {episode!r} is missing from run {run_dir.name}")
+            raise RunNotFound(f"episode {shown(episode)} of run {run_dir.name} has no video")
+        path = confined_file(scheduler.log_dir, PurePath(run_dir.name, final.video))
+        if path is None:
+            raise RunNotFound(f"the video of episode {shown(episode)} is missing from run {run_dir.name}")
         return FileResponse(path, media_type="video/mp4")
 
     @router.get("/compare", response_model=Comparison, summary="Pair two runs' episodes and test the difference")

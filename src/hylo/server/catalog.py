@@ -182,7 +182,9 @@ def catalog_routes(store: GraphStore, *, import_paths: bool = False) -> APIRoute
         )
 
     @router.get(
-        "/benchmarks", response_model=Benchmarks, summary="Registered benchmarks and the extras' envs: splits, tasks"
+        "/benchmarks",
+        response_model=Benchmarks,
+        summary="Registered benchmarks and the extras' envs: splits, tasks, options",
     )
     def benchmarks() -> Benchmarks:
         return Benchmarks(benchmarks=[describe_benchmark(name) for name in listed_benchmarks()])
@@ -208,7 +210,7 @@ def _json_body(name: str, body: bytes) -> object:
     try:
         return json.loads(body)
     except UnicodeDecodeError:
-        raise refuse("the body is not UTF-8 text: send the graph as a JSON object") from None
+        raise refuse("the body is not text in UTF-8, UTF-16 or UTF-32: send the graph as a JSON object") from None
     except json.JSONDecodeError as exc:
         raise refuse(f"the body is not JSON: {exc}") from None
     except (RecursionError, ValueError) as exc:  # nested too deep, or a number too long to read

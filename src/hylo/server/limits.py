@@ -1,12 +1,17 @@
-"""Size limits on what clients send: request bodies (`BodyLimit`, 413), how deeply a JSON body nests (422), and
-incoming websocket messages (close 1009).
+"""Limits on what clients send: request bodies (`BodyLimit`, 413), how long a body may take to arrive (408), how
+deeply a JSON body nests (422), and incoming websocket messages (close 1009).
 
 A body is read before the application sees it, so a route never holds more than its limit: a declared
 `Content-Length` above the limit is refused before the body is read, a chunked body as soon as it grows past it.
+A JSON body's depth is counted in the text the parser reads: JSON may come as UTF-8, UTF-16 or UTF-32 (RFC 8259
+§8.1 and its predecessors), and the parser (`json.loads` of bytes) takes each; counted in the raw bytes, a UTF-16
+body's brackets could hide behind a byte that only looks like a quote.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import re
 from collections.abc import Mapping
 
@@ -31,6 +36,10 @@ BODY_LIMIT_OVERRIDES: dict[str, int] = {"/api/graphs/": MAX_GRAPH_BYTES}
 MAX_JSON_DEPTH = 64
 """How deeply a JSON request body may nest (a graph document nests about eight levels; JSON parsers recurse)."""
 
+BODY_TIMEOUT_S = 60.0
+"""How long a request body may take to arrive once its headers have (a 2 MiB graph needs 35 KB/s): a client that
+trickles it holds a connection and up to its limit in memory."""
+
 DRAIN_BYTES = 8 * 1024 * 1024
 """How much of a refused body is read and dropped before the 413 is sent, so that a client still sending it reads the
 answer instead of a reset connection; a body larger still is cut off."""
@@ -48,7 +57,8 @@ class BodyLimit:
     `overrides` (path prefix → bytes) that the path starts with — gets `413 {"detail": ...}` naming the limit, and
     the application never sees the request. An incoming websocket message larger than `ws_max_bytes` (None: no limit)
     closes the connection with code 1009; the application receives a `websocket.disconnect` with that code, and
-    what it sends afterwards is dropped."""
+    what it sends afterwards is dropped. A body that has not arrived whole `body_timeout_s` after the request's
+    headers gets `408` and the connection is closed."""
 
     def __init__(
         self,
@@ -56,14 +66,18 @@ class BodyLimit:
         max_bytes: int = MAX_BODY_BYTES,
         overrides: Mapping[str, int] | None = None,
         ws_max_bytes: int | None = MAX_WS_MESSAGE_BYTES,
+        body_timeout_s: float = BODY_TIMEOUT_S,
     ) -> None:
         limits = {"max_bytes": max_bytes, "ws_max_bytes": ws_max_bytes, **dict(overrides or {})}
         for what, limit in limits.items():
             if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
                 raise ValueError(f"BodyLimit: the limit of {what!r} must be a number of bytes >= 0, got {limit!r}")
+        if isinstance(body_timeout_s, bool) or not isinstance(body_timeout_s, (int, float)) or not body_timeout_s > 0:
+            raise ValueError(f"BodyLimit: body_timeout_s must be a number of seconds > 0, got {body_timeout_s!r}")
         self.app = app
         self.max_bytes = max_bytes
         self.ws_max_bytes = ws_max_bytes
+        self.body_timeout_s = float(body_timeout_s)
         self._overrides = sorted((overrides or {}).items(), key=lambda item: len(item[0]), reverse=True)
 
     def limit_for(self, path: str) -> int:
@@ -83,31 +97,22 @@ class BodyLimit:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = self.limit_for(scope["path"])
-        declared = _content_length(scope)
-        if declared is not None and declared > limit:
-            if not _expects_continue(scope) and declared <= limit + DRAIN_BYTES:
-                await _drain(receive, declared)
+        messages: list[Message] = []
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                too_large = await _read_body(scope, receive, messages, limit)
+        except TimeoutError:
+            detail = f"the request body did not arrive within {self.body_timeout_s:g} s"
+            late = JSONResponse({"detail": detail}, status_code=408, headers={"Connection": "close"})
+            await late(scope, receive, send)
+            return
+        if too_large:
             await _refuse(scope, receive, send, limit)
             return
-        messages: list[Message] = []
-        size = 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":  # the client is gone: the application hears it
-                break
-            size += len(message.get("body", b""))
-            if size > limit:
-                if message.get("more_body", False):
-                    await _drain(receive, DRAIN_BYTES)
-                await _refuse(scope, receive, send, limit)
-                return
-            if not message.get("more_body", False):
-                break
-        if _declares_json(scope) and json_depth(b"".join(m.get("body", b"") for m in messages)) > MAX_JSON_DEPTH:
-            detail = [{"loc": ["body"], "msg": f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels",
-                       "type": "value_error"}]  # fmt: skip
-            await JSONResponse({"detail": detail}, status_code=422)(scope, receive, send)
+        if _declares_json(scope) and json_depth(json_text(_body(messages))) > MAX_JSON_DEPTH:
+            problem = {"loc": ["body"], "msg": f"the JSON body nests deeper than {MAX_JSON_DEPTH} levels",
+                       "type": "value_error"}  # fmt: skip
+            await JSONResponse({"detail": [problem]}, status_code=422)(scope, receive, send)
             return
         queued = iter(messages)
 
@@ -138,6 +143,42 @@ class BodyLimit:
                 await send(message)
 
         await self.app(scope, limited_receive, guarded_send)
+
+
+async def _read_body(scope: Scope, receive: Receive, messages: list[Message], limit: int) -> bool:
+    """Read a request body into `messages`, up to where the client is gone or the body ends; True (and the rest
+    drained, when that is not too much) when it declares more than `limit` or grows past it."""
+    declared = _content_length(scope)
+    if declared is not None and declared > limit:
+        if not _expects_continue(scope) and declared <= limit + DRAIN_BYTES:
+            await _drain(receive, declared)
+        return True
+    size = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":  # the client is gone: the application hears it
+            return False
+        size += len(message.get("body", b""))
+        if size > limit:
+            if message.get("more_body", False):
+                await _drain(receive, DRAIN_BYTES)
+            return True
+        if not message.get("more_body", False):
+            return False
+
+
+def _body(messages: list[Message]) -> bytes:
+    return b"".join(message.get("body", b"") for message in messages)
+
+
+def json_text(body: bytes) -> bytes:
+    """A JSON body as UTF-8, decoded as the parser decodes it (`json.detect_encoding`: UTF-8, or UTF-16 or UTF-32
+    from the pattern of zero bytes or a byte order mark); what does not decode is replaced (the parser refuses it)."""
+    encoding = json.detect_encoding(body)
+    if encoding in ("utf-8", "utf-8-sig"):
+        return body
+    return body.decode(encoding, errors="replace").encode("utf-8", errors="replace")
 
 
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"?', re.DOTALL)

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from hylo.core.jsonable import jsonable
 from hylo.core.types import MAX_SEED
 from hylo.panels.base import BaseEnvPanel, SideEffect
+from hylo.server.events import StreamsFull, StreamSlots
 from hylo.sessions.manager import NotFound, SessionManager, SessionRefused, SessionRequest
 from hylo.sessions.session import Session
 from hylo.sessions.state import SessionConflict, SessionState
@@ -77,9 +78,11 @@ def _refused_hook(panel: BaseEnvPanel, result: dict[str, Any], field: str) -> Se
     return SessionRefused(str(result.get("error") or f"panel {panel.name!r} refused: {result}"), field)
 
 
-def live_routes(manager: SessionManager) -> APIRouter:
-    """The routes, to mount under `/api`."""
+def live_routes(manager: SessionManager, slots: StreamSlots | None = None) -> APIRouter:
+    """The routes, to mount under `/api`. A session stream holds one of `slots` (the server's count of open event
+    streams; by default one of these routes' own) while it is open."""
     router = APIRouter()
+    slots = slots if slots is not None else StreamSlots()
     streams: dict[str, int] = {}  # stream clients per session
 
     # -- env panels -------------------------------------------------------------------------------------------------
@@ -203,6 +206,11 @@ def live_routes(manager: SessionManager) -> APIRouter:
         if streams.get(session_id, 0) >= MAX_STREAMS:
             await websocket.close(code=1013, reason=f"session {session_id} has {MAX_STREAMS} streams already")
             return
+        try:
+            slots.take()
+        except StreamsFull as exc:
+            await _deny(websocket, 429, str(exc))
+            return
         streams[session_id] = streams.get(session_id, 0) + 1
         try:
             await websocket.accept()
@@ -211,8 +219,18 @@ def live_routes(manager: SessionManager) -> APIRouter:
             pass
         finally:
             streams[session_id] -= 1
+            slots.give_back()
 
     return router
+
+
+async def _deny(websocket: WebSocket, status: int, detail: str) -> None:
+    """Refuse a websocket handshake with an HTTP answer (`status`, `{"detail": ...}`) where the server can send one
+    (the ASGI denial response), else by closing it (the client then sees 403) with "try again later" (1013)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(JSONResponse({"detail": detail}, status_code=status))
+    else:
+        await websocket.close(code=1013, reason=detail[:120])
 
 
 async def _serve_stream(websocket: WebSocket, session: Session, position: int) -> None:

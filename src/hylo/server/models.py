@@ -245,11 +245,12 @@ _WHY = {
     401: "the token is missing or wrong (a server started with --token)",
     403: "a foreign Host or Origin, or a cross-site read (docs/api.md, Security)",
     404: "no such run, job, A/B comparison, sweep, graph, panel or session",
+    408: "the request body did not arrive in time (docs/api.md, Limits)",
     409: "the request contradicts the state: a run with an active job, a busy panel, a full server",
     413: "the body is larger than the route accepts",
     415: "the body is not declared JSON",
     422: "a value is refused; `detail` names the field",
-    429: "the job queue is full (--max-queued)",
+    429: "the job queue is full (--max-queued), or the server serves as many event streams as it may",
     502: "a panel living in a subprocess failed",
 }
 

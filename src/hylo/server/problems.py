@@ -25,6 +25,7 @@ from hylo.graph.model import GraphFormatError
 from hylo.graph.store import GraphNameError, GraphNotFound, GraphReadOnly, GraphTooLarge
 from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
 from hylo.panels.remote import RemotePanelError
+from hylo.server.events import StreamsFull
 from hylo.sessions.manager import NotFound, SessionRefused
 from hylo.sessions.state import SessionConflict, SessionGone
 
@@ -50,6 +51,7 @@ PLAIN: Mapping[type[Exception], int] = {
     GraphReadOnly: 409,
     GraphTooLarge: 413,
     QueueFull: 429,
+    StreamsFull: 429,
     HyloError: 500,  # any other: a fault met while serving the request
     RemotePanelError: 502,
     SchedulerBusy: 503,

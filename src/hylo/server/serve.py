@@ -3,8 +3,10 @@ uvicorn."""
 
 from __future__ import annotations
 
+import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import uvicorn
@@ -17,11 +19,11 @@ from hylo.server.binding import (
     DEFAULT_HOST,
     DEFAULT_MAX_QUEUED,
     DEFAULT_PORT,
-    check_binding,
-    check_import,
+    check_serving,
     listen,
     page_url,
 )
+from hylo.server.header_timeout import HeaderTimeoutProtocol
 from hylo.server.limits import MAX_WS_MESSAGE_BYTES
 
 SHUTDOWN_GRACE_S = 5
@@ -32,6 +34,9 @@ WS_PING_S = 20.0
 
 KEEP_ALIVE_S = 5
 """How long an idle HTTP connection is kept open."""
+
+PRIVATE_UMASK = 0o077
+"""What the server creates (the log dir, its queue, graphs, runs) is its user's alone: directories 0700, files 0600."""
 
 
 def serve(
@@ -45,39 +50,51 @@ def serve(
     access: ServerAccess | None = None,
     max_queued: int = DEFAULT_MAX_QUEUED,
     on_ready: Callable[[str], None] | None = None,
+    docs: bool = False,
 ) -> None:
     """Run the API until interrupted: the scheduler starts with the server and, when it stops, running jobs are
-    terminated (resumable). `access` holds the operator's rules (default: those of a server bound to `host`, no Ray,
-    no remote agents and no import paths for requests). `on_ready` is given the web UI's URL once the server answers.
-    Raises `ServeRefused` for a non-loopback host without a token, import paths allowed on a server reachable beyond
-    loopback without a token, or a port that cannot be bound; `SchedulerBusy` when another scheduler owns the log
-    dir."""
-    check_binding(host, token)
+    terminated (resumable). With `token` (`hylo serve` makes one unless told `--no-token`), every request needs it;
+    without, anyone on this machine may use the server, so only on loopback and never with import paths. `access`
+    holds the operator's rules (default: those of a server bound to `host`, no Ray, no remote agents, no import paths
+    for requests, no trusted proxy). `on_ready` is given the web UI's URL once the server answers. What the server
+    and its jobs create is private to its user (`PRIVATE_UMASK`, while it runs). Raises `ServeRefused` for a token
+    too short, no token on a server reachable beyond loopback or with import paths allowed, or a port that cannot be
+    bound; `SchedulerBusy` when another scheduler owns the log dir."""
     access = access if access is not None else ServerAccess.of(host)
-    if access.allow_import:
-        check_import(access.reachable_beyond_loopback, token)
+    check_serving(
+        host, token, reachable_beyond_loopback=access.reachable_beyond_loopback, allow_import=access.allow_import
+    )
     sock = listen(host, port)  # before anything is made: a taken port leaves no trace
-    try:
+    url = page_url(host, sock.getsockname()[1])
+    with closing(sock), _private_files():
         scheduler = JobScheduler(log_dir, machine=machine, max_queued=max_queued)
-    except BaseException:
-        sock.close()
-        raise
+        try:
+            app = create_app(scheduler, token=token, manage_scheduler=True, access=access, docs=docs)
+            config = uvicorn.Config(
+                app,
+                log_level=log_level,
+                timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+                ws_max_size=MAX_WS_MESSAGE_BYTES,
+                ws_ping_interval=WS_PING_S,
+                ws_ping_timeout=WS_PING_S,
+                timeout_keep_alive=KEEP_ALIVE_S,
+                http=HeaderTimeoutProtocol,  # a request head must arrive within HEADER_TIMEOUT_S
+                proxy_headers=bool(access.trusted_proxies),  # uvicorn's default believes any loopback peer
+                forwarded_allow_ips=list(access.trusted_proxies),
+            )
+            _Server(config, lambda: on_ready(url) if on_ready is not None else None).run(sockets=[sock])
+        finally:
+            scheduler.close()
+
+
+@contextmanager
+def _private_files() -> Iterator[None]:
+    """`PRIVATE_UMASK` for this process (and so for what it starts) while the server runs."""
+    umask = os.umask(PRIVATE_UMASK)
     try:
-        app = create_app(scheduler, token=token or None, manage_scheduler=True, access=access)
-        config = uvicorn.Config(
-            app,
-            log_level=log_level,
-            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-            ws_max_size=MAX_WS_MESSAGE_BYTES,
-            ws_ping_interval=WS_PING_S,
-            ws_ping_timeout=WS_PING_S,
-            timeout_keep_alive=KEEP_ALIVE_S,
-        )
-        url = page_url(host, sock.getsockname()[1])
-        _Server(config, lambda: on_ready(url) if on_ready is not None else None).run(sockets=[sock])
+        yield
     finally:
-        sock.close()
-        scheduler.close()
+        os.umask(umask)
 
 
 class _Server(uvicorn.Server):

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from hylo.core.errors import HyloError, HyloFailure, UnknownChoice
 from hylo.core.types import MAX_SEED, NodesetMode
 from hylo.envs.benchmark import Benchmark
+from hylo.envs.gym_adapter import NamespaceRefused
 from hylo.envs.registry import get_benchmark, registered_benchmarks
 from hylo.eval.resolve import ForeignEnvNodes, compile_for
 from hylo.eval.spec import MAX_EPISODES, MAX_NAME, MAX_SECONDS, MAX_STEPS, check_json_value
@@ -119,7 +120,7 @@ class PanelRegistry:
             raise NotFound(f"no panel {name!r}; panels: {self.names()}")
         try:
             benchmark = get_benchmark(name.removeprefix("env_"), allow_import=False)
-        except UnknownChoice:
+        except (UnknownChoice, NamespaceRefused):
             raise NotFound(f"no panel {name!r}; panels: {self.names()}") from None
         return self.local(benchmark)
 
@@ -248,7 +249,7 @@ class SessionManager:
             raise SessionRefused("a session needs a benchmark: give placement.benchmark", "placement.benchmark")
         try:
             benchmark = get_benchmark(bench_name, allow_import=False)
-        except UnknownChoice as exc:
+        except (UnknownChoice, NamespaceRefused) as exc:
             raise SessionRefused(str(exc), "placement.benchmark") from None
         if graph is None:
             assert request.agent is not None

@@ -95,15 +95,17 @@ def _child_entry(
     target(*args)
 
 
-def _preexec(parent: int, death_signal: int) -> Callable[[], None]:
+def _preexec(parent: int, death_signal: int, then: Callable[[], None] | None = None) -> Callable[[], None]:
     """A Popen `preexec_fn`: the death signal asked for between fork and exec, so the child is covered from its
-    first instruction; if the parent is already gone, the signal at once."""
+    first instruction; if the parent is already gone, the signal at once; then the caller's own `then`."""
 
     def preexec() -> None:
         if _PRCTL is not None:
             _PRCTL(PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
         if os.getppid() != parent:
             os.kill(os.getpid(), death_signal)
+        if then is not None:
+            then()
 
     return preexec
 
@@ -178,9 +180,9 @@ def popen(
     command: Sequence[str], *, die_with_parent: bool = True, death_signal: int = signal.SIGKILL, **options: Any
 ) -> subprocess.Popen[Any]:
     """`subprocess.Popen(command, **options)`, the child asking for `death_signal` when this process dies (where the
-    kernel can send it; `die_with_parent=False`: it outlives this process)."""
+    kernel can send it; `die_with_parent=False`: it outlives this process), before a `preexec_fn` of `options`."""
     if die_with_parent and pdeathsig_available():
-        options["preexec_fn"] = _preexec(os.getpid(), death_signal)
+        options["preexec_fn"] = _preexec(os.getpid(), death_signal, options.get("preexec_fn"))
     return _FORKER.run(lambda: subprocess.Popen(command, **options))
 
 

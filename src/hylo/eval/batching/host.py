@@ -8,13 +8,14 @@ running episode; the agent's hooks are called with that episode's context (`shar
 
 When `act_batch` raises, every request of that batch gets the error (each episode ends `error`, with the reason the
 agent gave) and the agent is built again; the running episodes keep their contexts and go on with the new one.
-The loop is single-threaded (a thread only accepts connections): the agent is never called concurrently.
+The loop is single-threaded (threads only accept connections and check their key, `handshake.Door`: a peer that
+does not prove the key within seconds is dropped, and never delays the others): the agent is never called
+concurrently.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import multiprocessing.connection as mpc
 import os
 import queue
@@ -32,6 +33,7 @@ from hylo.core.errors import HyloError
 from hylo.core.events import BaseEvent
 from hylo.core.signals import ContainerSet, Signal
 from hylo.eval.batching.batcher import Batcher, Request
+from hylo.eval.batching.handshake import Door
 from hylo.eval.batching.wire import recv_message, send_message
 
 CALLS, REQUESTS, QUEUE_S, BUSY_S, CALL_STARTED, FIRST_REQUEST, LAST_ANSWER = range(7)
@@ -93,10 +95,12 @@ class Host:
         self,
         control: mpc.Connection,
         listener: mpc.Listener,
+        authkey: bytes,
         factory: Callable[[], Any],
         batcher: Batcher,
         figures: MutableSequence[float],
     ) -> None:
+        """`listener` is made without a key: the connections it accepts prove `authkey` at the door."""
         self.control = control
         self.listener = listener
         self.factory = factory
@@ -107,7 +111,7 @@ class Host:
         self.clients: dict[int, _Client] = {}
         self._incoming: queue.SimpleQueue[mpc.Connection] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
-        self._closing = False
+        self._door = Door(listener, authkey, self._arrived)
 
     def _build(self) -> Any:
         agent = self.factory()
@@ -120,15 +124,11 @@ class Host:
 
     # -- connections ------------------------------------------------------------------------------------------------
 
-    def _accept(self) -> None:
-        while not self._closing:
-            try:
-                conn = self.listener.accept()
-            except (OSError, EOFError, multiprocessing.AuthenticationError):
-                continue
-            self._incoming.put(conn)
-            with contextlib.suppress(OSError):
-                os.write(self._wake_w, b"c")
+    def _arrived(self, conn: mpc.Connection) -> None:
+        """A connection proved the key: the serving loop greets it."""
+        self._incoming.put(conn)
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"c")
 
     def _admit(self) -> None:
         with contextlib.suppress(OSError):
@@ -159,7 +159,7 @@ class Host:
     # -- the loop ---------------------------------------------------------------------------------------------------
 
     def serve(self) -> None:
-        threading.Thread(target=self._accept, daemon=True, name="hylo-host-accept").start()
+        threading.Thread(target=self._door.serve, daemon=True, name="hylo-host-accept").start()
         while True:
             running = sum(client.ctx is not None for client in self.clients.values())
             timeout = self.batcher.due_in(time.monotonic(), running)
@@ -179,7 +179,7 @@ class Host:
                 self._act(self.batcher.take())
 
     def close(self) -> None:
-        self._closing = True
+        self._door.closing = True
         with contextlib.suppress(OSError):
             self.listener.close()
         for client in list(self.clients.values()):
@@ -314,8 +314,8 @@ def host_main(
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(address)  # a dead host's socket
-        listener = mpc.Listener(address, family="AF_UNIX", authkey=authkey)
-        host = Host(control, listener, factory, Batcher(max_batch, wait_s), figures)
+        listener = mpc.Listener(address, family="AF_UNIX")  # the key is proved at the host's door
+        host = Host(control, listener, authkey, factory, Batcher(max_batch, wait_s), figures)
         if setup is not None:
             setup()
     except Exception as exc:
