@@ -55,8 +55,10 @@ lint: $(STAMP_TEST)
 typecheck: $(STAMP_TEST)
 	$(BIN)/mypy
 
+# Test files run in parallel, one process per CPU (at most 4), each file whole in one process (its module fixtures
+# built once); `pytest tests/...` alone runs serially.
 pytest: $(STAMP_TEST)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --numprocesses=auto --maxprocesses=4 --dist=loadfile
 
 test: lint typecheck pytest
 

@@ -452,3 +452,23 @@ def test_a_panel_whose_hook_suspends_is_placed_on_the_event_loop() -> None:
     finally:
         driver.close()
         kernel.close()
+
+
+def test_a_suspending_panel_is_placed_from_inside_a_running_event_loop() -> None:
+    """As from a notebook or an async program, where asyncio refuses to run a second loop in the same thread."""
+    agent = RememberingAgent()
+    bench = TwoSplits()
+    kernel = Kernel(bench.make_env(), agent, max_steps=2, auto_episode_reset=False)
+    driver = PanelDriver(AwaitingPanel(bench), kernel)
+
+    async def caller() -> str:
+        return driver.place("test", "lift", 3, 1).episode_id
+
+    try:
+        assert asyncio.run(caller()) == "twosplits/test/lift/0003@s1"
+        assert placement(driver.panel) == ("test", "lift", 3, 1)
+        assert driver.set_field("episode_index", 4)["side_effect"] == "signal"  # and again outside any loop
+        assert placement(driver.panel) == ("test", "lift", 4, 1)
+    finally:
+        driver.close()
+        kernel.close()

@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from hylo.core.bus import EventBus
 from hylo.core.errors import HyloError
+from hylo.core.loops import run_to_end
 from hylo.core.types import TaskInstance
 from hylo.panels.base import BaseEnvPanel, Placement, SideEffect
 from hylo.panels.benchmark import BenchmarkPanel
@@ -68,9 +69,10 @@ class PanelDriver:
 
     def _run(self, work: Coroutine[Any, Any, T]) -> T:
         """Run `work` to its end: at once when the panel's hooks never suspend (a local `BenchmarkPanel`, whose
-        hooks are async only by contract), else on the driver's event loop."""
+        hooks are async only by contract), else on the driver's event loop (`run_to_end`: from inside a running
+        loop too, as a notebook's)."""
         if not self._eager:
-            return self._loop.run_until_complete(work)
+            return run_to_end(self._loop, work)
         try:
             work.send(None)
         except StopIteration as done:

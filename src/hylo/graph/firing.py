@@ -18,6 +18,7 @@ from typing import Any
 
 from hylo.core.episode import FAULTS, EndEpisode, detail_of, raised
 from hylo.core.errors import AgentTimeout, InvalidAction, OverLimit, SimulationDiverged
+from hylo.core.loops import run_to_end
 from hylo.core.scaffold import EpisodeScaffold
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.graph.compile import PlannedNode
@@ -101,7 +102,7 @@ class NodeFiring(abc.ABC):
         try:
             result = live.node.forward(args)
             if live.is_async:
-                result = self._event_loop().run_until_complete(result)  # type: ignore[arg-type]
+                result = run_to_end(self._event_loop(), result)  # type: ignore[arg-type]
         except FAULTS as exc:
             raise EndEpisode(self._node_failed(live, exc)) from None
         return result
@@ -137,9 +138,7 @@ class NodeFiring(abc.ABC):
                         calls = [lv.node.forward(args) for lv, args in gathered]
                         return await asyncio.gather(*calls, return_exceptions=True)  # type: ignore[arg-type]
 
-                    for (live, _), result in zip(
-                        gathered, self._event_loop().run_until_complete(gather()), strict=True
-                    ):
+                    for (live, _), result in zip(gathered, run_to_end(self._event_loop(), gather()), strict=True):
                         if isinstance(result, BaseException):
                             failures.setdefault(live.id, result)
                         else:
