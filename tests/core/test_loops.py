@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import pytest
 
 from hylo.core.loops import run_to_end
+
+T = TypeVar("T")
 
 
 async def _suspends_then(value: int) -> tuple[int, str]:
@@ -20,10 +25,16 @@ async def _fails() -> None:
     raise KeyError("missing")
 
 
+def _in_a_new_thread(call: Callable[[], T]) -> T:
+    """`call()` in a thread that runs no event loop, whatever the test's own thread runs."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="caller") as pool:
+        return pool.submit(call).result()
+
+
 def test_outside_a_loop_it_runs_in_the_calling_thread() -> None:
     loop = asyncio.new_event_loop()
     try:
-        assert run_to_end(loop, _suspends_then(3)) == (3, threading.current_thread().name)
+        assert _in_a_new_thread(lambda: run_to_end(loop, _suspends_then(3))) == (3, "caller_0")
     finally:
         loop.close()
 
@@ -38,8 +49,8 @@ def test_inside_a_running_loop_it_runs_where_asyncio_allows_and_raises_what_the_
 
     try:
         with pytest.raises(RuntimeError, match="another loop is running"):
-            asyncio.run(_direct(loop))  # what asyncio itself does: the reason for run_to_end
-        assert asyncio.run(caller()) == (5, "hylo-loop")
+            _in_a_new_thread(lambda: asyncio.run(_direct(loop)))  # what asyncio itself does: why run_to_end is
+        assert _in_a_new_thread(lambda: asyncio.run(caller())) == (5, "hylo-loop")
     finally:
         loop.close()
 

@@ -1,5 +1,5 @@
-"""Fixtures for the browser tests: one `hylo serve` per test module (its own log dir, the token it makes), one
-Chromium per session, and a fresh page per test, signed in to the running servers as a user is (by opening the URL
+"""Fixtures for the browser tests: one `hylo serve` and one Chromium per test module (its own log dir, the
+token it makes), and a fresh page per test, signed in to the running servers as a user is (by opening the URL
 each printed), whose screenshot is saved as `screenshot.png` in the test's temporary directory."""
 
 from __future__ import annotations
@@ -25,13 +25,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HyloServe]:
     served.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Playwright]:
+    """Per module, not per session: Playwright's sync API runs an event loop in this process while it is started, and
+    a test of another module run after it in the same process (the files run in parallel processes) must find none."""
     with sync_playwright() as driver:
         yield driver
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     launched = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
     yield launched
