@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -23,6 +19,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
+from serve_process import ServeProcess
 from served_app import Served
 
 from hylo.server.header_timeout import HEADER_TIMEOUT_S, HeaderTimeoutProtocol
@@ -196,33 +193,10 @@ def trickle_on(sock: socket.socket, data: bytes, every_s: float = 0.25) -> bytes
 
 
 def test_hylo_serve_closes_a_connection_whose_head_trickles(tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "HYLO_TOKEN": "a-token-of-sixteen-or-more"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "hylo", "serve", "--port", str(port), "--log-dir", str(tmp_path / "runs")],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
+    server = ServeProcess(tmp_path / "runs", env={"HYLO_TOKEN": "a-token-of-sixteen-or-more"})
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(url, timeout=5)
-                break
-            except httpx.TransportError:
-                assert server.poll() is None and time.monotonic() < deadline, "hylo serve did not come up"
-                time.sleep(0.1)
-        answer = trickle(url, SLOW_HEAD, every_s=0.5, patience_s=HEADER_TIMEOUT_S + GENEROUS_S)
+        answer = trickle(server.url, SLOW_HEAD, every_s=0.5, patience_s=HEADER_TIMEOUT_S + GENEROUS_S)
         assert answer.startswith(b"HTTP/1.1 408 "), answer
         assert f"within {HEADER_TIMEOUT_S:g} s".encode() in answer
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        server.close()

@@ -21,6 +21,7 @@ episode.
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
 import os
@@ -57,14 +58,14 @@ class _Part(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     @property
+    @abc.abstractmethod
     def key(self) -> str:
         """What names the part within a run (the same part in two runs has the same key)."""
-        raise NotImplementedError
 
     @property
+    @abc.abstractmethod
     def value(self) -> str:
         """What changes when the part does."""
-        raise NotImplementedError
 
 
 class SourceFile(_Part):
