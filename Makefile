@@ -1,12 +1,15 @@
 # Two commands for a fresh machine: `make demo` and `make test`. Both create .venv and install what they need.
-PYTHON ?= python3
+# Python 3.12 where the machine has it (LeRobot needs it: the `lerobot` extra), else python3.
+PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12) python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 # The extras `make demo` runs (the demo's Meta-World runs) and those the tests run on.
 RUN_EXTRAS := metaworld
-TEST_EXTRAS := test,metaworld,pusht,aloha,libero
+TEST_EXTRAS = test,metaworld,pusht,aloha,libero$(LEROBOT_EXTRA)
+# The lerobot extra installs on Python >= 3.12 only.
+LEROBOT_EXTRA = $(shell $(BIN)/python -c 'import sys; print(",lerobot" if sys.version_info >= (3, 12) else "")' 2>/dev/null)
 
 .PHONY: demo test lint typecheck pytest bench clean sysdeps web web-check
 

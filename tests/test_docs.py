@@ -59,3 +59,16 @@ def test_every_name_a_log_dir_reserves_is_documented():
     text = (DOCS / "evallog.md").read_text()
     for name in sorted(RESERVED_NAMES):
         assert f"`{name}`" in text or f"`{name}/`" in text, f"reserved name {name!r} is not in docs/evallog.md"
+
+
+def test_every_benchmarks_action_convention_is_documented():
+    from hylo.envs.gym_adapter import ACTION_CONVENTIONS
+
+    text = (DOCS / "benchmarks.md").read_text()
+    conventions = [
+        MetaWorldBenchmark.action_convention,
+        LiberoBenchmark.action_convention,
+        *ACTION_CONVENTIONS.values(),
+    ]
+    for convention in conventions:
+        assert convention is not None and f"`{convention.summary()}" in text, convention

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from hylo.envs.benchmark import Benchmark
 
 ENTRY_POINT_GROUP = "hylo.agents"
+LIVE_PREFIX = "live:"
+"""How a run names an agent object given to `hylo.evaluate(agent=...)` (`live:module:Class`): built by nobody."""
 EXPERT_TARGET = "(the benchmark's scripted expert)"
 """What `registered_agents()` gives for `expert`: each benchmark has its own, so there is no one target."""
 
@@ -31,6 +33,7 @@ _BUILTIN: dict[str, str] = {
     "random": "hylo.agents.basic:RandomAgent",
     "hold": "hylo.agents.basic:HoldAgent",
     "mlp": "hylo.agents.mlp:MlpPolicy",
+    "lerobot": "hylo.agents.lerobot:LeRobotCheckpoint",
     "expert": EXPERT_TARGET,
     "openpi-remote": "hylo.bridges.openpi_remote:OpenPiRemoteAgent",
     "vlaeval-remote": "hylo.bridges.vlaeval_remote:VlaEvalRemoteAgent",
@@ -64,6 +67,17 @@ def parse_agent_args(pairs: Sequence[str]) -> dict[str, Any]:
         return parse_json_pairs(pairs, "-A")
     except ValueError as exc:
         raise AgentSpecError(str(exc)) from None
+
+
+def check_local_paths(name: str, factory: Callable[..., Any], args: dict[str, Any], *, allow_import: bool) -> None:
+    """Refuse, where imports are not allowed (a request), an argument naming files the agent loads and that may
+    import code (a checkpoint whose processors name their classes: the factory's `local_paths`)."""
+    named = [field for field in getattr(factory, "local_paths", ()) if args.get(field) is not None]
+    if named and not allow_import:
+        raise AgentSpecError(
+            f"agent {name!r} loads the files {', '.join(f'{f}={shown(args[f], 80)}' for f in named)} names, which may "
+            "import code: a request may name them only on a server started with --allow-import"
+        )
 
 
 def _build(name: str, factory: Callable[..., Any], args: dict[str, Any]) -> Any:
@@ -118,6 +132,11 @@ def _accepted(factory: Callable[..., Any]) -> str:
 def agent_factory(name: str, benchmark: Benchmark | None = None, *, allow_import: bool = True) -> Callable[..., Any]:
     """What builds the agent called `name`, without building it: the benchmark's expert class for `expert`, a
     registered agent's class, or (with `allow_import`) the `module:Class` named."""
+    if name.startswith(LIVE_PREFIX):
+        raise AgentSpecError(
+            f"agent {name!r} names an agent object given to hylo.evaluate(agent=...): only the process that holds it "
+            "runs it (it is never built from its name)"
+        )
     if name == "expert":
         if benchmark is None:
             raise AgentSpecError("agent 'expert' needs a benchmark")
@@ -137,6 +156,7 @@ def make_agent(
     factory = agent_factory(name, benchmark, allow_import=allow_import)
     if name == "expert" and not args and benchmark is not None:
         return benchmark.expert()  # the benchmark's own instance, as it configures it
+    check_local_paths(name, factory, args, allow_import=allow_import)
     return _build(name, factory, args)
 
 
@@ -150,6 +170,7 @@ def vet_agent(
     `UnknownChoice` naming the bad value."""
     args = dict(args or {})
     factory = agent_factory(name, benchmark, allow_import=allow_import)
+    check_local_paths(name, factory, args, allow_import=allow_import)
     model = args_model(factory)
     if model is None:
         try:

@@ -73,7 +73,7 @@ class Message:
     timestamp: float = field(default_factory=time.time)
 
 
-class EncodedImage(np.ndarray):
+class EncodedImage(np.ndarray):  # type: ignore[type-arg]
     """A decoded image that remembers the digest of the bytes it came in (`encoding`, `encoded_digest`): hashing the
     few kilobytes of a PNG identifies the image as well as hashing its pixels (PNG is lossless), at a fraction of
     the cost. Take `.view(np.ndarray)` for a plain array."""

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _benchmarks(args: argparse.Namespace) -> int:
     from hylo.envs.benchmark import BenchmarkOption
-    from hylo.envs.gym_adapter import GymBenchmark
+    from hylo.envs.gym_adapter import FEATURE_NAMES, GymBenchmark
     from hylo.envs.gym_options import ENUMERATED, GYM_OPTIONS
     from hylo.envs.registry import GYM_TARGET, describe_benchmark, listed_benchmarks
 
@@ -49,6 +49,7 @@ def _benchmarks(args: argparse.Namespace) -> int:
             "target": GYM_TARGET,
             "available": True,
             "observation_keys": dict(GymBenchmark.observation_keys),
+            "feature_names": dict(FEATURE_NAMES),
             "options": [option.model_dump(mode="json") for option in GYM_OPTIONS],  # those the env takes
         }
     )
@@ -69,10 +70,26 @@ def _benchmarks(args: argparse.Namespace) -> int:
                 enumerated = ", ".join(sorted({name for options in ENUMERATED.values() for name in options}))
                 shown = f"(those the env takes) {shown}; {enumerated}: the values the env's code lists"
             out.print(f"{'':<{width}}   options over HTTP: {shown}", highlight=False, markup=False)
+        _declarations(out, width, row)
     out.print(f"{'':<{width}} observations of gym:<id>:", highlight=False)
     for key, what in GymBenchmark.observation_keys.items():
         out.print(f"{'':<{width}}   {key}: {what}", highlight=False, markup=False)
     return 0
+
+
+def _declarations(out: Any, width: int, row: dict[str, Any]) -> None:
+    """A benchmark's feature names and action convention, under its line."""
+    from hylo.core.conventions import ActionConvention
+    from hylo.core.features import declared_text
+
+    if row.get("feature_names"):
+        names = declared_text(tuple(row["feature_names"].items()))
+        out.print(f"{'':<{width}}   LeRobot features: {names}", highlight=False, markup=False)
+    if row.get("action_convention"):
+        convention = ActionConvention.parse(row["action_convention"])
+        labels = f" [{', '.join(convention.labels)}]" if convention.labels else ""
+        where = ", ".join(x for x in (convention.frame, convention.units) if x)
+        out.print(f"{'':<{width}}   actions: {convention.summary()} ({where}){labels}", highlight=False, markup=False)
 
 
 def _tasks(args: argparse.Namespace) -> int:

@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Protocol, runtime_ch
 import gymnasium.spaces as spaces
 from pydantic import BaseModel, ConfigDict, Field
 
+from hylo.core.conventions import ActionConvention, compare_conventions
 from hylo.core.errors import IncompatibleComponents
+from hylo.core.features import feature_problems
 from hylo.core.signals import ContainerSpec
 from hylo.core.types import EnvCapabilities, EnvSpec, StepResult
 
@@ -152,12 +154,19 @@ class AgentRequirements:
     run, recorded or not: None (not declared) gives it the benchmark's whole observation, cameras included, as a
     harness hands a VLA its cameras; False gives it none, and no frame is rendered for it (a CPU-rendered frame costs
     more than a physics step: a state-only agent should say so); True gives it them and refuses an env that has none.
+
+    `features` are named features (a dataset's names: `observation.state`, `observation.images.top`) the agent reads,
+    each with its shape (images channel-first, C x H x W), found through the env's `feature_names`;
+    `action_convention` says what its actions mean. Both are checked at bind time (`hylo.core.features`,
+    `hylo.core.conventions`).
     """
 
     observation_keys: tuple[str, ...] = ()
     action_space: spaces.Space[Any] | None = None
     needs_images: bool | None = None
     privileged_state: bool = False
+    features: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    action_convention: ActionConvention | None = None
 
 
 def gets_images(agent: object) -> bool:
@@ -231,5 +240,11 @@ def check_compatible(env_spec: EnvSpec, agent: object, capabilities: EnvCapabili
         problems.append(f"{agent_name(agent)} acts in {wanted} but env {env_spec.name!r} takes {env_spec.action_space}")
     if requirements.privileged_state and capabilities is not None and not capabilities.privileged_state:
         problems.append(f"{agent_name(agent)} reads privileged state; env {env_spec.name!r} exposes none")
+    problems += feature_problems(
+        agent_name(agent), env_spec.name, requirements.features, obs_space, env_spec.feature_names
+    )
+    problems += compare_conventions(
+        agent_name(agent), env_spec.name, requirements.action_convention, env_spec.action_convention
+    ).problems
     if problems:
         raise IncompatibleComponents(problems)

@@ -12,6 +12,8 @@ from typing import Any, NamedTuple
 import gymnasium.spaces as spaces
 import numpy as np
 
+from hylo.core.conventions import ActionConvention
+
 Action = Any
 """One action as the environment takes it: an int for a Discrete space, an array for a Box, a dict for a Dict."""
 
@@ -149,13 +151,18 @@ class EnvCapabilities:
 
 @dataclass(frozen=True, slots=True)
 class EnvSpec:
-    """Static description of an environment: spaces (gymnasium), control rate and default step budget."""
+    """Static description of an environment: spaces (gymnasium), control rate and default step budget.
+
+    `feature_names` maps its observation keys to the named features of datasets and the policies trained on them
+    (`hylo.core.features`); `action_convention` says what its actions' numbers mean (`hylo.core.conventions`)."""
 
     observation_space: spaces.Space[Any]
     action_space: spaces.Space[Any]
     control_rate_hz: float = 10.0
     max_episode_steps: int | None = None
     name: str = "env"
+    feature_names: tuple[tuple[str, str], ...] = ()
+    action_convention: ActionConvention | None = None
 
     def __post_init__(self) -> None:
         if not self.control_rate_hz > 0:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hylo.core.conventions import ActionConvention
 from hylo.core.environment import Environment
 from hylo.core.errors import HyloError, UnknownChoice, shown
 from hylo.core.types import TaskInstance
@@ -162,7 +163,9 @@ class Benchmark(abc.ABC):
       multiple of the build and the reset together, and it is left out of the measured mean. Declare figures taken
       on a small machine under load (two cores shared with other work): the multiple covers the spread, not the
       machine
-    - `observation_keys` documents what an observation carries
+    - `observation_keys` documents what an observation carries; `feature_names` which of its keys carries each named
+      feature of datasets and the policies trained on them (LeRobot's `observation.state`, ...: `hylo.core.features`);
+      `action_convention` what an action's numbers mean (`hylo.core.conventions`). Its envs' `EnvSpec` carry both.
     - `result_packages` names the packages whose versions change the benchmark's results (a simulator's): their
       versions are part of a run's digest, so a run resumed on other versions is another run
     - `env_ram_gb` is the RAM one env of the benchmark holds (None: small enough not to count); `--workers` beyond
@@ -181,6 +184,8 @@ class Benchmark(abc.ABC):
     typical_step_sec: ClassVar[float | None] = None
     typical_build_sec: ClassVar[float | None] = None
     observation_keys: ClassVar[dict[str, str]] = {}
+    feature_names: tuple[tuple[str, str], ...] = ()
+    action_convention: ActionConvention | None = None
     env_ram_gb: ClassVar[float | None] = None
     result_packages: ClassVar[tuple[str, ...]] = ()
     request_options: ClassVar[tuple[BenchmarkOption, ...]] = ()

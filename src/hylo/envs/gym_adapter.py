@@ -28,6 +28,7 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec as GymSpec
 from gymnasium.envs.registration import load_env_creator, parse_env_id
 
+from hylo.core.conventions import ActionConvention
 from hylo.core.environment import Environment
 from hylo.core.errors import HyloError, InvalidAction, UnknownChoice
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
@@ -39,6 +40,42 @@ from hylo.envs.mujoco_watch import DivergenceWatch, find_mjdata
 DEFAULT_STEP_BUDGET = 1000
 """Step budget of an env registered without `max_episode_steps`."""
 DEFAULT_CONTROL_RATE_HZ = 10.0
+
+FEATURE_NAMES = (
+    ("images/pixels", "observation.image"),
+    ("images/*", "observation.images.*"),
+    ("state", "observation.state"),
+    ("environment_state", "observation.environment_state"),
+    ("instruction", "task"),
+)
+"""LeRobot's names for a gym env's observation (`lerobot.envs.utils.preprocess_observation`): `pixels` is
+`observation.image`, each camera of a `pixels` dict `observation.images.<camera>`, `agent_pos` (hylo's `state`)
+`observation.state`."""
+
+ACTION_CONVENTIONS: dict[str, ActionConvention] = {
+    "gym_pusht/": ActionConvention(
+        control="planar_position", rotation="none", gripper="none", frame="world", units="pixels",
+        labels=("x", "y"), low=(0.0, 0.0), high=(512.0, 512.0),
+    ),
+    "gym_aloha/": ActionConvention(
+        control="joint_position", rotation="none", gripper="open_positive", frame="base", units="radians",
+        labels=tuple(
+            f"{arm}_{joint}"
+            for arm in ("left", "right")
+            for joint in ("waist", "shoulder", "elbow", "forearm_roll", "wrist_angle", "wrist_rotate", "gripper")
+        ),
+    ),
+}  # fmt: skip
+"""The action conventions of the gym envs hylo knows, by id prefix: gym-pusht moves its agent to a target point (pixels,
+0-512); gym-aloha takes each arm's six joint positions and a gripper position normalised to 0 (closed) - 1 (open)
+(`gym_aloha.tasks.sim`, `unnormalize_puppet_gripper_position`)."""
+
+
+def action_convention(env_id: str) -> ActionConvention | None:
+    """The declared action convention of the gym env `env_id` (None: unknown)."""
+    return next((each for prefix, each in ACTION_CONVENTIONS.items() if env_id.startswith(prefix)), None)
+
+
 SUCCESS_KEYS = ("is_success", "success")
 MAX_INFO_ARRAY = 4
 """Info arrays with more elements than this are dropped from `StepResult.info`."""
@@ -329,6 +366,8 @@ class GymEnvironment(Environment):
             control_rate_hz=rate,
             max_episode_steps=env.spec.max_episode_steps if env.spec is not None else None,
             name=env_id,
+            feature_names=FEATURE_NAMES,
+            action_convention=action_convention(env_id),
         )
         self._mjdata = find_mjdata(env)
         self._watch = DivergenceWatch(lambda: self._mjdata) if self._mjdata is not None else None
@@ -476,6 +515,8 @@ class GymBenchmark(Benchmark):
         if request and is_compat_id(env_id):
             raise CompatIdRefused(env_id)
         self.env_id = env_id
+        self.feature_names = FEATURE_NAMES
+        self.action_convention = action_convention(env_id)
         self._registered = registered = registered_spec(env_id, allow_import=allow_import)
         if request and is_compat_id(env_id, registered.entry_point):
             raise CompatIdRefused(env_id)

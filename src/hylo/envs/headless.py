@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import MutableMapping
 
 
 def configure() -> None:
+    # pygame (minigrid's and gym-pusht's renderer) imports pkg_resources, which setuptools >= 81 warns about at every
+    # start of every process: a line of noise before each command's output
+    warnings.filterwarnings("ignore", message="pkg_resources is deprecated as an API", category=UserWarning)
     if sys.platform.startswith("linux"):
         os.environ.setdefault("MUJOCO_GL", "egl")
         os.environ.setdefault("LP_NUM_THREADS", "1")

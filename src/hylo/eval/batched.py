@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from hylo.agents.registry import agent_factory, make_agent
 from hylo.core.agent import acts_in_batches
@@ -45,6 +45,25 @@ def check_batched(spec: EvalSpec, resolved: Resolved, backend: str) -> None:
             f"agent {spec.agent!r} has no act_batch(observations, contexts): --batch needs an agent that acts on a "
             "batch of observations (README, Batched inference); run it without --batch",
             field="batch",
+        )
+
+
+def check_live(spec: EvalSpec, resolved: Resolved, backend: str, agent: object) -> None:
+    """Refuse a run of a live agent object (`hylo.evaluate(agent=obj)`) that cannot be served from this process."""
+    if resolved.plan is not None:
+        raise EvalError("a live agent object runs as the run's agent; a graph run builds its own agents", field="graph")
+    if backend == "ray":
+        raise EvalError(
+            "a live agent object is served from this process to workers on this machine: use --backend process "
+            "(or inline), not ray",
+            field="backend",
+        )
+    if (spec.batch is not None or backend != "inline") and not acts_in_batches(agent):
+        raise EvalError(
+            f"agent object {type(agent).__name__} has no act_batch(observations, contexts): with workers={spec.workers}"
+            f"{'' if spec.batch is None else f' and batch={spec.batch}'} this process serves it to every worker, "
+            "which needs act_batch (hylo.agents.lerobot.LeRobotAgent has one); or evaluate it with workers=1",
+            field="agent",
         )
 
 
@@ -86,10 +105,21 @@ def overdue_limit(limits: Iterable[EpisodeLimits]) -> float | None:
     return max(allowances) if allowances else None
 
 
+class ServingHost(Protocol):
+    """What a batched pool starts first and stops last: a policy-host process (`PolicyHost`, `RayPolicyHost`) or
+    a live object's host thread (`LocalPolicyHost`)."""
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def figures(self) -> BatchFigures: ...
+
+
 class BatchedPool:
     """`pool`, its workers fed by `host` (see the module's docstring)."""
 
-    def __init__(self, pool: Pool, host: PolicyHost) -> None:
+    def __init__(self, pool: Pool, host: ServingHost) -> None:
         self.pool = pool
         self.host = host
         self.size = pool.size

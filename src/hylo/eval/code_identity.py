@@ -22,6 +22,7 @@ episode.
 from __future__ import annotations
 
 import abc
+import contextlib
 import hashlib
 import json
 import os
@@ -30,9 +31,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hylo.agents.registry import AGENT_REGISTRY, agent_factory
+from hylo.core.digest import state_digest
 from hylo.core.errors import HyloError, shown
 from hylo.eval.content_hash import TreeTooLarge, file_hash, tree_hash
 from hylo.eval.rows import RunInfo
@@ -122,9 +125,24 @@ class ArgumentPath(_Part):
         return self.sha256
 
 
-Part = SourceFile | InstalledDistribution | ArgumentPath
+class LiveWeights(_Part):
+    """The weights of a live agent object (`hylo.evaluate(agent=obj)`): the sha256 of its state (`state_digest`)."""
+
+    kind: Literal["weights"] = "weights"
+    sha256: str
+
+    @property
+    def key(self) -> str:
+        return "weights"
+
+    @property
+    def value(self) -> str:
+        return self.sha256
+
+
+Part = SourceFile | InstalledDistribution | ArgumentPath | LiveWeights
 CodePart = Annotated[Part, Field(discriminator="kind")]
-KINDS = ("source", "distribution", "argument")
+KINDS = ("source", "distribution", "argument", "weights")
 """The kinds of part, in the order reports list them."""
 
 
@@ -234,6 +252,32 @@ def agent_code(
     return AgentCode(agent=name, node=node, modules=modules, parts=parts)
 
 
+def live_code(name: str, agent: object) -> CodeIdentity:
+    """The code identity of a live agent object: the sources its class's module reaches (none for a class defined
+    where no source is, a notebook's) and the digest of its weights (`weights_digest`)."""
+    module = type(agent).__module__
+    parts: list[Part] = []
+    with contextlib.suppress(ClosureTooLarge, OSError, ImportError, ValueError, SyntaxError):
+        closure = closure_of([module])
+        parts += [SourceFile(path=path, sha256=digest) for path, digest in closure.sources.items()]
+        parts += [InstalledDistribution(name=dist, version=version) for dist, version in closure.distributions.items()]
+    parts.append(LiveWeights(sha256=weights_digest(agent)))
+    return CodeIdentity.of([AgentCode(agent=name, modules=[module], parts=parts)])
+
+
+def weights_digest(agent: object) -> str:
+    """The digest of an agent object's weights: its own `weights_digest()`, else its `state_dict()` (a torch
+    module), else its array attributes (a numpy policy)."""
+    own = getattr(agent, "weights_digest", None)
+    if callable(own):
+        return str(own())
+    state_dict = getattr(agent, "state_dict", None)
+    if callable(state_dict):
+        return state_digest(state_dict())
+    arrays = {key: value for key, value in vars(agent).items() if isinstance(value, np.ndarray)}
+    return state_digest(arrays)
+
+
 def agent_modules(name: str, benchmark: Benchmark | None, *, allow_import: bool = True) -> list[str]:
     """The modules that define agent `name`: the one its target names (`module:Class`, a registered agent's
     `module:attr`) and the one its factory is defined in (the benchmark's expert class, a re-exported class)."""
@@ -298,7 +342,7 @@ class CodeChange(BaseModel):
     """One part that differs between two runs' code: `change` is `changed` (in both, another hash or version),
     `added` (only in this run) or `removed` (only in the other); `was` / `now` its hash or version there."""
 
-    kind: Literal["source", "distribution", "argument"]
+    kind: Literal["source", "distribution", "argument", "weights"]
     name: str
     change: Literal["changed", "added", "removed"]
     was: str | None
@@ -310,6 +354,7 @@ class CodeChange(BaseModel):
                 return f"{self.name} {self.was} → {self.now}"
             return f"{self.name}=={self.now if self.change == 'added' else self.was} ({self.change})"
         what = f"argument {self.name}" if self.kind == "argument" else self.name
+        what = "the live object's weights" if self.kind == "weights" else what
         return what if self.change == "changed" else f"{what} ({self.change})"
 
 
@@ -412,6 +457,8 @@ def agent_summary(agent: AgentCode) -> str:
             what = f"{p.files:,} files, " if p.files is not None else ""
             how = ", by names, sizes and times" if p.method == "stat" else ""
             text += f" · {p.arg}={p.path} ({what}{_size(p.size)}{how}: {p.sha256[:12]})"
+        elif isinstance(p, LiveWeights):
+            text += f" · live object's weights {p.sha256[:12]}"
     return text
 
 

@@ -20,10 +20,12 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import Any, Protocol
 
-from hylo.agents.registry import make_agent
+from hylo.agents.registry import LIVE_PREFIX, make_agent
+from hylo.core.errors import shown
 from hylo.core.status import EpisodeStatus
-from hylo.eval.batched import BatchedPool, check_batched, policy_host
-from hylo.eval.code_identity import CodeIdentity, changes_text, diff_code
+from hylo.eval.batched import BatchedPool, check_batched, check_live, policy_host
+from hylo.eval.batching.local_host import LocalPolicyHost
+from hylo.eval.code_identity import CodeIdentity, changes_text, diff_code, live_code
 from hylo.eval.episode_plan import EpisodePlan
 from hylo.eval.limits import EpisodeLimits, task_limits
 from hylo.eval.logdir import FILENAME, check_log_dir
@@ -33,7 +35,7 @@ from hylo.eval.realtime_metrics import RealtimeFigures, episode_realtime, run_re
 from hylo.eval.resolve import EvalError, check_memory, choose_backend, code_of, make_timing, resolve, run_id_for
 from hylo.eval.rows import EpisodeRow, RunInfo, records
 from hylo.eval.run_status import RunStatus
-from hylo.eval.spec import EvalSpec
+from hylo.eval.spec import MAX_NAME, EvalSpec
 from hylo.eval.stats import SeedClusters, Summary, seed_clusters, summarize, summarize_by_task
 from hylo.eval.store import EvalLog, RunBusy
 from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig, WorkerFailed
@@ -177,7 +179,17 @@ def evaluate(
     `hylo.evaluate("babyai", agent="expert", tasks=["GoToLocal"], episodes=20)` takes the arguments of `hylo eval`
     (`tasks`, `env_args`, `agent_args`, `max_steps`, `act_timeout`, `shield`, `timing`, `log_dir`, `run_id`,
     `fresh`, `video`, ...) or a ready `EvalSpec`.
+
+    `agent` may also be an agent object (a training loop's policy: any hylo agent, or a LeRobot policy wrapped in
+    `hylo.agents.lerobot.LeRobotAgent`): it is evaluated where it is, never pickled or built again. With one worker
+    its episodes run in this process; with `workers=N` they run in N processes whose calls this process serves
+    (`act_batch`, as a policy host does). The run's identity is the object's code and the digest of its weights.
     """
+    live = kwargs.get("agent")
+    if live is not None and not isinstance(live, str):
+        kwargs["agent"] = live_agent_name(live)
+    else:
+        live = None
     if isinstance(spec, EvalSpec):
         if kwargs:  # validated like any spec: an override cannot smuggle in a bad value
             spec = EvalSpec.model_validate({**spec.model_dump(), **kwargs})
@@ -185,7 +197,19 @@ def evaluate(
         spec = EvalSpec(benchmark=spec, **kwargs)
     else:
         spec = EvalSpec(**kwargs)
-    return Evaluation(spec, progress=progress).run()
+    return Evaluation(spec, progress=progress, live=live).run()
+
+
+def live_agent_name(agent: object) -> str:
+    """The name a run of a live agent object records: `live:` and its class's `module:qualname`."""
+    if not callable(getattr(agent, "act", None)):
+        raise EvalError(
+            f"agent {shown(agent, 80)} is neither a name nor an agent object (it has no act method); a LeRobot "
+            "policy is wrapped as hylo.agents.lerobot.LeRobotAgent(policy, preprocessor, postprocessor)",
+            field="agent",
+        )
+    cls = type(agent)
+    return f"{LIVE_PREFIX}{cls.__module__}:{cls.__qualname__}"[:MAX_NAME]
 
 
 class DispatchGate(Protocol):
@@ -214,9 +238,15 @@ class Evaluation:
     """One invocation of a run: resolve, open or resume the EvalLog, run the missing episodes, summarise."""
 
     def __init__(
-        self, spec: EvalSpec, *, progress: ProgressCallback | None = None, gate: DispatchGate | None = None
+        self,
+        spec: EvalSpec,
+        *,
+        progress: ProgressCallback | None = None,
+        gate: DispatchGate | None = None,
+        live: object | None = None,
     ) -> None:
         check_log_dir(spec.log_path, writable=True)
+        self.live = live
         self.resolved = resolve(spec)
         self.spec = self.resolved.spec
         self.progress = progress
@@ -225,12 +255,15 @@ class Evaluation:
         check_memory(self.spec, self.resolved.benchmark)
         self.agent: object = None
         self.batching: dict[str, Any] | None = None  # a batched run's host figures, once it ran
-        if self.spec.batch is not None:
+        if live is not None:
+            check_live(self.spec, self.resolved, self.backend(), live)
+            self.agent = live
+        elif self.spec.batch is not None:
             check_batched(self.spec, self.resolved, self.backend())
         elif self.backend() == "inline" and self.resolved.plan is None:  # pooled workers and graphs build their own
             self.agent = make_agent(self.spec.agent, self.spec.agent_args, self.resolved.benchmark)
         self._git = Background(git_commit)  # a subprocess: asked while the run binds, read when the log is made
-        self.code = code_of(self.resolved)
+        self.code = live_code(self.spec.agent, live) if live is not None else code_of(self.resolved)
         self.config_digest = self.spec.digest(self.resolved.budgets, self.resolved.versions)
         self.digest = self.spec.digest(self.resolved.budgets, self.resolved.versions, self.code.digest)
         self.started = False  # whether this invocation opened the run's log (after that, a failure aborts the run)
@@ -421,6 +454,10 @@ class Evaluation:
 
     def _pool(self) -> Pool:
         config = WorkerConfig(self.spec, self.run_id, self.run_dir, self.resolved.budgets, self.long_episode_ids)
+        if self.live is not None and (self.spec.batch is not None or self.backend() != "inline"):
+            batch = self.spec.batch or self.spec.workers
+            local = LocalPolicyHost(self.live, batch, self.spec.batch_wait_ms / 1000.0)
+            return BatchedPool(self._workers(replace(config, policy_host=local.endpoint)), local)
         if self.spec.batch is not None:
             host = policy_host(self.spec, self.backend(), self.episode_limits().values())
             pool = self._workers(replace(config, policy_host=host.endpoint))

@@ -117,7 +117,7 @@ class Frame:
     number: int
     step: int
     camera: str
-    image: np.ndarray
+    image: np.ndarray[Any, Any]
     _png: bytes | None = field(default=None, repr=False)
 
     def png(self) -> bytes:

@@ -222,17 +222,21 @@ class PolicyHost:
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def figures(self) -> BatchFigures:
-        f = self._figures
-        calls, requests = int(f[CALLS]), int(f[REQUESTS])
-        serving = f[LAST_ANSWER] - f[FIRST_REQUEST]  # from the first request to the last answer
-        return BatchFigures(
-            calls=calls,
-            requests=requests,
-            mean_batch_size=requests / calls if calls else 0.0,
-            mean_queue_wait_ms=1000.0 * f[QUEUE_S] / requests if requests else 0.0,
-            utilisation=min(1.0, f[BUSY_S] / serving) if serving > 0 else 0.0,
-            restarts=self.restarts,
-        )
+        return figures_of(self._figures, self.restarts)
+
+
+def figures_of(f: Any, restarts: int) -> BatchFigures:
+    """A host's figures (its shared slots) for the end of the run."""
+    calls, requests = int(f[CALLS]), int(f[REQUESTS])
+    serving = f[LAST_ANSWER] - f[FIRST_REQUEST]  # from the first request to the last answer
+    return BatchFigures(
+        calls=calls,
+        requests=requests,
+        mean_batch_size=requests / calls if calls else 0.0,
+        mean_queue_wait_ms=1000.0 * f[QUEUE_S] / requests if requests else 0.0,
+        utilisation=min(1.0, f[BUSY_S] / serving) if serving > 0 else 0.0,
+        restarts=restarts,
+    )
 
 
 def build_failure(payload: dict[str, Any]) -> HostFailed:
