@@ -110,13 +110,16 @@ def test_the_actions_are_those_of_lerobots_own_pipeline_to_the_last_bit(checkpoi
         assert a.tobytes() == b.tobytes(), f"step {step}: hylo {a} != lerobot {b}"
 
 
-def test_batched_episodes_get_the_actions_of_unbatched_ones(checkpoints: dict[str, Path], tmp_path: Path):
+def test_batched_episodes_and_those_of_several_workers_get_the_actions_of_one_process(
+    checkpoints: dict[str, Path], tmp_path: Path
+):
     args = {"path": str(checkpoints["diffusion"]), "device": "cpu"}
     common = dict(agent="lerobot", agent_args=args, env_args=PIXELS, episodes=3, max_steps=10, log_dir=str(tmp_path))
     alone = hylo.evaluate(PUSHT, **common, run_id="alone")
     batched = hylo.evaluate(PUSHT, **common, workers=2, batch=2, run_id="batched")
+    workers = hylo.evaluate(PUSHT, **common, workers=2, run_id="workers")  # a policy per worker process
     assert batched.batching is not None and batched.batching["requests"] > 0
-    assert _statuses(batched) == _statuses(alone)
+    assert _statuses(batched) == _statuses(alone) == _statuses(workers)
     assert len({row.metrics.get("return") for row in alone.episodes}) > 1  # the episodes differ from each other
 
 
@@ -218,7 +221,7 @@ def test_a_live_lerobot_policy_wrapped_as_an_agent_gives_what_its_checkpoint_giv
 ):
     policy, pre, post = load_checkpoint(checkpoints["act"], "cpu", {})
     common = dict(env_args=PIXELS, episodes=2, max_steps=10, log_dir=str(tmp_path))
-    live = hylo.evaluate(PUSHT, agent=LeRobotAgent(policy, pre, post), workers=2, **common)
+    live = hylo.evaluate(PUSHT, agent=LeRobotAgent(policy, pre, post, threads=1), workers=2, **common)
     saved = hylo.evaluate(
         PUSHT, agent="lerobot", agent_args={"path": str(checkpoints["act"]), "device": "cpu"}, **common
     )

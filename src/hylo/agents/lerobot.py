@@ -111,8 +111,10 @@ class LeRobotAgent(AgentBase):
         rename: Mapping[str, str] | None = None,
         n_action_steps: int | None = None,
         action_convention: ActionConvention | str | Mapping[str, Any] | None = None,
+        threads: int | None = None,
     ) -> None:
         self._torch = _torch()
+        self.threads = threads
         self.policy = policy
         self.config = policy.config
         self.preprocessor = preprocessor
@@ -279,16 +281,15 @@ class LeRobotAgent(AgentBase):
             queue.clear()
 
     def _set_threads(self) -> None:
-        """Torch's threads follow the BLAS/OpenMP budget hylo gave this process (a worker's one, a host's many)."""
+        """Torch's CPU threads for the policy's calls, set at the first one: `threads` when given. A CPU forward pass
+        rounds differently with another thread count, so a run whose workers, host and inline process must give the
+        same actions uses the same count in each (a checkpoint's default: 1); None leaves the process's own (a
+        training loop's)."""
         if self._threads_set:
             return
         self._threads_set = True
-        with contextlib.suppress(Exception):
-            from threadpoolctl import threadpool_info
-
-            counts = [pool["num_threads"] for pool in threadpool_info() if pool.get("user_api") == "openmp"]
-            if counts:
-                self._torch.set_num_threads(max(1, min(counts)))
+        if self.threads is not None:
+            self._torch.set_num_threads(self.threads)
 
     def weights_digest(self) -> str:
         """A digest of the policy's weights (its state dict) and processors' state: a live object's identity."""
@@ -317,6 +318,11 @@ class LeRobotCheckpoint(LeRobotAgent):
         action_convention: str | dict[str, Any] | None = Field(
             default=None, description="control/rotation/gripper, e.g. ee_delta/axis_angle/close_positive"
         )
+        threads: int = Field(
+            default=1, ge=1, le=1024,
+            description="torch's CPU threads per call, the same in every process of the run (another count rounds "
+            "differently: the actions would depend on the worker count)",
+        )  # fmt: skip
 
     local_paths: ClassVar[tuple[str, ...]] = ("path",)
     """Arguments naming files that are loaded, and may import code (a processor names its class): a request may set
@@ -329,6 +335,7 @@ class LeRobotCheckpoint(LeRobotAgent):
         n_action_steps: int | None = None,
         rename: Mapping[str, str] | None = None,
         action_convention: str | Mapping[str, Any] | None = None,
+        threads: int = 1,
     ) -> None:
         directory = Path(path).expanduser()
         check_checkpoint(directory)
@@ -338,7 +345,9 @@ class LeRobotCheckpoint(LeRobotAgent):
             raise LeRobotError(f"device 'cuda' asked for, but torch {torch.__version__} sees no CUDA device here")
         policy, pre, post = load_checkpoint(directory, where, dict(rename or {}))
         declared = action_convention if action_convention is not None else declared_convention(directory)
-        super().__init__(policy, pre, post, rename=rename, n_action_steps=n_action_steps, action_convention=declared)
+        super().__init__(
+            policy, pre, post, rename=rename, n_action_steps=n_action_steps, action_convention=declared, threads=threads
+        )
         self.path = str(directory)
 
 
