@@ -274,8 +274,10 @@ def test_workers_built_after_the_host_was_given_up_on_start_and_end_their_episod
 @pytest.mark.parametrize("backend", ["process", RAY])
 def test_act_timeout_covers_a_call_that_hangs_in_the_host(tmp_path, monkeypatch, request, backend):
     _marker(request, monkeypatch, backend, tmp_path / "hung.marker")
+    # an act timeout that a call of a loaded machine (Ray actors, other test processes) stays well within: with a
+    # short one, episode 1 could time out queued before its call, which then never hangs the host
     result = _run(tmp_path, "hung", agent="batch_agents:HangOnce", tasks=["reach-v3"], episodes=4, workers=2,
-                  batch=2, act_timeout=2.0, backend=backend)  # fmt: skip
+                  batch=2, act_timeout=8.0, backend=backend)  # fmt: skip
     rows = {row.index: row for row in result.episodes}
     assert (rows[1].status.value, rows[1].reason) == ("error", "timeout")
     assert any(row.status.value == "failure" and row.steps == 20 for row in rows.values())  # the run went on

@@ -171,8 +171,8 @@ class VlaEvalBridge:
         return payload
 
     def health(self) -> dict[str, Any]:
-        with self._lock:
-            live = sum(connection.open for connection in self._connections.values())
+        with self._lock:  # as the limit counts them: a closing connection holds its place until its teardown ends
+            live = len(self._connections)
         health: dict[str, Any] = {
             "status": "ok",
             "agent": self.agent_label,
