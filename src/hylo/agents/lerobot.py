@@ -136,7 +136,6 @@ class LeRobotAgent(AgentBase):
         self.history = int(getattr(self.config, "n_obs_steps", 1) or 1) > 1
         self._episodes: dict[int, _Episode] = {}
         self._sources: dict[str, FeatureSource] | None = None
-        self._threads_set = False
         self.policy.eval()
 
     # -- what it needs -----------------------------------------------------------------------------------------------
@@ -204,7 +203,7 @@ class LeRobotAgent(AgentBase):
             batch = self._batch(obs)
             with self._seeded(episode):
                 first = self.policy.select_action(batch)
-            rest = list(self._queued_actions())
+            rest = list(_action_queue(vars(self.policy)) or ())
             actions = self._torch.stack([first[0], *(a[0] for a in rest)]) if rest else first
             if not self.history:
                 self._drop_queued()  # it runs the chunk; the next act is asked at its end
@@ -259,36 +258,20 @@ class LeRobotAgent(AgentBase):
             with torch.inference_mode():
                 yield
 
-    def _queue(self) -> Any:
-        if hasattr(self.policy, "_action_queue"):
-            return self.policy._action_queue
-        queues = getattr(self.policy, "_queues", None)
-        return queues.get("action") if isinstance(queues, dict) else None
-
     def _queued(self, episode: _Episode) -> bool:
-        if "_action_queue" in episode.state:
-            return bool(episode.state["_action_queue"])
-        queues = episode.state.get("_queues")
-        return bool(isinstance(queues, dict) and queues.get("action"))
-
-    def _queued_actions(self) -> list[Any]:
-        queue = self._queue()
-        return list(queue) if queue is not None else []
+        return bool(_action_queue(episode.state))
 
     def _drop_queued(self) -> None:
-        queue = self._queue()
+        queue = _action_queue(vars(self.policy))
         if isinstance(queue, deque):
             queue.clear()
 
     def _set_threads(self) -> None:
-        """Torch's CPU threads for the policy's calls, set at the first one: `threads` when given. A CPU forward pass
-        rounds differently with another thread count, so a run whose workers, host and inline process must give the
-        same actions uses the same count in each (a checkpoint's default: 1); None leaves the process's own (a
-        training loop's)."""
-        if self._threads_set:
-            return
-        self._threads_set = True
-        if self.threads is not None:
+        """Torch's CPU threads for this call: `threads` when given. A CPU forward pass rounds differently with another
+        thread count, so a run whose workers, host and inline process must give the same actions uses the same count
+        in each (a checkpoint's default: 1); None leaves the process's own (a training loop's). Checked at every call:
+        torch's count is per thread (OpenMP's), and the Kernel may call an agent from more than one thread."""
+        if self.threads is not None and self._torch.get_num_threads() != self.threads:
             self._torch.set_num_threads(self.threads)
 
     def weights_digest(self) -> str:
@@ -299,6 +282,15 @@ class LeRobotAgent(AgentBase):
                 with contextlib.suppress(Exception):
                     parts.append(pipeline.state_dict())
         return state_digest(parts)
+
+
+def _action_queue(state: Mapping[str, Any]) -> Any:
+    """The queue of predicted actions in a policy's state (its attributes, or an episode's copy of them): ACT's
+    `_action_queue`, diffusion's `_queues["action"]`; None for a policy without one."""
+    if "_action_queue" in state:
+        return state["_action_queue"]
+    queues = state.get("_queues")
+    return queues.get("action") if isinstance(queues, dict) else None
 
 
 def _is_visual(feature: Any) -> bool:

@@ -24,6 +24,7 @@ from hylo.agents.registry import LIVE_PREFIX, make_agent
 from hylo.core.errors import shown
 from hylo.core.status import EpisodeStatus
 from hylo.eval.batched import BatchedPool, check_batched, check_live, policy_host
+from hylo.eval.batching import PolicyHost
 from hylo.eval.batching.local_host import LocalPolicyHost
 from hylo.eval.code_identity import CodeIdentity, changes_text, diff_code, live_code
 from hylo.eval.episode_plan import EpisodePlan
@@ -454,15 +455,14 @@ class Evaluation:
 
     def _pool(self) -> Pool:
         config = WorkerConfig(self.spec, self.run_id, self.run_dir, self.resolved.budgets, self.long_episode_ids)
+        host: PolicyHost | LocalPolicyHost
         if self.live is not None and (self.spec.batch is not None or self.backend() != "inline"):
-            batch = self.spec.batch or self.spec.workers
-            local = LocalPolicyHost(self.live, batch, self.spec.batch_wait_ms / 1000.0)
-            return BatchedPool(self._workers(replace(config, policy_host=local.endpoint)), local)
-        if self.spec.batch is not None:
+            host = LocalPolicyHost(self.live, self.spec.batch or self.spec.workers, self.spec.batch_wait_ms / 1000.0)
+        elif self.spec.batch is not None:
             host = policy_host(self.spec, self.backend(), self.episode_limits().values())
-            pool = self._workers(replace(config, policy_host=host.endpoint))
-            return BatchedPool(pool, host)
-        return self._workers(config)
+        else:
+            return self._workers(config)
+        return BatchedPool(self._workers(replace(config, policy_host=host.endpoint)), host)
 
     def _workers(self, config: WorkerConfig) -> Pool:
         backend = self.backend()

@@ -18,7 +18,7 @@ import threading
 from typing import Any
 
 from hylo.eval.batching.batcher import Batcher
-from hylo.eval.batching.host import CALLS, FIGURES_SIZE, Host, NotBatched
+from hylo.eval.batching.host import FIGURES_SIZE, Host, NotBatched
 from hylo.eval.batching.proxy import HostEndpoint
 from hylo.eval.batching.supervisor import BatchFigures, HostFailed, figures_of
 
@@ -72,7 +72,3 @@ class LocalPolicyHost:
 
     def figures(self) -> BatchFigures:
         return figures_of(self._figures, self.restarts)
-
-    @property
-    def calls(self) -> int:
-        return int(self._figures[CALLS])
