@@ -1,10 +1,12 @@
 """A LeRobot ACT policy (random weights, ACT-sized: the default ResNet-18 backbone, 512-wide transformer, chunks of
 100) on gym-pusht's pixels: what hylo costs around it, and what `--batch` gives.
 
-- `raw_loop_s` vs `hylo_loop_s`: N episodes of as many steps in LeRobot's own loop written out (gym env,
-  `preprocess_observation`, the checkpoint's processors, `select_action`) and through `hylo.evaluate` in one
-  process, hylo's taken as the time of a run of 2N episodes less that of a run of N (a run's fixed costs — resolve,
-  code identity, log, checkpoint load, env build — cancel); `hylo_share` = (hylo − raw) / hylo (goal: ≤ 0.05).
+- `raw_loop_s` vs `hylo_loop_s`: N episodes in LeRobot's own loop written out (gym env, `preprocess_observation`,
+  the checkpoint's processors, `select_action`, one torch thread as hylo's agent has) and through `hylo.evaluate` in
+  one process, hylo's taken as the time of a run of 2N episodes less that of a run of N (a run's fixed costs —
+  resolve, code identity, log, checkpoint load, env build — cancel); the raw loop runs the same N episodes (the
+  double run's last N, by their seeds: `steps_compared` shows both took as many steps); `hylo_share` =
+  (hylo − raw) / hylo (goal: ≤ 0.05).
 - `--workers 2` unbatched (a policy per worker) against `--workers 2 --batch 2` (one policy in a host): episodes/s,
   policy calls/s, the host's mean batch, the peak resident memory of this process and of its children (the workers,
   and the batched run's host).
@@ -58,8 +60,9 @@ def save_act(directory: Path, device: str) -> Path:
     return directory
 
 
-def raw_loop(directory: Path, device: str, seeds: list[int], steps: int) -> float:
-    """LeRobot's eval loop, written out, on the same episodes: seconds."""
+def raw_loop(directory: Path, device: str, seeds: list[int], steps: int) -> tuple[float, int]:
+    """LeRobot's eval loop, written out, on the same episodes (hylo's seeds) with the same torch thread count as
+    hylo's agent (one): seconds, and the steps taken."""
     import gym_pusht  # noqa: F401
     import gymnasium
     import torch
@@ -67,13 +70,16 @@ def raw_loop(directory: Path, device: str, seeds: list[int], steps: int) -> floa
 
     from hylo.agents.lerobot import load_checkpoint
 
+    torch.set_num_threads(1)
     policy, pre, post = load_checkpoint(directory, device, {})
     env = gymnasium.make("gym_pusht/PushT-v0", obs_type="pixels_agent_pos")
+    taken = 0
     started = time.perf_counter()
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
         policy.reset()
         for _ in range(steps):
+            taken += 1
             batch = preprocess_observation({key: np.asarray(value)[None] for key, value in obs.items()})
             batch["task"] = [""]
             with torch.inference_mode():
@@ -81,7 +87,7 @@ def raw_loop(directory: Path, device: str, seeds: list[int], steps: int) -> floa
             obs, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 break
-    return time.perf_counter() - started
+    return time.perf_counter() - started, taken
 
 
 class Memory:
@@ -133,6 +139,7 @@ def evaluate(directory: Path, device: str, episodes: int, steps: int, log: Path,
         "mean_batch": result.batching["mean_batch_size"] if result.batching else 1.0,
         "rss_by_role_mb": {role: round(mb, 1) for role, mb in sorted(memory.peak.items())},
         "returns": [row.metrics.get("return") for row in result.episodes],
+        "seeds": [row.seed for row in result.episodes],
     }
 
 
@@ -153,9 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                       log_dir=str(root / "warm"))  # fmt: skip
         inline = evaluate(directory, args.device, args.episodes, args.max_steps, root / "inline")
         double = evaluate(directory, args.device, 2 * args.episodes, args.max_steps, root / "double")
-        loop = double["seconds"] - inline["seconds"]
-        seeds = list(range(args.episodes))
-        raw = raw_loop(directory, args.device, seeds, args.max_steps)
+        loop = double["seconds"] - inline["seconds"]  # the double run's last N episodes, which the raw loop runs
+        raw, raw_steps = raw_loop(directory, args.device, double["seeds"][args.episodes :], args.max_steps)
         unbatched = evaluate(directory, args.device, args.episodes, args.max_steps, root / "w2", workers=2)
         batched = evaluate(directory, args.device, args.episodes, args.max_steps, root / "b2", workers=2, batch=2)
     result = {
@@ -165,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         "raw_loop_s": round(raw, 3),
         "hylo_loop_s": round(loop, 3),
         "hylo_share": round((loop - raw) / loop, 4),
+        "steps_compared": {"raw": raw_steps, "hylo": double["steps"] - inline["steps"]},
         "goal_share": GOAL_SHARE,
         "inline": inline,
         "workers_2": unbatched,

@@ -151,3 +151,18 @@ def test_realtime_overhead_prints_both_rates_and_their_ratio_on_identical_episod
     assert figures["sync_steps_per_s"] > 0 and figures["realtime_steps_per_s"] > 0
     assert abs(figures["ratio"] - figures["realtime_steps_per_s"] / figures["sync_steps_per_s"]) < 1e-9
     assert (figures["episodes"], figures["repeats"]) == (2, 1)
+
+
+def test_lerobot_policy_compares_the_same_episodes_and_keeps_batched_results_equal():
+    import pytest
+
+    pytest.importorskip("lerobot", reason="the lerobot extra installs on Python >= 3.12")
+    result = run_benchmark("lerobot_policy.py", "--json", "--episodes", "1", "--max-steps", "8", timeout=400)
+    figures = json.loads(result.stdout)
+    assert figures["steps_compared"]["raw"] == figures["steps_compared"]["hylo"] > 0  # the same episodes, both loops
+    loop, raw = figures["hylo_loop_s"], figures["raw_loop_s"]  # rounded to 1 ms: the share to within that
+    assert abs(figures["hylo_share"] - (loop - raw) / loop) <= 0.002 / abs(loop) + 1e-3
+    assert figures["same_returns_batched"] is True
+    for run in ("inline", "workers_2", "workers_2_batch_2"):
+        assert figures[run]["steps"] > 0 and figures[run]["episodes_per_s"] > 0, run
+    assert set(figures["workers_2_batch_2"]["rss_by_role_mb"]) == {"runner", "children"}

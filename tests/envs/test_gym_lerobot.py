@@ -94,14 +94,25 @@ def test_gym_alohas_observations_become_hylos(obs_type: str, expected: dict[str,
     assert np.array_equal(obs["images"]["top"], raw["pixels"]["top"] if "pixels" in raw else raw["top"])
 
 
-def test_rendering_adds_its_frame_beside_the_envs_images() -> None:
+def test_an_env_with_cameras_of_its_own_gives_those_and_renders_nothing_more(monkeypatch) -> None:
+    """gym-pusht's pixels are what LeRobot's PushT policies take; its 680x680 render would cost a frame a step (as
+    long as the step itself) that no agent reads. An env without a camera still renders one for an agent."""
+    task = get_benchmark(PUSHT).task_instance("default", "gym_pusht/PushT-v0", 0)
     env = get_benchmark(PUSHT, options={"obs_type": "pixels_agent_pos"}).make_env(render_images=True)
     try:
-        obs = env.reset(get_benchmark(PUSHT).task_instance("default", "gym_pusht/PushT-v0", 0))
-        assert {name: image.shape for name, image in obs["images"].items()} == {
-            "pixels": (96, 96, 3),
-            "render": (680, 680, 3),
-        }
+        renders = []
+        monkeypatch.setattr(type(env._env.unwrapped), "render", lambda self: renders.append(1))
+        obs = env.reset(task)
+        env.step(np.array([200.0, 200.0]))
+        assert {name: image.shape for name, image in obs["images"].items()} == {"pixels": (96, 96, 3)}
+        assert "render" not in env.spec.observation_space["images"].spaces
+        assert (env.render_images, renders) == (False, [])
+    finally:
+        env.close()
+    monkeypatch.undo()
+    env = get_benchmark(PUSHT).make_env(render_images=True)  # the default, state only
+    try:
+        assert env.reset(task)["images"]["render"].shape == (680, 680, 3)
     finally:
         env.close()
 

@@ -19,6 +19,7 @@ from hylo.cli.output import EXIT_ABORTED, EXIT_STRICT, console, fail
 from hylo.core.errors import HyloError, HyloFailure
 
 if TYPE_CHECKING:
+    from hylo.eval.lerobot_dataset import DatasetExport
     from hylo.eval.rows import EpisodeRow
     from hylo.eval.spec import EvalSpec
 
@@ -235,12 +236,18 @@ def run(args: argparse.Namespace) -> int:
             missing = "a benchmark" if args.benchmark is None else "--agent"
             raise EvalError(f"hylo eval needs {missing} (or --spec FILE)")
         spec = spec_from_flags(args)
-    return run_evaluation(spec, json_out=args.json)
+    if args.record_dataset is not None:
+        from hylo.eval.lerobot_dataset import check_out, require_lerobot
+
+        require_lerobot()  # refused before any episode runs, not after the last
+        check_out(args.record_dataset)
+        spec = spec.model_copy(update={"record_rollouts": True})
+    return run_evaluation(spec, json_out=args.json, dataset=args.record_dataset)
 
 
-def run_evaluation(spec: EvalSpec, *, json_out: bool) -> int:
+def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = None) -> int:
     """Run (or resume) `spec` with a progress bar on stderr; print the summary, or with `json_out` one JSON object on
-    stdout. Returns the exit status."""
+    stdout; with `dataset`, write the run's recorded episodes there as a LeRobot dataset. Returns the exit status."""
     from hylo.envs.quiet import stdout_to_stderr
     from hylo.eval.progress import ProgressBar
     from hylo.eval.report import print_reasons, print_summary, seeds_note
@@ -263,8 +270,14 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool) -> int:
             what = str(exc) if isinstance(exc, RunAborted) else f"{type(exc).__name__}: {exc}"
             advice = "" if "resume" in what else "; fix the cause and re-run to resume"
             return fail(EXIT_ABORTED, f"run {evaluation.run_id} aborted: {what}{advice}")
+        written = _write_dataset(result.run_id, result.log_dir, dataset) if dataset is not None else None
+        if isinstance(written, int):
+            return written
     if json_out:
-        sys.stdout.write(json.dumps(result.to_json()) + "\n")
+        data = result.to_json()
+        if written is not None:
+            data["dataset"] = written.to_json()
+        sys.stdout.write(json.dumps(data) + "\n")
     else:
         out = console()
         print_summary(out, f"{result.run_id}: {spec.agent} on {spec.benchmark}", result.per_task, result.summary)
@@ -281,6 +294,8 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool) -> int:
         )
         if spec.video:
             out.print(video_line(result.episodes, result.log_dir), highlight=False, soft_wrap=True)
+        if written is not None:
+            out.print(dataset_line(written), highlight=False, soft_wrap=True)
         out.print(timing_line(evaluation.spec), highlight=False, markup=False)
         if result.batching is not None:
             out.print(batching_line(result.batching, spec))
@@ -289,10 +304,31 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool) -> int:
     return 0
 
 
+def _write_dataset(run_id: str, run_dir: Path, out: Path) -> DatasetExport | int:
+    """`--record-dataset DIR`: the run's recorded episodes written as a LeRobot dataset, or the exit status of a
+    failure (the run is kept: the export can be made again)."""
+    from hylo.eval.lerobot_dataset import export_dataset
+
+    try:
+        return export_dataset(run_dir, out)
+    except HyloError as exc:
+        again = f"hylo runs export {run_id} --log-dir {shlex.quote(str(run_dir.parent))} --format lerobot --out DIR"
+        return fail(EXIT_ABORTED, f"run {run_id} is complete, but its dataset was not written: {exc}; write it with "
+                    f"{again}")  # fmt: skip
+
+
 def _export_command(run_id: str, spec: EvalSpec) -> str:
     """The command that exports a run of `spec` (its `--log-dir` named unless it is the default)."""
     log_dir = "" if Path(spec.log_dir) == Path("hylo-runs") else f" --log-dir {shlex.quote(spec.log_dir)}"
     return f"hylo runs export {run_id}{log_dir}"
+
+
+def dataset_line(written: DatasetExport) -> str:
+    """What an export wrote, in one line."""
+    line = f"dataset: {written.root} ({written.episodes} episodes, {written.frames} frames)"
+    if written.unrecorded:
+        line += f"; {len(written.unrecorded)} chosen episodes kept no steps (recorded without --record-dataset)"
+    return line
 
 
 def video_line(episodes: Sequence[EpisodeRow], run_dir: Path) -> str:

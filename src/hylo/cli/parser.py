@@ -13,6 +13,7 @@ from hylo.cli.graph import add_parsers as add_graph_parsers
 from hylo.cli.output import EXIT_BAD_INPUT
 from hylo.cli.serve import add_parser as add_serve_parser
 from hylo.cli.sweep import add_parser as add_sweep_parser
+from hylo.core.status import EpisodeStatus
 from hylo.version import __version__
 
 
@@ -236,6 +237,13 @@ def build_parser() -> argparse.ArgumentParser:
         "-A", dest="agent_args", action="append", default=[], metavar="K=V", help="agent argument (JSON literal)"
     )
     _add_run_options(ev)
+    ev.add_argument(
+        "--record-dataset",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep every episode's steps and write them as a LeRobot dataset into DIR, a new directory (hylo[lerobot])",
+    )
     ev.add_argument("--spec", type=Path, default=None, metavar="FILE", help="read the whole spec from a JSON file")
     ev.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
 
@@ -249,8 +257,24 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("run", help="run id (or a unique prefix)")
         _add_log_dir(sub)
         if name == "export":
-            sub.add_argument("--format", choices=("json",), default="json")
-            sub.add_argument("--traces", action="store_true", help="include every episode's trace events")
+            sub.add_argument(
+                "--format",
+                choices=("json", "lerobot"),
+                default="json",
+                help="json: the run's record on stdout; lerobot: its recorded episodes as a LeRobot dataset (--out)",
+            )
+            sub.add_argument("--traces", action="store_true", help="json: include every episode's trace events")
+            sub.add_argument("--out", type=Path, default=None, metavar="DIR", help="lerobot: the new directory")
+            sub.add_argument(
+                "--status",
+                dest="statuses",
+                nargs="+",
+                action="extend",
+                default=None,
+                choices=[status.value for status in EpisodeStatus],
+                metavar="S",
+                help="lerobot: only the episodes of these statuses (success, failure, timeout, error, infra_invalid)",
+            )
         if name == "show":
             sub.add_argument("--json", action="store_true")
 

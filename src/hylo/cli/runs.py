@@ -43,6 +43,11 @@ def run_runs(args: argparse.Namespace) -> int:
         removed = delete_run(args.log_dir, args.run)
         print(f"deleted {removed}")
         return 0
+    if args.runs_command == "export" and args.format == "lerobot":
+        return _export_dataset(args)
+    if args.runs_command == "export" and (args.out is not None or args.statuses is not None):
+        flag = "--out" if args.out is not None else "--status"
+        return fail(EXIT_BAD_INPUT, f"{flag} is --format lerobot's; --format json writes the whole run on stdout")
     with EvalLog.open(find_run(args.log_dir, args.run)) as log:
         info = log.info()
         final = log.final_episodes()
@@ -97,6 +102,22 @@ def run_runs(args: argparse.Namespace) -> int:
                 entry["trace"] = log.trace(entry["episode_id"], entry["attempt"])
         sys.stdout.write(json.dumps(export) + "\n")
         return 0
+
+
+def _export_dataset(args: argparse.Namespace) -> int:
+    """`hylo runs export RUN --format lerobot --out DIR [--status S ...]`."""
+    from hylo.cli.evaluate import dataset_line
+    from hylo.eval.lerobot_dataset import export_dataset
+    from hylo.eval.logdir import find_run
+
+    if args.traces:
+        return fail(EXIT_BAD_INPUT, "--traces is --format json's; a LeRobot dataset holds the steps, not the events")
+    if args.out is None:
+        return fail(EXIT_BAD_INPUT, "--format lerobot writes a dataset directory: give it with --out DIR")
+    statuses = set(args.statuses) if args.statuses is not None else None
+    written = export_dataset(find_run(args.log_dir, args.run), args.out, statuses=statuses)
+    print(dataset_line(written))
+    return 0
 
 
 def _with_realtime(entry: dict[str, Any], realtime: dict[str, Any] | None) -> dict[str, Any]:

@@ -214,13 +214,14 @@ def _same_action_space(wanted: spaces.Space[Any], have: spaces.Space[Any]) -> bo
     return bool(wanted == have)
 
 
-def check_compatible(env_spec: EnvSpec, agent: object, capabilities: EnvCapabilities | None = None) -> None:
-    """Raise IncompatibleComponents naming everything the agent needs that the env does not provide."""
+def check_compatible(env_spec: EnvSpec, agent: object, capabilities: EnvCapabilities | None = None) -> tuple[str, ...]:
+    """Raise IncompatibleComponents naming everything the agent needs that the env does not provide; return what
+    could not be checked (an action convention unknown on one side; a frame or unit that differs), for the record."""
     if not callable(getattr(agent, "act", None)):
         raise IncompatibleComponents(f"{agent_name(agent)} is not an agent: it has no callable `act`")
     requirements = getattr(agent, "requirements", None)
-    if requirements is None:
-        return
+    if requirements is None:  # an agent that declares nothing is not checked, nor warned about
+        return ()
     if not isinstance(requirements, AgentRequirements):
         raise IncompatibleComponents(
             f"{agent_name(agent)}.requirements must be AgentRequirements, got {type(requirements).__name__}"
@@ -243,8 +244,10 @@ def check_compatible(env_spec: EnvSpec, agent: object, capabilities: EnvCapabili
     problems += feature_problems(
         agent_name(agent), env_spec.name, requirements.features, obs_space, env_spec.feature_names
     )
-    problems += compare_conventions(
+    conventions = compare_conventions(
         agent_name(agent), env_spec.name, requirements.action_convention, env_spec.action_convention
-    ).problems
+    )
+    problems += conventions.problems
     if problems:
         raise IncompatibleComponents(problems)
+    return conventions.warnings

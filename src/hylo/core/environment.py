@@ -63,3 +63,49 @@ class Environment(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class EnvWrapper(Environment):
+    """An env around another (`env`) that forwards every member to it: a subclass overrides only what it changes
+    (gymnasium's `Wrapper`). An optional member of the inner env (`render_images`) is forwarded where it has one."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+
+    @property
+    def spec(self) -> EnvSpec:
+        return self.env.spec
+
+    @property
+    def capabilities(self) -> EnvCapabilities:
+        return self.env.capabilities
+
+    @property
+    def render_images(self) -> bool:
+        return bool(getattr(self.env, "render_images", False))
+
+    @render_images.setter
+    def render_images(self, on: bool) -> None:
+        if hasattr(self.env, "render_images"):
+            self.env.render_images = on
+
+    def reset(self, task: TaskInstance) -> Observation:
+        return self.env.reset(task)
+
+    def step(self, action: Action) -> StepResult:
+        return self.env.step(action)
+
+    def observe(self) -> Observation:
+        return self.env.observe()
+
+    def hold_action(self) -> Action:
+        return self.env.hold_action()
+
+    def privileged_state(self, name: str) -> Any:
+        return self.env.privileged_state(name)
+
+    def prologue(self) -> Sequence[Action]:
+        return self.env.prologue()
+
+    def close(self) -> None:
+        self.env.close()

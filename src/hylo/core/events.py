@@ -33,6 +33,9 @@ class EpisodeStartEvent(BaseEvent):
     guards: list[str]
     timing: str
     mode: Literal["driven", "served"] = "driven"
+    warnings: list[str] = []
+    """What the bind-time check could not check (an action convention unknown on one side, a frame or unit that
+    differs): recorded, never refused."""
 
 
 class ObservationEvent(BaseEvent):

@@ -106,6 +106,17 @@ def resolve_features(observation_space: spaces.Space[Any], declared: FeatureName
     return found
 
 
+def default_feature_names(observation_space: spaces.Space[Any]) -> FeatureNames:
+    """Names for an env that declares none: each camera, vector and text of its observation as LeRobot would name a
+    key it does not know, `observation.<key>` (`images/top` is `observation.images.top`); the instruction is `task`."""
+    names: list[tuple[str, str]] = []
+    for path, space in _leaves(observation_space).items():
+        kind = _kind(path, space)
+        if kind is not None:
+            names.append((path, "task" if kind[0] == "text" else "observation." + path.replace("/", ".")))
+    return tuple(names)
+
+
 def feature_problems(
     who: str,
     env: str,

@@ -90,7 +90,7 @@ class Kernel:
             raise ValueError(f"act_timeout_s must be a finite number > 0, got {act_timeout_s!r}")
         self.act_timeout_s = act_timeout_s
 
-        check_compatible(spec, agent, env.capabilities)
+        self.warnings = check_compatible(spec, agent, env.capabilities)  # each episode's record carries them
         if isinstance(self.timing, RealtimeTiming) and not env.capabilities.hold_action:
             raise IncompatibleComponents(
                 f"realtime timing needs an environment with a hold action; {spec.name!r} declares none"
@@ -159,7 +159,7 @@ class Kernel:
         self._serial += 1
         sc = self._sc
         try:
-            sc.open(task, agent=self.agent_name, timing=self.timing.mode)
+            sc.open(task, agent=self.agent_name, timing=self.timing.mode, warnings=self.warnings)
             outcome = self._episode(task)
         except EndEpisode as end:
             outcome = end.outcome

@@ -119,9 +119,11 @@ class EpisodeScaffold:
         digest: str | None = None,
         extra: Mapping[str, Any] | None = None,
         mode: str | None = None,
+        warnings: Sequence[str] = (),
     ) -> None:
         """Open the execution of the placed `task`: `episode_reset` when the placement changed, `run_start`, then
-        `episode.start` (the task's fields, plus `extra`). `episode_id` and `digest` default to the task's. Raises
+        `episode.start` (the task's fields, plus `extra`; the bind-time check's `warnings`). `episode_id` and
+        `digest` default to the task's. Raises
         `EndEpisode` when a critical recorder failed in an earlier episode (nothing records this one) or a listener
         fails on a signal; call it inside the loop's `try`."""
         bus = self.bus
@@ -149,7 +151,9 @@ class EpisodeScaffold:
                 "instruction": task.instruction,
                 **(extra or {}),
             }
-            more = {} if mode is None else {"mode": mode}
+            more: dict[str, Any] = {} if mode is None else {"mode": mode}
+            if warnings:
+                more["warnings"] = list(warnings)
             bus.emit_trusted(
                 EpisodeStartEvent,
                 task=fields,

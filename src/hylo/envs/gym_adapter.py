@@ -4,9 +4,10 @@
 `gym_pusht/PushT-v0`) or `<module>:<id>` (gymnasium imports the module). An RGB image observation becomes
 `images/pixels`, any other non-Dict observation `state`; a Dict observation keeps its keys, with LeRobot's names
 mapped to hylo's (`pixels` → `images/pixels`, a `pixels` dict → `images/<camera>`, `agent_pos` → `state`; a `mission`
-string is also the `instruction`); `render_images=True` adds `images/render`. Success comes from `info["is_success"]`
-or `info["success"]`; an env whose steps carry neither has no success signal (its report shows the return). MuJoCo-based
-envs are watched for divergence on every step (see `mujoco_watch`).
+string is also the `instruction`); `render_images=True` adds `images/render` to an env whose observation has no
+camera of its own (one that has gives its own, as LeRobot's policies take them, and renders nothing more). Success
+comes from `info["is_success"]` or `info["success"]`; an env whose steps carry neither has no success signal (its
+report shows the return). MuJoCo-based envs are watched for divergence on every step (see `mujoco_watch`).
 
 One module past the usual size on purpose: the observation-key mapping, the action conformance and the env are one
 contract with gymnasium's spaces, read and changed together (the id rules live in `gym_ids`, what a request may set
@@ -342,10 +343,12 @@ class GymEnvironment(Environment):
         self._signalled: bool | None = None  # whether a step's info has carried a success key (None: no step yet)
 
         self._keys = keys = ObservationKeys(env.observation_space)
+        if keys.images:  # cameras of its own: an agent is given those, and nothing more is rendered for it
+            self._can_render = self._render_images = render_images = False
         obs_spaces = keys.spaces()
         if render_images:
             images = obs_spaces.get("images")
-            if images is not None and (not keys.images or "render" in keys.images):
+            if images is not None:
                 raise HyloError(f"{env_id!r} has an observation key 'images' already; cannot add its rendering")
             env.reset(seed=0)  # a first frame, for its size (every episode reseeds)
             frame = self._render()
@@ -385,7 +388,7 @@ class GymEnvironment(Environment):
     def render_images(self) -> bool:
         """Whether observations carry `images["render"]`. Switching it on for an env made without rendering (for
         a recorded episode) remakes the env with `render_mode="rgb_array"`; takes effect at the next reset. An env
-        that cannot render (`renders_frames`) stays without."""
+        that cannot render (`renders_frames`), or whose observation has cameras of its own, stays without."""
         return self._render_images
 
     @render_images.setter

@@ -12,7 +12,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 from pydantic_core import to_json
 
-from hylo.core.environment import Environment
+from hylo.core.environment import Environment, EnvWrapper
 from hylo.core.events import TEMPLATES, BaseEvent, Record, defaults
 from hylo.core.imageless import spec_without_images, without_images
 from hylo.core.jsonable import jsonable
@@ -177,7 +177,7 @@ class FrameTap(Environment):
         """Record the next episode into `path`."""
         self.writer = VideoWriter(path, fps=self.fps, size=self.size)
         self.error = None
-        if callable(getattr(self.env, "video_frame", None)) and (not self.images or self.size is not None):
+        if self._camera() is not None and (not self.images or self.size is not None):
             self.source = FrameSource.CAMERA
         elif self.images:
             self.source = FrameSource.OBSERVATION
@@ -192,6 +192,13 @@ class FrameTap(Environment):
             self._render(False)
         self.source = None
         return None if writer is None else writer.close()
+
+    def _camera(self) -> VideoCamera | None:
+        """The env (under the wrappers between it and this tap) that renders frames for a video alone, if any."""
+        env = self.env
+        while not callable(getattr(env, "video_frame", None)) and isinstance(env, EnvWrapper):
+            env = env.env
+        return cast(VideoCamera, env) if callable(getattr(env, "video_frame", None)) else None
 
     def _render(self, on: bool) -> None:
         if hasattr(self.env, "render_images"):
@@ -209,7 +216,7 @@ class FrameTap(Environment):
     def _record(self, writer: VideoWriter, obs: Any) -> None:
         frame = first_camera(obs) if self.source is not FrameSource.CAMERA or self.images else None
         if self.source is FrameSource.CAMERA and not (frame is not None and _sized(frame, self.size)):
-            frame = cast(VideoCamera, self.env).video_frame(self.size)  # the agent's frame, when it has the size
+            frame = cast(VideoCamera, self._camera()).video_frame(self.size)  # the agent's frame, when it has the size
         if frame is not None:
             writer.add(frame)
 

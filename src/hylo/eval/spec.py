@@ -199,6 +199,10 @@ class EvalSpec(BaseModel):
     """`--video-size`: (width, height) of the recorded frames, rendered at that size where the env can render a
     frame of its own for the video (else scaled to it); None: the size of the env's camera. It never changes what
     the agent is given."""
+    record_rollouts: bool = False
+    """`--record-dataset`: keep every episode's steps (observation features, cameras included, action, reward, done,
+    success) in the run's directory (`hylo.eval.rollouts`), for `hylo runs export RUN --format lerobot`. It renders
+    the env's cameras for an agent that takes none, and never changes what the agent is given."""
     strict: bool = False
     workers: int = 1
     backend: Literal["auto", "inline", "process", "ray"] = "auto"

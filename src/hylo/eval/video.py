@@ -1,4 +1,5 @@
-"""Episode videos: RGB frames encoded to mp4 (H.264, or MPEG-4 Part 2 where libx264 is missing) as they arrive.
+"""Episode videos: RGB frames encoded to mp4 (H.264, or MPEG-4 Part 2 where libx264 is missing) as they arrive, or
+losslessly (FFV1 in Matroska: every pixel comes back as it was given, `read_frames`) for frames kept as data.
 
 Frames are encoded one by one, so a long episode never sits in memory. The file is written under a temporary name
 and moved into place by `close()`, so a reader never sees a half-written video under the final name.
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import av
 import av.logging
@@ -31,13 +32,20 @@ def video_name(episode_id: str, status: str) -> str:
     Every character outside [A-Za-z0-9._@-] becomes `_`; leading dots are replaced so the file is never hidden (nor
     `..`). Very long ids are cut and given a hash of the full id so they stay distinct.
     """
+    stem = file_stem(episode_id)
+    tag = _UNSAFE.sub("_", str(status)).strip(".") or "unknown"
+    return f"{stem}.{tag}.mp4"
+
+
+def file_stem(episode_id: str) -> str:
+    """An episode id as a safe file name stem: every character outside [A-Za-z0-9._@-] becomes `_`, leading dots are
+    replaced, and a very long id is cut and given a hash of the full id so that stems stay distinct."""
     stem = _UNSAFE.sub("_", episode_id)
     stem = re.sub(r"^\.+", lambda m: "_" * len(m.group()), stem) or "episode"
     if len(stem) > _MAX_STEM:
         digest = hashlib.sha256(episode_id.encode("utf-8")).hexdigest()[:16]
         stem = f"{stem[: _MAX_STEM - 17]}-{digest}"
-    tag = _UNSAFE.sub("_", str(status)).strip(".") or "unknown"
-    return f"{stem}.{tag}.mp4"
+    return stem
 
 
 def _scaled(frame: np.ndarray[Any, np.dtype[Any]], size: tuple[int, int]) -> np.ndarray[Any, np.dtype[Any]]:
@@ -75,9 +83,14 @@ class VideoWriter:
     row/column), which yuv420p requires. `close()` writes the file and returns its path, or returns None and writes
     nothing if no frame was added. Use as a context manager; on leaving the block the video is closed (kept, even if
     the block raised, since a video of a failed episode is what one wants to watch).
+
+    `lossless`: FFV1 in a Matroska file, RGB kept exactly (no chroma subsampling, no padding), for frames that are
+    data (a recorded rollout) rather than a view.
     """
 
-    def __init__(self, path: str | Path, fps: float = 10.0, size: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self, path: str | Path, fps: float = 10.0, size: tuple[int, int] | None = None, *, lossless: bool = False
+    ) -> None:
         if not (math.isfinite(fps) and fps > 0):
             raise ValueError(f"fps must be a positive finite number, got {fps}")
         rate = Fraction(fps).limit_denominator(1001)
@@ -88,6 +101,7 @@ class VideoWriter:
         self.path = Path(path)
         self.fps = fps
         self.size = size
+        self.lossless = lossless
         self._rate = rate
         self._tmp = self.path.with_name(self.path.name + ".part")
         self._container: Any = None
@@ -125,7 +139,7 @@ class VideoWriter:
                 f"frame size {height}x{width} (height x width) differs from the first frame's {h0}x{w0}; "
                 "all frames of a video must have the same size"
             )
-        if height % 2 or width % 2:
+        if not self.lossless and (height % 2 or width % 2):
             arr = np.pad(arr, ((0, height % 2), (0, width % 2), (0, 0)), mode="edge")
         video_frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(arr), format="rgb24")
         video_frame.pts = self._frames
@@ -140,14 +154,17 @@ class VideoWriter:
 
     def _open(self, height: int, width: int) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        codec = _codec_name()
+        codec = "ffv1" if self.lossless else _codec_name()
         try:
             with _quiet():
-                self._container = av.open(str(self._tmp), mode="w", format="mp4")
+                self._container = av.open(str(self._tmp), mode="w", format="matroska" if self.lossless else "mp4")
                 stream = self._container.add_stream(codec, rate=self._rate)
-                stream.width = width + width % 2
-                stream.height = height + height % 2
-                stream.pix_fmt = "yuv420p"
+                if self.lossless:  # RGB with a padding byte: the frame's bytes, rearranged, never converted
+                    stream.width, stream.height, stream.pix_fmt = width, height, "bgr0"
+                else:
+                    stream.width = width + width % 2
+                    stream.height = height + height % 2
+                    stream.pix_fmt = "yuv420p"
                 if codec == "mpeg4":  # its default bit rate (200 kb/s) smears small frames
                     stream.bit_rate = 4_000_000
                 self._stream = stream
@@ -198,3 +215,10 @@ class VideoWriter:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def read_frames(path: str | Path) -> Iterator[np.ndarray[Any, np.dtype[np.uint8]]]:
+    """The frames of a video as HxWx3 uint8 RGB arrays, in order (a lossless one's exactly as they were added)."""
+    with _quiet(), av.open(str(path)) as container:
+        for frame in container.decode(video=0):
+            yield cast("np.ndarray[Any, np.dtype[np.uint8]]", frame.to_ndarray(format="rgb24"))

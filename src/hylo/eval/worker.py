@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable, MutableSequence, Sequence
+from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
@@ -27,12 +27,12 @@ from threadpoolctl import threadpool_limits
 from hylo.agents.registry import make_agent
 from hylo.core.agent import agent_name, gets_images, requires_images
 from hylo.core.bus import EventBus
-from hylo.core.environment import Environment
+from hylo.core.environment import Environment, EnvWrapper
 from hylo.core.errors import HyloError, OverLimit, SignalFailed
 from hylo.core.kernel import Kernel
 from hylo.core.shield import SafetyShield
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
-from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
+from hylo.core.types import Action, Observation, StepResult, TaskInstance
 from hylo.cpus import usable_cpus
 from hylo.envs.benchmark import Benchmark
 from hylo.envs.headless import without_cuda_devices
@@ -41,6 +41,7 @@ from hylo.eval.limits import OBSERVE, RESET, STEP, EpisodeLimits, Meter, Verdict
 from hylo.eval.placement import PanelDriver, PlacingPanel
 from hylo.eval.recording import FrameTap, TraceBuffer, TraceEntry, serialize
 from hylo.eval.resolve import make_timing, resolve
+from hylo.eval.rollouts import RolloutTap, rollout_path
 from hylo.eval.rows import EpisodeRow
 from hylo.eval.spec import EvalSpec
 from hylo.eval.video import video_name
@@ -101,30 +102,13 @@ class EpisodeResult:
         return self
 
 
-class MeteredEnv(Environment):
+class MeteredEnv(EnvWrapper):
     """Wraps a worker's env so that its `meter` sees every call that counts as the env's time (reset, step,
     observe) and can end the episode when one ran past its limit."""
 
     def __init__(self, env: Environment, meter: Meter) -> None:
-        self.env = env
+        super().__init__(env)
         self.meter = meter
-
-    @property
-    def spec(self) -> EnvSpec:
-        return self.env.spec
-
-    @property
-    def capabilities(self) -> EnvCapabilities:
-        return self.env.capabilities
-
-    @property
-    def render_images(self) -> bool:
-        return bool(getattr(self.env, "render_images", False))
-
-    @render_images.setter
-    def render_images(self, on: bool) -> None:
-        if hasattr(self.env, "render_images"):
-            self.env.render_images = on
 
     def reset(self, task: TaskInstance) -> Observation:
         return self._metered(RESET, self.env.reset, task)
@@ -134,9 +118,6 @@ class MeteredEnv(Environment):
 
     def observe(self) -> Observation:
         return self._metered(OBSERVE, self.env.observe)
-
-    def prologue(self) -> Sequence[Action]:
-        return self.env.prologue()
 
     def _metered(self, kind: float, call: Callable[..., T], *args: Any) -> T:
         """`call(*args)` as an env call of `kind`: past its limit it is the env's timeout, whatever it raised."""
@@ -264,6 +245,7 @@ class EpisodeWorker:
         self.agent = agent
         self._env: Environment | None = None
         self._tap: FrameTap | None = None
+        self._rollouts: RolloutTap | None = None
         self._kernel: Executes | None = None
         self._trace = TraceBuffer()
         self._driver: PanelDriver | None = None
@@ -298,11 +280,13 @@ class EpisodeWorker:
                 raise
         first = resolved.tasks[0]
         self.limits = task_limits(spec, resolved.benchmark, config.budgets)
-        try:
-            base = resolved.benchmark.make_env(render_images=images)
+        try:  # a recorded rollout keeps the env's cameras, whether or not the agent is given them
+            base: Environment = resolved.benchmark.make_env(render_images=images or spec.record_rollouts)
         except BaseException:
             close_agents(built)
             raise
+        rollouts = RolloutTap(base) if spec.record_rollouts else None
+        base = rollouts or base
         tap = FrameTap(base, images=images, size=spec.video_size) if spec.video or not images else None
         env: Environment = MeteredEnv(tap or base, self.meter)  # a frame's recording is part of the env's call
         try:
@@ -326,7 +310,7 @@ class EpisodeWorker:
         except BaseException:
             env.close()
             raise
-        self._env, self._tap, self._kernel = env, tap, kernel
+        self._env, self._tap, self._rollouts, self._kernel = env, tap, rollouts, kernel
         try:
             served = self._served.env_panel(resolved.benchmark.name) if self._served is not None else None
             panel: PlacingPanel = served or BenchmarkPanel(resolved.benchmark, split=resolved.split, task=first)
@@ -379,7 +363,7 @@ class EpisodeWorker:
     def shutdown(self) -> None:
         """Close the panel, the Kernel, the agent (a remote policy's connection, say) and the env, once."""
         driver, kernel, env = self._driver, self._kernel, self._env
-        self._driver = self._kernel = self._env = self._tap = None
+        self._driver = self._kernel = self._env = self._tap = self._rollouts = None
         self._served = None  # closed with the runner
         try:
             if driver is not None:
@@ -395,7 +379,7 @@ class EpisodeWorker:
 
     def run(self, job: EpisodeJob) -> EpisodeResult:
         """Place and run one episode; its failures become its status, never an exception."""
-        kernel, driver, env, tap = self._kernel, self._driver, self._env, self._tap
+        kernel, driver, env, tap, rollouts = self._kernel, self._driver, self._env, self._tap, self._rollouts
         if kernel is None or driver is None or env is None:
             raise HyloError("EpisodeWorker.run() before initialize()")
         planned, spec = job.task, self.config.spec
@@ -423,6 +407,8 @@ class EpisodeWorker:
             if tap is not None and task.index < spec.video:
                 video_dir.mkdir(parents=True, exist_ok=True)
                 tap.start(video_dir / f".{video_name(task.episode_id, 'recording')}")
+            if rollouts is not None:
+                rollouts.start(rollout_path(self.config.run_dir, task.episode_id, job.attempt))
             outcome = kernel.run(task)
         outcome = _judged(outcome, self.meter.end(), spec.act_timeout)
         ended = time.time()
@@ -432,6 +418,8 @@ class EpisodeWorker:
         if self._remote_panel:
             metrics["env_panel"] = driver.panel.name
         video = self._finish_video(task, outcome, video_dir, metrics) if tap is not None else None
+        if rollouts is not None:
+            self._finish_rollout(rollouts, job.attempt, outcome, metrics)
         row = EpisodeRow.of(
             task,
             outcome,
@@ -465,6 +453,17 @@ class EpisodeWorker:
             logger.warning("could not write the video of %s: %r", task.episode_id, exc)
             metrics["video_error"] = f"{type(exc).__name__}: {exc}"
             return None
+
+    @staticmethod
+    def _finish_rollout(rollouts: RolloutTap, attempt: int, outcome: EpisodeOutcome, metrics: dict[str, Any]) -> None:
+        """Keep the episode's recorded rollout; why it could not be kept goes to `rollout_error`."""
+        try:
+            rollouts.finish(attempt, outcome.status.value)
+        except Exception as exc:  # a rollout is a copy of the episode, not its result
+            logger.warning("could not keep the rollout of attempt %d: %r", attempt, exc)
+            rollouts.error = rollouts.error or f"{type(exc).__name__}: {exc}"
+        if rollouts.error is not None:
+            metrics["rollout_error"] = rollouts.error
 
 
 def _judged(outcome: EpisodeOutcome, late: Verdict | None, act_timeout: float | None) -> EpisodeOutcome:
