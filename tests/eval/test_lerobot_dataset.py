@@ -146,3 +146,46 @@ def test_a_run_that_recorded_nothing_is_refused_and_the_output_is_never_overwrit
     code, _, err = _hylo(capsys, "runs", "export", result.run_id, "--log-dir", str(tmp_path / "runs"), "--status",
                          "success")  # fmt: skip
     assert code == 2 and "--status is --format lerobot's" in err
+
+
+def test_a_discrete_agent_and_a_symbolic_grid_export_as_numbers_beside_the_camera(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """BabyAI: its 7x7x3 `grid` is data (not a camera, though shaped like one), its actions integers."""
+    out = tmp_path / "dataset"
+    code, stdout, _ = _hylo(capsys, "eval", "babyai", "--task", "GoToLocal", "--agent", "expert", "--episodes", "2",
+                            "--log-dir", str(tmp_path / "runs"), "--record-dataset", str(out), "--json")  # fmt: skip
+    assert code == 0
+    run_id = json.loads(stdout)["run_id"]
+    dataset = _read(out)
+    assert dataset.meta.camera_keys == ["observation.images.view"]
+    assert dataset.meta.features["observation.grid"]["shape"] == (7, 7, 3)
+    assert dataset.meta.features["action"]["dtype"] == "int64"
+    logged = _episodes(tmp_path / "runs" / run_id)
+    frames = dataset.hf_dataset.with_format("numpy")
+    for index, episode_id in enumerate(dataset.meta.episodes["hylo.episode_id"]):
+        actions = frames.filter(lambda row, i=index: row["episode_index"] == i)["action"]
+        assert np.asarray(actions).reshape(-1).tolist() == logged[episode_id][2]
+
+
+def test_a_failure_inside_lerobot_removes_the_half_written_dataset_and_keeps_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    import hylo
+
+    result = hylo.evaluate("metaworld", agent="random", tasks=["reach-v3"], episodes=1, max_steps=4,
+                           log_dir=str(tmp_path), record_rollouts=True)  # fmt: skip
+
+    def broken(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("encoder crashed")
+
+    monkeypatch.setattr(LeRobotDataset, "save_episode", broken)
+    out = tmp_path / "ds"
+    code, _, err = _hylo(capsys, "runs", "export", result.run_id, "--log-dir", str(tmp_path), "--format", "lerobot",
+                         "--out", str(out))  # fmt: skip
+    assert code == 2
+    assert "LeRobot could not write the dataset: RuntimeError: encoder crashed" in err
+    assert not out.exists()
+    monkeypatch.undo()
+    assert _hylo(capsys, "runs", "export", result.run_id, "--log-dir", str(tmp_path), "--format", "lerobot",
+                 "--out", str(out))[0] == 0  # fmt: skip

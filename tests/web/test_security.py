@@ -89,9 +89,11 @@ def seed(server: HyloServe) -> dict[str, Any]:
 
 
 def state(server: HyloServe) -> dict[str, Any]:
-    """What the page must not be able to change."""
+    """What the page must not be able to change: which jobs there are and whether one was cancelled (a job moves from
+    queued to running to done on its own, as fast as the machine lets it), runs, graphs and sessions."""
+    jobs = server.api.get(f"{API}/queue").json()["jobs"]
     return {
-        "jobs": sorted((j["job_id"], j["state"]) for j in server.api.get(f"{API}/queue").json()["jobs"]),
+        "jobs": sorted((j["job_id"], j["state"] == "cancelled") for j in jobs),
         "runs": sorted(r["run_id"] for r in server.api.get(f"{API}/runs").json()["runs"]),
         "graphs": sorted(g["name"] for g in server.api.get("/api/graphs").json()["graphs"]),
         "sessions": sorted(s["id"] for s in server.api.get("/api/sessions").json()["sessions"]),

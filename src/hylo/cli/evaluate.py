@@ -311,7 +311,7 @@ def _write_dataset(run_id: str, run_dir: Path, out: Path) -> DatasetExport | int
 
     try:
         return export_dataset(run_dir, out)
-    except HyloError as exc:
+    except HyloError as exc:  # LeRobot's own failures come as DatasetError: the run is complete either way
         again = f"hylo runs export {run_id} --log-dir {shlex.quote(str(run_dir.parent))} --format lerobot --out DIR"
         return fail(EXIT_ABORTED, f"run {run_id} is complete, but its dataset was not written: {exc}; write it with "
                     f"{again}")  # fmt: skip

@@ -6,8 +6,9 @@
 mapped to hylo's (`pixels` → `images/pixels`, a `pixels` dict → `images/<camera>`, `agent_pos` → `state`; a `mission`
 string is also the `instruction`); `render_images=True` adds `images/render` to an env whose observation has no
 camera of its own (one that has gives its own, as LeRobot's policies take them, and renders nothing more). Success
-comes from `info["is_success"]` or `info["success"]`; an env whose steps carry neither has no success signal (its
-report shows the return). MuJoCo-based envs are watched for divergence on every step (see `mujoco_watch`).
+comes from `info["is_success"]`, `info["success"]` or `info["succeed"]` (SO-101, gym-hil); an env whose steps carry
+neither has no success signal (its report shows the return). MuJoCo-based envs are watched for divergence on every
+step (see `mujoco_watch`).
 
 One module past the usual size on purpose: the observation-key mapping, the action conformance and the env are one
 contract with gymnasium's spaces, read and changed together (the id rules live in `gym_ids`, what a request may set
@@ -20,8 +21,8 @@ import difflib
 import importlib
 import inspect
 import keyword
-from collections.abc import Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 
 import gymnasium
 import gymnasium.spaces as spaces
@@ -33,10 +34,12 @@ from hylo.core.conventions import ActionConvention
 from hylo.core.environment import Environment
 from hylo.core.errors import HyloError, InvalidAction, UnknownChoice
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
+from hylo.envs import so101
 from hylo.envs.benchmark import Benchmark, BenchmarkOption, BenchmarkOptionError, check_request_options
 from hylo.envs.gym_ids import short_env_name
 from hylo.envs.gym_options import MAKE_OPTIONS, constructor_keywords, is_compat_id, request_options
 from hylo.envs.mujoco_watch import DivergenceWatch, find_mjdata
+from hylo.envs.so101 import ACTION_CONVENTION as SO101_ACTIONS
 
 DEFAULT_STEP_BUDGET = 1000
 """Step budget of an env registered without `max_episode_steps`."""
@@ -53,6 +56,8 @@ FEATURE_NAMES = (
 `observation.image`, each camera of a `pixels` dict `observation.images.<camera>`, `agent_pos` (hylo's `state`)
 `observation.state`."""
 
+T = TypeVar("T")
+
 ACTION_CONVENTIONS: dict[str, ActionConvention] = {
     "gym_pusht/": ActionConvention(
         control="planar_position", rotation="none", gripper="none", frame="world", units="pixels",
@@ -66,18 +71,29 @@ ACTION_CONVENTIONS: dict[str, ActionConvention] = {
             for joint in ("waist", "shoulder", "elbow", "forearm_roll", "wrist_angle", "wrist_rotate", "gripper")
         ),
     ),
+    "lerobot_env_so101/": SO101_ACTIONS,
 }  # fmt: skip
 """The action conventions of the gym envs hylo knows, by id prefix: gym-pusht moves its agent to a target point (pixels,
 0-512); gym-aloha takes each arm's six joint positions and a gripper position normalised to 0 (closed) - 1 (open)
-(`gym_aloha.tasks.sim`, `unnormalize_puppet_gripper_position`)."""
+(`gym_aloha.tasks.sim`, `unnormalize_puppet_gripper_position`); SO-101 (`hylo.envs.so101`) moves its grasp point."""
+
+PRIVILEGED_READERS: dict[str, Callable[[Any, str], Any]] = {"lerobot_env_so101/": so101.read_privileged}
+"""The gym envs whose simulator state a benchmark's own expert may read (`privileged_state`), by id prefix."""
+
+EXPERTS: dict[str, Callable[[], Any]] = {"lerobot_env_so101/SO101PickPlace-": so101.SO101PickPlaceExpert}
+"""The gym envs with a scripted expert (`--agent expert`), by id prefix."""
+
+
+def _by_prefix(table: Mapping[str, T], env_id: str) -> T | None:
+    return next((each for prefix, each in table.items() if env_id.startswith(prefix)), None)
 
 
 def action_convention(env_id: str) -> ActionConvention | None:
     """The declared action convention of the gym env `env_id` (None: unknown)."""
-    return next((each for prefix, each in ACTION_CONVENTIONS.items() if env_id.startswith(prefix)), None)
+    return _by_prefix(ACTION_CONVENTIONS, env_id)
 
 
-SUCCESS_KEYS = ("is_success", "success")
+SUCCESS_KEYS = ("is_success", "success", "succeed")
 MAX_INFO_ARRAY = 4
 """Info arrays with more elements than this are dropped from `StepResult.info`."""
 MAX_INFO_STR = 200
@@ -85,7 +101,7 @@ MAX_INFO_STR = 200
 _NOT_TEXT = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Dict, spaces.Tuple)
 
 
-EXTRAS = {"gym_pusht": "pusht", "gym_aloha": "aloha"}
+EXTRAS = {"gym_pusht": "pusht", "gym_aloha": "aloha", "lerobot_env_so101": "so101"}
 """The Gymnasium namespaces whose packages hylo declares as extras (`pip install 'hylo[pusht]'`). Their modules are
 imported for an unregistered id even where imports are refused (an HTTP request): they are known packages."""
 
@@ -374,6 +390,7 @@ class GymEnvironment(Environment):
         )
         self._mjdata = find_mjdata(env)
         self._watch = DivergenceWatch(lambda: self._mjdata) if self._mjdata is not None else None
+        self._privileged = _by_prefix(PRIVILEGED_READERS, env_id)
 
     def _make(self, render: bool) -> gymnasium.Env[Any, Any]:
         kwargs = dict(self._make_kwargs)
@@ -411,8 +428,16 @@ class GymEnvironment(Environment):
         """A hold action for a Box action space; a success signal unless the steps so far carried no success key in
         their info (a reward-only env, like CartPole)."""
         return EnvCapabilities(
-            hold_action=isinstance(self._spec.action_space, spaces.Box), success_signal=self._signalled is not False
+            hold_action=isinstance(self._spec.action_space, spaces.Box),
+            success_signal=self._signalled is not False,
+            privileged_state=self._privileged is not None,
         )
+
+    def privileged_state(self, name: str) -> Any:
+        """The simulator state a benchmark's own expert reads (`PRIVILEGED_READERS`: SO-101's, `hylo.envs.so101`)."""
+        if self._privileged is None:
+            return super().privileged_state(name)
+        return self._privileged(self._env, name)
 
     def __enter__(self) -> GymEnvironment:
         return self
@@ -554,6 +579,10 @@ class GymBenchmark(Benchmark):
 
     def instruction(self, task: str) -> str | None:
         return None
+
+    def expert(self) -> Any | None:
+        make = _by_prefix(EXPERTS, self.env_id)
+        return None if make is None else make()
 
     def available(self) -> tuple[bool, str]:
         entry_point = self._registered.entry_point

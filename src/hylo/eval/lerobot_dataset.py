@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -79,7 +80,20 @@ def export_dataset(
             "its steps): record them with hylo eval ... --record-dataset DIR"
         )
     features = _features(recorded)
-    dataset = _create(out, repo_id or f"hylo/{run_id}", recorded[0][1].fps, features)
+    try:
+        frames = _write(out, repo_id or f"hylo/{run_id}", recorded, features)
+        _annotate(out, run_id, [row for row, _ in recorded])
+    except BaseException as exc:
+        shutil.rmtree(out, ignore_errors=True)  # it did not exist: nothing of anyone's is lost
+        if isinstance(exc, Exception) and not isinstance(exc, HyloError):
+            raise DatasetError(f"LeRobot could not write the dataset: {type(exc).__name__}: {exc}") from exc
+        raise
+    return DatasetExport(out, len(recorded), frames, unrecorded)
+
+
+def _write(out: Path, repo_id: str, recorded: Sequence[tuple[EpisodeRow, Rollout]], features: Sequence[Feature]) -> int:
+    """Write every rollout as an episode of a new dataset at `out`; how many frames."""
+    dataset = _create(out, repo_id, recorded[0][1].fps, features)
     frames = 0
     try:
         for _, rollout in recorded:
@@ -89,8 +103,7 @@ def export_dataset(
             frames += rollout.length
     finally:
         dataset.finalize()
-    _annotate(out, run_id, [row for row, _ in recorded])
-    return DatasetExport(out, len(recorded), frames, unrecorded)
+    return frames
 
 
 def _features(recorded: Sequence[tuple[EpisodeRow, Rollout]]) -> tuple[Feature, ...]:

@@ -85,6 +85,12 @@ def _each_once(sources: Mapping[str, FeatureSource]) -> dict[str, FeatureSource]
     return out
 
 
+def _is_camera(source: FeatureSource) -> bool:
+    """A camera is an image under `images/` (hylo's canonical place); another array of bytes shaped like one (BabyAI's
+    7x7x3 symbolic `grid`) is data, recorded as numbers."""
+    return source.kind == "image" and source.path.startswith("images/")
+
+
 class _Recording:
     """One attempt's rollout while it is written (in `part`, its hidden directory)."""
 
@@ -95,8 +101,8 @@ class _Recording:
         text = sources.get("task")
         self.task = str(text.read(obs)) if text is not None else (task.instruction or task.task)
         self.episode_id, self.fps = task.episode_id, float(spec.control_rate_hz)
-        self.cameras = {name: s for name, s in sources.items() if s.kind == "image"}
-        self.vectors = {name: s for name, s in sources.items() if s.kind == "vector"}
+        self.cameras = {name: s for name, s in sources.items() if _is_camera(s)}
+        self.vectors = {name: s for name, s in sources.items() if s.kind != "text" and not _is_camera(s)}
         self.writers = {name: VideoWriter(part / f"{name}.mkv", fps=self.fps, lossless=True) for name in self.cameras}
         self.columns: dict[str, list[np.ndarray[Any, Any]]] = {name: [] for name in [*self.vectors, "action"]}
         self.steps: dict[str, list[Any]] = {key: [] for key in STEP_KEYS}
