@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hylo.core.errors import HyloError
 from hylo.eval.rollouts import Feature, Rollout, rollout_path
 from hylo.eval.rows import EpisodeRow
@@ -139,8 +141,6 @@ def _dataset_features(features: Sequence[Feature]) -> dict[str, dict[str, Any]]:
 
 def _frame(frame: dict[str, Any], features: Sequence[Feature]) -> dict[str, Any]:
     """A recorded frame as `add_frame` takes it (the step's scalars as 1-vectors)."""
-    import numpy as np
-
     out = {feature.name: frame[feature.name] for feature in features}
     for key in ("next.reward", "next.done", "next.success"):
         out[key] = np.atleast_1d(frame[key])

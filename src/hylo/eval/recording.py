@@ -16,7 +16,7 @@ from hylo.core.environment import Environment, EnvWrapper
 from hylo.core.events import TEMPLATES, BaseEvent, Record, defaults
 from hylo.core.imageless import spec_without_images, without_images
 from hylo.core.jsonable import jsonable
-from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
+from hylo.core.types import Action, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.eval.video import VideoWriter
 
 TraceEntry = Record | dict[str, Any]
@@ -127,7 +127,7 @@ class FrameSource(enum.Enum):
     RENDERED = "rendered"  # rendered into the observation for the video, and taken out before the agent sees it
 
 
-class FrameTap(Environment):
+class FrameTap(EnvWrapper):
     """Wraps the env an agent acts in so that what the agent is given never depends on recording: it records one
     camera's frames into a video while `writer` is set (`start` / `stop`), and, when the agent gets no camera images
     (`images` False), hands on observations without `images` and a spec that declares none, recorded or not.
@@ -145,7 +145,7 @@ class FrameTap(Environment):
     """
 
     def __init__(self, env: Environment, *, images: bool, size: tuple[int, int] | None = None) -> None:
-        self.env = env
+        super().__init__(env)
         self.images = images
         self.size = size
         self.writer: VideoWriter | None = None
@@ -163,10 +163,6 @@ class FrameTap(Environment):
             self._seen, self._shown = spec, spec_without_images(spec)
         assert self._shown is not None
         return self._shown
-
-    @property
-    def capabilities(self) -> EnvCapabilities:
-        return self.env.capabilities
 
     @property
     def fps(self) -> float:
@@ -231,15 +227,6 @@ class FrameTap(Environment):
     def observe(self) -> Observation:
         obs = self.env.observe()
         return obs if self.images else cast(Observation, without_images(obs))
-
-    def hold_action(self) -> Action:
-        return self.env.hold_action()
-
-    def privileged_state(self, name: str) -> Any:
-        return self.env.privileged_state(name)
-
-    def prologue(self) -> Sequence[Action]:
-        return self.env.prologue()
 
     def close(self) -> None:
         self.stop()

@@ -103,6 +103,7 @@ class _Recording:
         self.episode_id, self.fps = task.episode_id, float(spec.control_rate_hz)
         self.cameras = {name: s for name, s in sources.items() if _is_camera(s)}
         self.vectors = {name: s for name, s in sources.items() if s.kind != "text" and not _is_camera(s)}
+        self.read = {**self.cameras, **self.vectors}  # what each frame keeps of an observation
         self.writers = {name: VideoWriter(part / f"{name}.mkv", fps=self.fps, lossless=True) for name in self.cameras}
         self.columns: dict[str, list[np.ndarray[Any, Any]]] = {name: [] for name in [*self.vectors, "action"]}
         self.steps: dict[str, list[Any]] = {key: [] for key in STEP_KEYS}
@@ -111,7 +112,7 @@ class _Recording:
 
     def observed(self, obs: Mapping[str, Any]) -> None:
         """Keep the observation the next step acts on."""
-        self.pending = {name: source.read(obs) for name, source in {**self.cameras, **self.vectors}.items()}
+        self.pending = {name: source.read(obs) for name, source in self.read.items()}
 
     def stepped(self, action: Action, result: StepResult) -> None:
         """Record the pending observation as a frame, with the action and what the step produced."""
