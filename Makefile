@@ -7,7 +7,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 # The extras `make demo` runs (the demo's Meta-World runs) and those the tests run on.
 RUN_EXTRAS := metaworld
-TEST_EXTRAS = test,metaworld,pusht,aloha,so101,libero$(LEROBOT_EXTRA)
+TEST_EXTRAS = test,metaworld,pusht,aloha,so101,libero,maniskill$(LEROBOT_EXTRA)
 # The lerobot extra installs on Python >= 3.12 only.
 LEROBOT_EXTRA = $(shell $(BIN)/python -c 'import sys; print(",lerobot" if sys.version_info >= (3, 12) else "")' 2>/dev/null)
 
@@ -45,6 +45,7 @@ $(STAMP_RUN): pyproject.toml | $(BIN)/python $(SYSDEPS_STAMP)
 
 $(STAMP_TEST): pyproject.toml | $(BIN)/python $(SYSDEPS_STAMP) $(BROWSER_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[$(TEST_EXTRAS)]'
+	$(BIN)/python -m hylo.envs.maniskill_setup
 	touch $@ $(STAMP_RUN)
 
 demo: $(STAMP_RUN)

@@ -592,3 +592,34 @@ def test_an_outcome_built_the_older_way_with_success_is_the_same_outcome() -> No
     assert older == keyword == EpisodeOutcome(EpisodeStatus.FAILURE, 4, "max_steps", metrics={"return": 1.0})
     with pytest.raises(ValueError, match="contradicts"):
         EpisodeOutcome(EpisodeStatus.ERROR, True, 0, "agent raised")
+
+
+class SizedByTask(NullEnv):
+    """A NullEnv whose action and state size is the task's (`task.index`), as ManiSkill's state size is."""
+
+    def reset(self, task: TaskInstance) -> Observation:
+        if task.index != self._hold.shape[0]:
+            self.__init__(dim=task.index, max_episode_steps=5)  # type: ignore[misc]
+        return super().reset(task)
+
+
+class TwoDimensional(ScriptAgent):
+    requirements = AgentRequirements(action_space=spaces.Box(-1.0, 1.0, (2,)))
+
+    def act(self, obs: Observation) -> ActionChunk:
+        return ActionChunk.single(np.zeros(2, np.float32))
+
+
+def test_an_env_whose_spaces_follow_the_task_is_checked_again_at_each_episode() -> None:
+    env = SizedByTask(dim=2, max_episode_steps=5)
+    agent = TwoDimensional()
+    with Kernel(env, agent, max_steps=3) as kernel:
+        fits = kernel.run(TaskInstance(benchmark="test", task="sized", index=2))
+        refused = kernel.run(TaskInstance(benchmark="test", task="sized", index=3))
+        again = kernel.run(TaskInstance(benchmark="test", task="sized", index=2))
+    assert (fits.status, fits.steps) == (EpisodeStatus.FAILURE, 3)
+    assert (refused.status, refused.reason, refused.steps) == (EpisodeStatus.ERROR, "incompatible", 0)
+    assert "acts in Box(-1.0, 1.0, (2,), float32) but env 'null' takes Box(-1.0, 1.0, (3,), float32)" in (
+        refused.detail or ""
+    )
+    assert (again.status, again.steps) == (EpisodeStatus.FAILURE, 3)

@@ -110,8 +110,10 @@ def _tasks(args: argparse.Namespace) -> int:
         if not splits:
             raise UnknownChoice(f"{info.name} split", args.split, [split.name for split in info.splits])
     if args.json:
-        data = {"benchmark": info.name, "default_split": info.default_split}
-        sys.stdout.write(json.dumps(data | {"splits": [split.model_dump(mode="json") for split in splits]}) + "\n")
+        data: dict[str, Any] = {"benchmark": info.name, "default_split": info.default_split}
+        data["splits"] = [split.model_dump(mode="json") for split in splits]
+        data["unavailable_tasks"] = info.unavailable_tasks
+        sys.stdout.write(json.dumps(data) + "\n")
         return 0
     from rich.table import Table
 
@@ -138,6 +140,10 @@ def _tasks(args: argparse.Namespace) -> int:
             lines.add_row(f"{task.name} ({budget} steps){instruction}")
         out.print(title, style="bold", highlight=False, markup=False)
         print_fitting(out, [[table], [lines]])
+    if info.unavailable_tasks and args.split is None:
+        out.print(f"{info.name}: {len(info.unavailable_tasks)} tasks cannot run here", style="bold", markup=False)
+        for name, why in info.unavailable_tasks.items():
+            out.print(f"  {name}: {why}", highlight=False, markup=False)
     return 0
 
 

@@ -36,7 +36,7 @@ from hylo.core.shield import SafetyShield
 from hylo.core.signals import ContainerSet, Signal
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.timing import Clock, RealtimeTiming, Strategy, SyncTiming, Timing, check_horizon, parse_timing
-from hylo.core.types import Action, Observation, TaskInstance
+from hylo.core.types import Action, EnvSpec, Observation, TaskInstance
 from hylo.core.worker import AgentWorker, Call
 
 log = logging.getLogger(__name__)
@@ -213,6 +213,11 @@ class Kernel:
             return sc.over_limit(over)
         except FAULTS as exc:
             return sc.ended(EpisodeStatus.INFRA_INVALID, raised("env reset", exc), detail_of(exc))
+        if self.env.spec is not self.spec:
+            try:
+                self._follow_spec(self.env.spec)
+            except IncompatibleComponents as exc:
+                return sc.ended(EpisodeStatus.ERROR, "incompatible", str(exc))
         sc.prologue(self.env.prologue())
         sc.observed(obs)
         ctx = EpisodeContext(
@@ -239,6 +244,15 @@ class Kernel:
         if isinstance(self.timing, SyncTiming):
             return self._sync_loop(obs)
         return self._realtime_loop(obs, self.timing, task.seed)
+
+    def _follow_spec(self, spec: EnvSpec) -> None:
+        """An env whose spaces depend on the task (ManiSkill's state size) declares the reset task's spec: the agent is
+        checked against it again, and the shield bound to its action space."""
+        self.warnings = check_compatible(spec, self.agent, self.env.capabilities)
+        if isinstance(self.timing, RealtimeTiming):
+            self.timing.check_bind(spec.dt, getattr(self.agent, "chunk_size", None))
+        self.shield.bind(spec.action_space)
+        self.spec = spec
 
     def _sync_loop(self, obs: Observation) -> EpisodeOutcome:
         sc = self._sc

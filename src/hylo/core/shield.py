@@ -118,7 +118,8 @@ class BoundsGuard:
                     action = int(action)
                 else:
                     raise InvalidAction(f"action {action!r} is not an integer for {space}")
-            if not space.start <= action < space.start + space.n:
+            start = int(space.start)
+            if not start <= action < start + int(space.n):
                 raise SafetyAbort(self.name, f"action {action} outside {space}")
             return action, None
         if isinstance(space, spaces.Dict):

@@ -153,6 +153,7 @@ class Benchmark(abc.ABC):
     - `task_instance(split, task, index, base_seed)` is a pure function: the episode's identity and seed depend on
       nothing else
     - `expert()` returns the benchmark's scripted expert agent, or None
+    - `unavailable_tasks()` names the suite's tasks that cannot run here (assets fetched at run time), each with why
     - `default_step_budget(task)` is the per-episode step budget when neither the request nor the panel gives one;
       `default_per_step_budget_sec` turns a budget into the agent's time allowance per episode (its time outside env
       calls: the env's own calls never count against it)
@@ -213,6 +214,10 @@ class Benchmark(abc.ABC):
     def available(self) -> tuple[bool, str]:
         """Whether the benchmark can run here, and why not."""
         return True, ""
+
+    def unavailable_tasks(self) -> dict[str, str]:
+        """Tasks of the suite that cannot run here (in no split) → why, and what would make them run."""
+        return {}
 
     def check_split(self, split: str | None) -> str:
         choices = self.splits()

@@ -608,12 +608,14 @@ def _conform(space: spaces.Space[Any], action: Any) -> Any:
         if isinstance(action, (bool, np.bool_)) or np.ndim(action) != 0 or np.asarray(action).dtype.kind not in "iu":
             raise ValueError("expected one integer")
         value = int(action)
-        if not space.start <= value < space.start + space.n:  # no nearest choice to clip to: malformed
+        start = int(space.start)
+        if not start <= value < start + int(space.n):  # no nearest choice to clip to: malformed
             raise ValueError(f"{value} is not one of its choices")
         return value
     if isinstance(space, (spaces.Box, spaces.MultiDiscrete, spaces.MultiBinary)):
         array = np.asarray(action)
-        kinds = "biuf" if isinstance(space, spaces.Box) and space.dtype.kind == "f" else "biu"
+        floats = isinstance(space, spaces.Box) and space.dtype is not None and space.dtype.kind == "f"
+        kinds = "biuf" if floats else "biu"
         if array.dtype.kind not in kinds:
             raise ValueError(f"dtype {array.dtype} is not a number type the space takes")
         if array.shape != space.shape:

@@ -38,11 +38,15 @@ GYM_TARGET = "hylo.envs.gym_adapter:GymBenchmark"
 _BUILTIN: dict[str, str] = {
     "babyai": "hylo.envs.babyai:BabyAIBenchmark",
     "libero": "hylo.envs.libero:LiberoBenchmark",
+    "maniskill": "hylo.envs.maniskill:ManiSkillBenchmark",
     "metaworld": "hylo.envs.metaworld:MetaWorldBenchmark",
 }
 
 
-_BUILTIN_EXTRAS: dict[str, tuple[str, str]] = {"metaworld": ("metaworld", "metaworld")}
+_BUILTIN_EXTRAS: dict[str, tuple[str, str]] = {
+    "metaworld": ("metaworld", "metaworld"),
+    "maniskill": ("mani_skill", "maniskill"),
+}
 """Built-in benchmark → (the package it needs, the hylo extra that installs it)."""
 
 GYM_EXTRAS = ("gym:gym_pusht/PushT-v0", "gym:gym_aloha/AlohaInsertion-v0", "gym:gym_aloha/AlohaTransferCube-v0")
@@ -173,6 +177,9 @@ class BenchmarkInfo(BaseModel):
     reason: str | None = None
     default_split: str | None = None
     splits: list[SplitInfo] = Field(default_factory=list)
+    unavailable_tasks: dict[str, str] = Field(
+        default_factory=dict, description="the suite's tasks that cannot run here → why, and what would make them run"
+    )
     observation_keys: dict[str, str] = Field(default_factory=dict)
     feature_names: dict[str, str] = Field(
         default_factory=dict,
@@ -218,6 +225,7 @@ def describe_benchmark(name: str) -> BenchmarkInfo:
         info.splits = [
             SplitInfo(name=split, tasks=[_task(bench, task) for task in bench.tasks(split)]) for split in splits
         ]
+        info.unavailable_tasks = dict(bench.unavailable_tasks())
     except Exception as exc:
         info.available = False
         info.reason = info.reason or f"its splits cannot be listed: {exc}"
