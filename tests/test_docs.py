@@ -7,6 +7,8 @@ from pathlib import Path
 from hylo.envs.babyai import BabyAIBenchmark
 from hylo.envs.gym_adapter import GymBenchmark
 from hylo.envs.libero import LiberoBenchmark
+from hylo.envs.maniskill import ManiSkillBenchmark
+from hylo.envs.maniskill_robots import ACTION_CONVENTIONS as MANISKILL_CONVENTIONS
 from hylo.envs.metaworld import MetaWorldBenchmark
 from hylo.eval.logdir import FILENAME, RESERVED_NAMES
 from hylo.eval.store import EvalLog
@@ -16,7 +18,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 def test_every_benchmarks_observation_keys_are_documented():
     text = (DOCS / "benchmarks.md").read_text()
-    for bench in (BabyAIBenchmark, MetaWorldBenchmark, LiberoBenchmark, GymBenchmark):
+    for bench in (BabyAIBenchmark, MetaWorldBenchmark, LiberoBenchmark, ManiSkillBenchmark, GymBenchmark):
         for key in bench.observation_keys:
             assert f"`{key}`" in text, f"{bench.__name__}: observation key {key!r} is not in docs/benchmarks.md"
 
@@ -24,7 +26,7 @@ def test_every_benchmarks_observation_keys_are_documented():
 def test_every_benchmarks_time_allowances_are_documented():
     text = (DOCS / "benchmarks.md").read_text()
     benches = (("babyai", BabyAIBenchmark), ("metaworld", MetaWorldBenchmark), ("libero", LiberoBenchmark),
-               ("gym:<id>", GymBenchmark))  # fmt: skip
+               ("maniskill", ManiSkillBenchmark), ("gym:<id>", GymBenchmark))  # fmt: skip
     for name, bench in benches:
         figures = (bench.default_per_step_budget_sec, bench.typical_reset_sec, bench.typical_step_sec,
                    bench.typical_build_sec)  # fmt: skip
@@ -69,6 +71,7 @@ def test_every_benchmarks_action_convention_is_documented():
         MetaWorldBenchmark.action_convention,
         LiberoBenchmark.action_convention,
         *ACTION_CONVENTIONS.values(),
+        *MANISKILL_CONVENTIONS.values(),
     ]
     for convention in conventions:
         assert convention is not None and f"`{convention.summary()}" in text, convention
