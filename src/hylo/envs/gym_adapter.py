@@ -34,7 +34,7 @@ from hylo.core.conventions import ActionConvention
 from hylo.core.environment import Environment
 from hylo.core.errors import HyloError, InvalidAction, UnknownChoice
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
-from hylo.envs import so101
+from hylo.envs import hil, so101
 from hylo.envs.benchmark import Benchmark, BenchmarkOption, BenchmarkOptionError, check_request_options
 from hylo.envs.gym_ids import short_env_name
 from hylo.envs.gym_options import MAKE_OPTIONS, constructor_keywords, is_compat_id, request_options
@@ -72,16 +72,39 @@ ACTION_CONVENTIONS: dict[str, ActionConvention] = {
         ),
     ),
     "lerobot_env_so101/": SO101_ACTIONS,
+    "gym_hil/PandaPickCube-": hil.ACTION_CONVENTION,
+    "gym_hil/PandaArrangeBoxes-": hil.ACTION_CONVENTION,
 }  # fmt: skip
 """The action conventions of the gym envs hylo knows, by id prefix: gym-pusht moves its agent to a target point (pixels,
 0-512); gym-aloha takes each arm's six joint positions and a gripper position normalised to 0 (closed) - 1 (open)
 (`gym_aloha.tasks.sim`, `unnormalize_puppet_gripper_position`); SO-101 (`hylo.envs.so101`) moves its grasp point."""
 
-PRIVILEGED_READERS: dict[str, Callable[[Any, str], Any]] = {"lerobot_env_so101/": so101.read_privileged}
+PRIVILEGED_READERS: dict[str, Callable[[Any, str], Any]] = {
+    "lerobot_env_so101/": so101.read_privileged,
+    "gym_hil/": hil.read_privileged,
+}
 """The gym envs whose simulator state a benchmark's own expert may read (`privileged_state`), by id prefix."""
 
-EXPERTS: dict[str, Callable[[], Any]] = {"lerobot_env_so101/SO101PickPlace-": so101.SO101PickPlaceExpert}
+EXPERTS: dict[str, Callable[[], Any]] = {
+    "lerobot_env_so101/SO101PickPlace-": so101.SO101PickPlaceExpert,
+    "gym_hil/PandaPickCube-": hil.PandaPickExpert,
+}
 """The gym envs with a scripted expert (`--agent expert`), by id prefix."""
+
+CHEAP_RENDER: dict[str, Callable[[Any], None]] = {"gym_hil/": hil.cheap_render}
+"""The gym envs the `cheap_render` option applies to (cameras without shadows or anti-aliasing), by id prefix."""
+CHEAP_RENDER_OPTION = BenchmarkOption.flag(
+    "cheap_render", "render the cameras without shadows or anti-aliasing: faster, and other images"
+)
+
+SEEDED_RESETS: dict[str, Callable[[Any, int | None], Any]] = {"gym_hil/": hil.seeded_reset}
+"""The gym envs that sample their episode outside the generator `reset(seed=...)` seeds, and how to reset them."""
+
+MAKE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gym_hil/PandaPickCube-": {"reset_delay_seconds": 0.0},
+    "gym_hil/PandaArrangeBoxes-": {"reset_delay_seconds": 0.0},
+}
+"""`gymnasium.make` options hylo sets unless the run sets them: gym-hil's wrapped ids sleep a second at each reset."""
 
 
 def _by_prefix(table: Mapping[str, T], env_id: str) -> T | None:
@@ -101,7 +124,7 @@ MAX_INFO_STR = 200
 _NOT_TEXT = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Dict, spaces.Tuple)
 
 
-EXTRAS = {"gym_pusht": "pusht", "gym_aloha": "aloha", "lerobot_env_so101": "so101"}
+EXTRAS = {"gym_pusht": "pusht", "gym_aloha": "aloha", "lerobot_env_so101": "so101", "gym_hil": "hil"}
 """The Gymnasium namespaces whose packages hylo declares as extras (`pip install 'hylo[pusht]'`). Their modules are
 imported for an unregistered id even where imports are refused (an HTTP request): they are known packages."""
 
@@ -194,6 +217,8 @@ def renders_frames(registered: GymSpec) -> bool:
     """Whether the env can render RGB frames: its class lists `rgb_array` among its `render_modes` (a factory that
     declares none is tried). An env that cannot is built without rendering: an agent that merely takes camera frames
     where there are some still runs on it, one that requires them is refused at bind time."""
+    if registered.id.startswith(tuple(CHEAP_RENDER)):
+        return False  # gym-hil's render() is a list of its cameras, which `image_obs=True` gives as observations
     creator = _creator(registered)
     if creator is None:
         return True  # unavailable: `available()` says why
@@ -349,7 +374,9 @@ class GymEnvironment(Environment):
         self._can_render = renders_frames(registered_spec(env_id))
         render_images = render_images and self._can_render
         self.env_id = env_id
-        self._make_kwargs = dict(make_kwargs or {})
+        self._make_kwargs = {**(_by_prefix(MAKE_DEFAULTS, env_id) or {}), **(make_kwargs or {})}
+        self._cheap_render = bool(self._make_kwargs.pop(CHEAP_RENDER_OPTION.name, False))
+        self._reset = _by_prefix(SEEDED_RESETS, env_id) or (lambda env, seed: env.reset(seed=seed))
         self._renders = render_images  # whether the env was made with render_mode="rgb_array"
         self._env = env = self._make(render_images)
         self._render_images = render_images
@@ -397,9 +424,13 @@ class GymEnvironment(Environment):
         if render:  # only then: an env without a render_mode parameter still builds
             kwargs["render_mode"] = "rgb_array"
         try:
-            return gymnasium.make(self.env_id, **kwargs)
+            env = gymnasium.make(self.env_id, **kwargs)
         except (ImportError, gymnasium.error.Error) as exc:
             raise HyloError(f"gymnasium could not make {self.env_id!r}: {exc}") from exc
+        cheapen = _by_prefix(CHEAP_RENDER, self.env_id)
+        if self._cheap_render and cheapen is not None:
+            cheapen(env)
+        return env
 
     @property
     def render_images(self) -> bool:
@@ -448,7 +479,7 @@ class GymEnvironment(Environment):
         return self._env
 
     def reset(self, task: TaskInstance) -> Observation:
-        raw, _ = self._env.reset(seed=task.seed)
+        raw, _ = self._reset(self._env, task.seed)
         self._ended = False
         self._obs = self._observation(raw)
         return self._obs
@@ -551,12 +582,16 @@ class GymBenchmark(Benchmark):
         named = cast(Any, self)  # class-level on other benchmarks; here they depend on the id
         named.name = f"gym:{env_id}"
         named.display_name = env_id
-        named.request_options = gym_request_options(registered)
+        cheap = _by_prefix(CHEAP_RENDER, env_id) is not None
+        named.request_options = (*gym_request_options(registered), *((CHEAP_RENDER_OPTION,) if cheap else ()))
         self.make_kwargs = dict(make_kwargs or {})
         if request:
             check_request_options(self.name, self.request_options, self.make_kwargs)
-        if self.make_kwargs:
-            check_make_kwargs(env_id, registered, self.make_kwargs)
+        if CHEAP_RENDER_OPTION.name in self.make_kwargs and not cheap:
+            raise BenchmarkOptionError(f"gymnasium environment {env_id!r} has no cheap_render option")
+        passed = {key: value for key, value in self.make_kwargs.items() if key != CHEAP_RENDER_OPTION.name}
+        if passed:
+            check_make_kwargs(env_id, registered, passed)
 
     def splits(self) -> list[str]:
         return [self.default_split]

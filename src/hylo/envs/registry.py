@@ -49,7 +49,13 @@ _BUILTIN_EXTRAS: dict[str, tuple[str, str]] = {
 }
 """Built-in benchmark → (the package it needs, the hylo extra that installs it)."""
 
-GYM_EXTRAS = ("gym:gym_pusht/PushT-v0", "gym:gym_aloha/AlohaInsertion-v0", "gym:gym_aloha/AlohaTransferCube-v0")
+GYM_EXTRAS = (
+    "gym:gym_pusht/PushT-v0",
+    "gym:gym_aloha/AlohaInsertion-v0",
+    "gym:gym_aloha/AlohaTransferCube-v0",
+    "gym:gym_hil/PandaPickCube-v0",
+    "gym:gym_hil/PandaArrangeBoxes-v0",
+)
 """The Gymnasium envs of hylo's extras (their namespaces are `gym_adapter.EXTRAS`), listed by `hylo list benchmarks`
 and `GET /api/benchmarks` whether they are installed or not (then with the command that installs them)."""
 
