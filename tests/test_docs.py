@@ -6,6 +6,7 @@ from pathlib import Path
 
 from hylo.envs.babyai import BabyAIBenchmark
 from hylo.envs.gym_adapter import GymBenchmark
+from hylo.envs.kinetix import KinetixBenchmark
 from hylo.envs.libero import LiberoBenchmark
 from hylo.envs.maniskill import ManiSkillBenchmark
 from hylo.envs.maniskill_robots import ACTION_CONVENTIONS as MANISKILL_CONVENTIONS
@@ -18,7 +19,14 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 def test_every_benchmarks_observation_keys_are_documented():
     text = (DOCS / "benchmarks.md").read_text()
-    for bench in (BabyAIBenchmark, MetaWorldBenchmark, LiberoBenchmark, ManiSkillBenchmark, GymBenchmark):
+    for bench in (
+        BabyAIBenchmark,
+        MetaWorldBenchmark,
+        LiberoBenchmark,
+        ManiSkillBenchmark,
+        KinetixBenchmark,
+        GymBenchmark,
+    ):
         for key in bench.observation_keys:
             assert f"`{key}`" in text, f"{bench.__name__}: observation key {key!r} is not in docs/benchmarks.md"
 
@@ -26,7 +34,8 @@ def test_every_benchmarks_observation_keys_are_documented():
 def test_every_benchmarks_time_allowances_are_documented():
     text = (DOCS / "benchmarks.md").read_text()
     benches = (("babyai", BabyAIBenchmark), ("metaworld", MetaWorldBenchmark), ("libero", LiberoBenchmark),
-               ("maniskill", ManiSkillBenchmark), ("gym:<id>", GymBenchmark))  # fmt: skip
+               ("maniskill", ManiSkillBenchmark), ("kinetix", KinetixBenchmark),
+               ("gym:<id>", GymBenchmark))  # fmt: skip
     for name, bench in benches:
         figures = (bench.default_per_step_budget_sec, bench.typical_reset_sec, bench.typical_step_sec,
                    bench.typical_build_sec)  # fmt: skip
@@ -72,6 +81,7 @@ def test_every_benchmarks_action_convention_is_documented():
         LiberoBenchmark.action_convention,
         *ACTION_CONVENTIONS.values(),
         *MANISKILL_CONVENTIONS.values(),
+        KinetixBenchmark.action_convention,
     ]
     for convention in conventions:
         assert convention is not None and f"`{convention.summary()}" in text, convention

@@ -37,6 +37,7 @@ GYM_TARGET = "hylo.envs.gym_adapter:GymBenchmark"
 
 _BUILTIN: dict[str, str] = {
     "babyai": "hylo.envs.babyai:BabyAIBenchmark",
+    "kinetix": "hylo.envs.kinetix:KinetixBenchmark",
     "libero": "hylo.envs.libero:LiberoBenchmark",
     "maniskill": "hylo.envs.maniskill:ManiSkillBenchmark",
     "metaworld": "hylo.envs.metaworld:MetaWorldBenchmark",
@@ -46,6 +47,7 @@ _BUILTIN: dict[str, str] = {
 _BUILTIN_EXTRAS: dict[str, tuple[str, str]] = {
     "metaworld": ("metaworld", "metaworld"),
     "maniskill": ("mani_skill", "maniskill"),
+    "kinetix": ("kinetix", "kinetix"),
 }
 """Built-in benchmark → (the package it needs, the hylo extra that installs it)."""
 
