@@ -11,6 +11,7 @@ from hylo.envs.libero import LiberoBenchmark
 from hylo.envs.maniskill import ManiSkillBenchmark
 from hylo.envs.maniskill_robots import ACTION_CONVENTIONS as MANISKILL_CONVENTIONS
 from hylo.envs.metaworld import MetaWorldBenchmark
+from hylo.envs.robomimic import RobomimicBenchmark
 from hylo.eval.logdir import FILENAME, RESERVED_NAMES
 from hylo.eval.store import EvalLog
 
@@ -35,7 +36,7 @@ def test_every_benchmarks_time_allowances_are_documented():
     text = (DOCS / "benchmarks.md").read_text()
     benches = (("babyai", BabyAIBenchmark), ("metaworld", MetaWorldBenchmark), ("libero", LiberoBenchmark),
                ("maniskill", ManiSkillBenchmark), ("kinetix", KinetixBenchmark),
-               ("gym:<id>", GymBenchmark))  # fmt: skip
+               ("robomimic", RobomimicBenchmark), ("gym:<id>", GymBenchmark))  # fmt: skip
     for name, bench in benches:
         figures = (bench.default_per_step_budget_sec, bench.typical_reset_sec, bench.typical_step_sec,
                    bench.typical_build_sec)  # fmt: skip

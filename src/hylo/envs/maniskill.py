@@ -315,10 +315,10 @@ class ManiSkillEnvironment(Environment):
         self._obs = self._observation(obs)
         if not np.isfinite(self._obs["state"]).all():
             raise SimulationDiverged(f"non-finite state after step {self._steps} of {self._key[0]}")
-        small = {key: float(_numpy(value)) for key, value in info.items() if _is_scalar(value)}
+        small = _scalars(info)
         success = bool(small.get("success", 0.0))
         failed = bool(small.get("fail", 0.0))
-        return StepResult(self._obs, float(_numpy(reward)), bool(_numpy(terminated)) or failed, False, success, small)
+        return StepResult(self._obs, _scalar(reward), bool(_scalar(terminated)) or failed, False, success, small)
 
     def observe(self) -> Observation:
         if self._obs is None:
@@ -368,11 +368,22 @@ class ManiSkillEnvironment(Environment):
         return result
 
 
-def _is_scalar(value: Any) -> bool:
-    if isinstance(value, (bool, int, float, np.number)):
-        return True
-    shape = getattr(value, "shape", None)
-    return shape is not None and int(np.prod(shape)) == 1
+def _scalar(value: Any) -> float:
+    """A one-element tensor (or number) as a float."""
+    return float(value.item() if hasattr(value, "item") else value)
+
+
+def _scalars(info: dict[str, Any]) -> dict[str, float]:
+    """The one-element entries of a step's info as floats (ManiSkill's are batched tensors of one env)."""
+    out: dict[str, float] = {}
+    for key, value in info.items():
+        numel = getattr(value, "numel", None)
+        if numel is not None:
+            if numel() == 1:
+                out[key] = float(value.item())
+        elif isinstance(value, (bool, int, float, np.number)):
+            out[key] = float(value)
+    return out
 
 
 class ManiSkillBenchmark(Benchmark):

@@ -41,6 +41,7 @@ _BUILTIN: dict[str, str] = {
     "libero": "hylo.envs.libero:LiberoBenchmark",
     "maniskill": "hylo.envs.maniskill:ManiSkillBenchmark",
     "metaworld": "hylo.envs.metaworld:MetaWorldBenchmark",
+    "robomimic": "hylo.envs.robomimic:RobomimicBenchmark",
 }
 
 
@@ -48,6 +49,7 @@ _BUILTIN_EXTRAS: dict[str, tuple[str, str]] = {
     "metaworld": ("metaworld", "metaworld"),
     "maniskill": ("mani_skill", "maniskill"),
     "kinetix": ("kinetix", "kinetix"),
+    "robomimic": ("robosuite", "libero"),
 }
 """Built-in benchmark → (the package it needs, the hylo extra that installs it)."""
 
