@@ -97,6 +97,10 @@ CHEAP_RENDER_OPTION = BenchmarkOption.flag(
     "cheap_render", "render the cameras without shadows or anti-aliasing: faster, and other images"
 )
 
+LISTS_ITS_CAMERAS = ("gym_hil/",)
+"""The gym envs whose `render()` is a list of camera frames, not one frame: built without rendering (gym-hil gives its
+cameras as observations with `image_obs=True`)."""
+
 SEEDED_RESETS: dict[str, Callable[[Any, int | None], Any]] = {"gym_hil/": hil.seeded_reset}
 """The gym envs that sample their episode outside the generator `reset(seed=...)` seeds, and how to reset them."""
 
@@ -217,8 +221,8 @@ def renders_frames(registered: GymSpec) -> bool:
     """Whether the env can render RGB frames: its class lists `rgb_array` among its `render_modes` (a factory that
     declares none is tried). An env that cannot is built without rendering: an agent that merely takes camera frames
     where there are some still runs on it, one that requires them is refused at bind time."""
-    if registered.id.startswith(tuple(CHEAP_RENDER)):
-        return False  # gym-hil's render() is a list of its cameras, which `image_obs=True` gives as observations
+    if registered.id.startswith(LISTS_ITS_CAMERAS):
+        return False
     creator = _creator(registered)
     if creator is None:
         return True  # unavailable: `available()` says why

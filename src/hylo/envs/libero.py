@@ -257,10 +257,48 @@ def state_vector(raw: dict[str, Any]) -> np.ndarray[Any, Any]:
     )
 
 
-def _checked_action(action: Any) -> np.ndarray[Any, Any]:
-    """The action as 7 finite float64s, or InvalidAction (a NaN would reach the controller and the simulator)."""
-    takes = f"LIBERO takes ({ACTION_SIZE},): dx, dy, dz, droll, dpitch, dyaw, gripper"
+def checked_osc_action(action: Any, benchmark: str) -> np.ndarray[Any, Any]:
+    """An OSC_POSE action as 7 finite float64s, or InvalidAction naming what `benchmark` takes (a NaN would reach
+    the controller and the simulator)."""
+    takes = f"{benchmark} takes ({ACTION_SIZE},): dx, dy, dz, droll, dpitch, dyaw, gripper"
     return finite_vector(action, ACTION_SIZE, takes, as_float64=True)
+
+
+def osc_pose_spec(
+    name: str, *, render_images: bool, image_size: int, feature_names: tuple[tuple[str, str], ...]
+) -> EnvSpec:
+    """The spec of a robosuite Panda under OSC_POSE at 20 Hz observed as LIBERO is (the 8-d `state`, `instruction`,
+    and both cameras at `image_size` while rendering); no step budget of its own (the benchmark's, per task)."""
+    if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
+        raise ValueError(f"image_size must be a positive int, got {image_size!r}")
+    obs_spaces: dict[str, spaces.Space[Any]] = {
+        "state": spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float64),
+        "instruction": spaces.Text(MAX_INSTRUCTION, charset=string.printable),
+    }
+    if render_images:
+        frame = spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)
+        obs_spaces["images"] = spaces.Dict({key: frame for key in CAMERAS})
+    return EnvSpec(
+        observation_space=spaces.Dict(obs_spaces),
+        action_space=spaces.Box(-1.0, 1.0, (ACTION_SIZE,), np.float32),
+        control_rate_hz=CONTROL_RATE_HZ,
+        max_episode_steps=None,
+        name=name,
+        feature_names=feature_names,
+        action_convention=ACTION_CONVENTION,
+    )
+
+
+def offscreen_frame(sim: Any, camera: str, width: int, height: int) -> np.ndarray[Any, Any]:
+    """`camera`'s frame from robosuite's MuJoCo binding `sim`, rows bottom-up as OpenGL gives them. Its offscreen
+    context is made on first use (a hard reset drops it with the old model)."""
+    if sim._render_context_offscreen is None:
+        binding_utils = _import("robosuite.utils.binding_utils")
+        context = binding_utils.MjRenderContextOffscreen(sim, device_id=-1)  # attaches itself to the sim
+        context.vopt.geomgroup[0] = 0  # as robosuite sets it: visual meshes, not collision meshes
+        context.vopt.geomgroup[1] = 1
+    frame: np.ndarray[Any, Any] = sim.render(camera_name=camera, width=width, height=height)
+    return frame
 
 
 # -- the environment ---------------------------------------------------------------------------------------------
@@ -277,26 +315,11 @@ class LiberoEnvironment(Environment):
     """
 
     def __init__(self, render_images: bool = False, image_size: int = 256) -> None:
-        if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
-            raise ValueError(f"image_size must be a positive int, got {image_size!r}")
+        # per suite: see LiberoBenchmark.default_step_budget
+        self._spec = osc_pose_spec("libero", render_images=render_images, image_size=image_size,
+                                   feature_names=FEATURE_NAMES)  # fmt: skip
         self.render_images = render_images
         self.image_size = image_size
-        obs_spaces: dict[str, spaces.Space[Any]] = {
-            "state": spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float64),
-            "instruction": spaces.Text(MAX_INSTRUCTION, charset=string.printable),
-        }
-        if render_images:
-            frame = spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)
-            obs_spaces["images"] = spaces.Dict({key: frame for key in CAMERAS})
-        self._spec = EnvSpec(
-            observation_space=spaces.Dict(obs_spaces),
-            action_space=spaces.Box(-1.0, 1.0, (ACTION_SIZE,), np.float32),
-            control_rate_hz=CONTROL_RATE_HZ,
-            max_episode_steps=None,  # per suite: see LiberoBenchmark.default_step_budget
-            name="libero",
-            feature_names=FEATURE_NAMES,
-            action_convention=ACTION_CONVENTION,
-        )
         self._control: Any = None  # libero's ControlEnv of the current task
         self._key: tuple[str, str] | None = None
         self._states: np.ndarray[Any, Any] | None = None
@@ -341,7 +364,7 @@ class LiberoEnvironment(Environment):
     def step(self, action: Any) -> StepResult:
         if self._control is None or self._obs is None:
             raise RuntimeError("step before the first reset")
-        array = _checked_action(action)
+        array = checked_osc_action(action, "LIBERO")
         raw, success = self._advance(array)
         self._gripper = min(1.0, max(-1.0, float(array[6])))
         self._obs = self._observation(raw)
@@ -444,13 +467,7 @@ class LiberoEnvironment(Environment):
         return obs
 
     def _render(self, camera: str, width: int, height: int) -> np.ndarray[Any, Any]:
-        sim = self._control.sim
-        if sim._render_context_offscreen is None:  # a hard reset dropped it with the old model: made on first use
-            binding_utils = _import("robosuite.utils.binding_utils")
-            context = binding_utils.MjRenderContextOffscreen(sim, device_id=-1)  # attaches itself to the sim
-            context.vopt.geomgroup[0] = 0  # as robosuite sets it: visual meshes, not collision meshes
-            context.vopt.geomgroup[1] = 1
-        frame = sim.render(camera_name=camera, width=width, height=height)
+        frame = offscreen_frame(self._control.sim, camera, width, height)
         return np.ascontiguousarray(frame[::-1, ::-1])  # OpenGL's rows run bottom-up: turned upright
 
 

@@ -15,19 +15,25 @@ rendered (offscreen, EGL) only when asked for.
 
 from __future__ import annotations
 
-import string
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium.spaces as spaces
 import numpy as np
 
 from hylo.core.environment import Environment
 from hylo.core.errors import HyloError, SimulationDiverged, UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
-from hylo.envs.actions import finite_vector
 from hylo.envs.benchmark import Benchmark, BenchmarkOption
-from hylo.envs.libero import ACTION_CONVENTION, CAMERAS, STATE_SIZE, _import, state_vector
+from hylo.envs.libero import (
+    ACTION_CONVENTION,
+    CAMERAS,
+    CONTROL_RATE_HZ,
+    _import,
+    checked_osc_action,
+    offscreen_frame,
+    osc_pose_spec,
+    state_vector,
+)
 from hylo.envs.mujoco_watch import DivergenceWatch, route_mujoco_warnings
 from hylo.envs.quiet import stdout_to_stderr
 
@@ -35,9 +41,6 @@ INSTALL_HINT = "pip install 'hylo[libero]'"
 ROBOSUITE_SERIES = "1.4."
 """The robosuite releases whose envs and controller configuration this module builds (1.5 changed both)."""
 
-CONTROL_RATE_HZ = 20.0
-ACTION_SIZE = 7
-MAX_INSTRUCTION = 256
 DEFAULT_IMAGE_SIZE = 84
 """robomimic's image datasets render both cameras at 84x84."""
 SPLIT = "ph"
@@ -97,12 +100,6 @@ def checked_task(split: str, task: str) -> RobomimicTask:
     return entry
 
 
-def _checked_action(action: Any) -> np.ndarray[Any, Any]:
-    """The action as 7 finite float64s, or InvalidAction (a NaN would reach the controller and the simulator)."""
-    takes = f"robomimic takes ({ACTION_SIZE},): dx, dy, dz, droll, dpitch, dyaw, gripper"
-    return finite_vector(action, ACTION_SIZE, takes, as_float64=True)
-
-
 class RobomimicEnvironment(Environment):
     """Any robomimic task, chosen by `task.task` (`lift`, `can`, `square`) on reset.
 
@@ -115,26 +112,11 @@ class RobomimicEnvironment(Environment):
     """
 
     def __init__(self, render_images: bool = False, image_size: int = DEFAULT_IMAGE_SIZE) -> None:
-        if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
-            raise ValueError(f"image_size must be a positive int, got {image_size!r}")
+        # per task: see RobomimicBenchmark.default_step_budget
+        self._spec = osc_pose_spec("robomimic", render_images=render_images, image_size=image_size,
+                                   feature_names=FEATURE_NAMES)  # fmt: skip
         self.render_images = render_images
         self.image_size = image_size
-        obs_spaces: dict[str, spaces.Space[Any]] = {
-            "state": spaces.Box(-np.inf, np.inf, (STATE_SIZE,), np.float64),
-            "instruction": spaces.Text(MAX_INSTRUCTION, charset=string.printable),
-        }
-        if render_images:
-            frame = spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)
-            obs_spaces["images"] = spaces.Dict({key: frame for key in CAMERAS})
-        self._spec = EnvSpec(
-            observation_space=spaces.Dict(obs_spaces),
-            action_space=spaces.Box(-1.0, 1.0, (ACTION_SIZE,), np.float32),
-            control_rate_hz=CONTROL_RATE_HZ,
-            max_episode_steps=None,  # per task: see RobomimicBenchmark.default_step_budget
-            name="robomimic",
-            feature_names=FEATURE_NAMES,
-            action_convention=ACTION_CONVENTION,
-        )
         self._sims: dict[str, Any] = {}  # robosuite env by task name
         self._sim: Any = None
         self._task: RobomimicTask | None = None
@@ -174,7 +156,7 @@ class RobomimicEnvironment(Environment):
     def step(self, action: Any) -> StepResult:
         if self._sim is None or self._obs is None:
             raise RuntimeError("step before the first reset")
-        array = _checked_action(action)
+        array = checked_osc_action(action, "robomimic")
         before = self._watch.counts()
         raw, _, _, _ = self._sim.step(array)
         self._watch.check(before)
@@ -269,13 +251,7 @@ class RobomimicEnvironment(Environment):
         return obs
 
     def _render(self, camera: str, width: int, height: int) -> np.ndarray[Any, Any]:
-        sim = self._sim.sim
-        if sim._render_context_offscreen is None:  # a hard reset dropped it with the old model: made on first use
-            binding_utils = _import("robosuite.utils.binding_utils")
-            context = binding_utils.MjRenderContextOffscreen(sim, device_id=-1)  # attaches itself to the sim
-            context.vopt.geomgroup[0] = 0  # as robosuite sets it: visual meshes, not collision meshes
-            context.vopt.geomgroup[1] = 1
-        frame = sim.render(camera_name=camera, width=width, height=height)
+        frame = offscreen_frame(self._sim.sim, camera, width, height)
         return np.ascontiguousarray(frame[::-1])  # OpenGL's rows run bottom-up: flipped upright, as robomimic does
 
 

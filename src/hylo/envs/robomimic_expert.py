@@ -18,6 +18,7 @@ to the peg's.
 
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -150,7 +151,7 @@ class Place:
     tolerance: float
 
 
-class _Task:
+class _Task(abc.ABC):
     """One task's geometry: the object, its grasp, and where it goes (None: lifting it is the task)."""
 
     FIXTURES: tuple[str, ...] = ()
@@ -162,9 +163,9 @@ class _Task:
         self.scene = _scene(env, obj, self.FIXTURES)
         self.floor = float(self.scene.box(self.obj)[0][2])  # what the object stands on at the start
 
+    @abc.abstractmethod
     def task_object(self) -> Any:
         """robosuite's `MujocoObject` the task is about."""
-        raise NotImplementedError
 
     def reference(self) -> Vec:
         """The point of the object that `place` positions (its body origin)."""
@@ -179,8 +180,9 @@ class _Task:
         """Metres from the object's bottom up to its reference point."""
         return float(self.reference()[2] - self.scene.box(self.obj)[0][2])
 
+    @abc.abstractmethod
     def grasp(self) -> Grasp:
-        raise NotImplementedError
+        """Where and at what yaw the fingers close on the object."""
 
     def place(self) -> Place | None:
         return None
