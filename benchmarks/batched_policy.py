@@ -56,8 +56,8 @@ from hylo.eval.batching import HostedAgent, wire
 from hylo.eval.pool import Pool, ProcessPool
 from hylo.eval.runner import Evaluation
 from hylo.eval.spec import EvalSpec
-from hylo.eval.store import EvalLog
 from hylo.eval.worker import EpisodeJob, WorkerConfig
+from hylo.evallog.store import EvalLog
 
 GOAL_RATIO = 1.3
 TASKS = ["reach-v3", "push-v3", "pick-place-v3", "door-open-v3"]

@@ -32,8 +32,8 @@ from hylo.core import EventBus, Kernel
 from hylo.core.context import EpisodeContext
 from hylo.envs.babyai import BabyAIBenchmark
 from hylo.envs.quiet import stdout_to_stderr
-from hylo.eval.placement import PanelDriver
 from hylo.panels import BenchmarkPanel
+from hylo.panels.placement import PanelDriver
 
 TASK = "GoToLocal"
 

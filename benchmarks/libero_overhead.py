@@ -55,7 +55,7 @@ from hylo.envs.libero import SETTLE_ACTION, SETTLE_STEPS, LiberoBenchmark, check
 from hylo.envs.quiet import stdout_to_stderr
 from hylo.eval.runner import Evaluation
 from hylo.eval.spec import EvalSpec
-from hylo.eval.store import EvalLog
+from hylo.evallog.store import EvalLog
 
 GOAL_RATIO = 0.95
 SPLIT = "libero_object"

@@ -43,7 +43,7 @@ from hylo.core.types import Observation
 from hylo.envs.maniskill import SIM_BACKEND, ManiSkillBenchmark, _mani_skill
 from hylo.eval.runner import Evaluation
 from hylo.eval.spec import EvalSpec
-from hylo.eval.store import EvalLog
+from hylo.evallog.store import EvalLog
 
 GOAL_RATIO = 0.95
 TASK = "PickCube-v1"

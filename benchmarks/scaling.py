@@ -33,8 +33,8 @@ from hylo.envs.quiet import stdout_to_stderr
 from hylo.eval.pool import InlinePool, Pool, ProcessPool
 from hylo.eval.runner import Evaluation
 from hylo.eval.spec import EvalSpec
-from hylo.eval.store import EvalLog
 from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig
+from hylo.evallog.store import EvalLog
 
 GOAL_RATIO = 1.8
 GOAL_RAY_RATIO = 1.6

@@ -2,8 +2,8 @@
 
 For each case (success rates p_a, p_b of A and B, their correlation, a design power): `fixed_pairs` is the fewest
 pairs at which the exact two-sided McNemar test reaches that power at alpha (computed exactly,
-`hylo.eval.planning.mcnemar_pairs`); for the sequential test (`hylo.eval.sequential`, looked at after every pair,
-simulated by `hylo.eval.planning.sequential_plan`), `max_pairs` is the smallest cap on the pairs at which it reaches
+`hylo.stats.planning.mcnemar_pairs`); for the sequential test (`hylo.stats.sequential`, looked at after every pair,
+simulated by `hylo.stats.planning.sequential_plan`), `max_pairs` is the smallest cap on the pairs at which it reaches
 the same power (it decides for the better side within the cap in that share of simulated runs), and
 `sequential_mean_pairs` the mean number of pairs its runs use with that cap (a run stops when it decides, else at the
 cap). `pairs_ratio` = sequential_mean_pairs / fixed_pairs.
@@ -20,7 +20,7 @@ import json
 import sys
 from typing import Any
 
-from hylo.eval.planning import mcnemar_pairs, sequential_plan
+from hylo.stats.planning import mcnemar_pairs, sequential_plan
 
 CASES = ((0.5, 0.7), (0.3, 0.5), (0.7, 0.9), (0.2, 0.4), (0.5, 0.6), (0.6, 0.9))
 POWERS = (0.8, 0.9)

@@ -25,10 +25,10 @@ from typing import Any
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 from hylo.envs.quiet import stdout_to_stderr
-from hylo.eval.recording import serialize
 from hylo.eval.runner import Evaluation
 from hylo.eval.spec import EvalSpec
 from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig
+from hylo.evallog.recording import serialize
 
 CASES = {"babyai": (["GoToLocal"], 5), "metaworld": (["reach-v3"], 1)}
 """benchmark -> (tasks, episodes per repeat)."""

@@ -12,8 +12,8 @@ from hylo.envs.maniskill import ManiSkillBenchmark
 from hylo.envs.maniskill_robots import ACTION_CONVENTIONS as MANISKILL_CONVENTIONS
 from hylo.envs.metaworld import MetaWorldBenchmark
 from hylo.envs.robomimic import RobomimicBenchmark
-from hylo.eval.logdir import FILENAME, RESERVED_NAMES
-from hylo.eval.store import EvalLog
+from hylo.evallog.logdir import FILENAME, RESERVED_NAMES
+from hylo.evallog.store import EvalLog
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -13,7 +13,7 @@ import pytest
 from hylo.bridges.served_run import ServedRun
 from hylo.bridges.session import EpisodeRefused, ServedSession
 from hylo.core.shield import SafetyShield
-from hylo.eval.store import EvalLog
+from hylo.evallog.store import EvalLog
 
 BOX = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
 

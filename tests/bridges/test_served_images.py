@@ -17,7 +17,7 @@ from hylo.bridges.vlaeval_server import AgentPool, ConnectionHandler, VlaEvalBri
 from hylo.core.agent import AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.shield import SafetyShield
-from hylo.eval.store import EvalLog
+from hylo.evallog.store import EvalLog
 
 BOX = spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
 

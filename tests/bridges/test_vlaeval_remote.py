@@ -21,7 +21,7 @@ from websockets.sync.server import ServerConnection, serve
 
 from hylo.bridges.vlaeval_protocol import MessageType, pack, unpack
 from hylo.bridges.vlaeval_remote import RemotePolicyUnreachable, VlaEvalRemoteAgent
-from hylo.eval.store import EvalLog
+from hylo.evallog.store import EvalLog
 
 HERE = Path(__file__).resolve().parent
 AGENT = "vlaeval-remote"

@@ -28,7 +28,7 @@ from hylo.core.agent import AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.types import Observation
-from hylo.eval.store import EvalLog
+from hylo.evallog.store import EvalLog
 
 HERE = Path(__file__).resolve().parent
 

@@ -10,9 +10,9 @@ import pkgutil
 import hylo
 from hylo.core.conformance.errors import ConformanceError
 from hylo.core.errors import HyloError, HyloFailure
-from hylo.eval.stats import NoPairs
 from hylo.graph.executor import ExecutionStopped, NodesetCrashed
 from hylo.graph.node import NodeFailure
+from hylo.stats.success import NoPairs
 
 
 def _hylo_exceptions() -> list[type[BaseException]]:

@@ -30,7 +30,7 @@ from hylo.envs.libero import SETTLE_STEPS, LiberoBenchmark, LiberoEnvironment
 from hylo.envs.registry import get_benchmark
 from hylo.eval import EvalSpec, evaluate
 from hylo.eval.runner import Evaluation
-from hylo.eval.store import EvalLog
+from hylo.evallog.store import EvalLog
 
 BENCH = LiberoBenchmark()
 SPLIT = "libero_goal"  # the suite whose fixtures move with the seed: where seeding every reset matters

@@ -105,7 +105,7 @@ def test_hylo_eval_with_the_benchmarks_expert_solves_libero_object(tmp_path: Any
     """`hylo eval libero --split libero_object --task 0 --agent expert`: the benchmark's expert, reading the simulator
     through hylo's LIBERO env, solves the first two init states well within the 280-step budget."""
     from hylo.eval import EvalSpec, evaluate
-    from hylo.eval.store import EvalLog
+    from hylo.evallog.store import EvalLog
 
     result = evaluate(EvalSpec(benchmark="libero", split="libero_object", tasks=["0"], agent="expert", episodes=2,
                                log_dir=str(tmp_path)))  # fmt: skip

@@ -144,7 +144,7 @@ def test_the_motion_planning_expert_solves_pick_cube_through_the_privileged_chan
     ))  # fmt: skip
     assert [r.status for r in result.episodes] == [EpisodeStatus.SUCCESS] * 3
     assert all(40 < r.steps < 120 for r in result.episodes)
-    from hylo.eval.store import EvalLog
+    from hylo.evallog.store import EvalLog
 
     with EvalLog.open(result.log_dir) as log:
         reads = [e for e in log.trace(result.episodes[0].episode_id) if e["event"] == "privileged.state"]

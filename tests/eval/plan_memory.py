@@ -12,10 +12,10 @@ import resource
 import sys
 
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
-from hylo.eval.rows import EpisodeRow
 from hylo.eval.runner import Evaluation
 from hylo.eval.spec import EvalSpec
 from hylo.eval.worker import EpisodeJob, EpisodeResult
+from hylo.evallog.rows import EpisodeRow
 
 
 class InstantPool:

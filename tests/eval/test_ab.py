@@ -12,8 +12,8 @@ import pytest
 from hylo.cli import main
 from hylo.cli.ab import bound
 from hylo.eval import EvalLog
-from hylo.eval.ab import run_ab
 from hylo.eval.spec import EvalSpec
+from hylo.experiments.ab import run_ab
 
 TASKS = ["GoToLocal", "GoToObj"]
 

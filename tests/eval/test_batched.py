@@ -25,9 +25,9 @@ from hylo.eval import EvalLog, EvalSpec, evaluate
 from hylo.eval.batched import build_agent, policy_host
 from hylo.eval.batching import HostedAgent, HostEndpoint, PolicyHost, wire
 from hylo.eval.pool import ProcessPool
-from hylo.eval.rows import repeatable_metrics
 from hylo.eval.runner import EvalError, Evaluation
 from hylo.eval.worker import EpisodeJob, WorkerConfig
+from hylo.evallog.rows import repeatable_metrics
 
 pytest.importorskip("metaworld")
 

@@ -1,4 +1,4 @@
-"""The recorder around an agent's env (`hylo.eval.recording.FrameTap`): what it records, what it hands on."""
+"""The recorder around an agent's env (`hylo.evallog.recording.FrameTap`): what it records, what it hands on."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from hylo.core.environment import Environment
 from hylo.core.types import EnvSpec, Observation, StepResult, TaskInstance
-from hylo.eval.recording import FrameSource, FrameTap
+from hylo.evallog.recording import FrameSource, FrameTap
 
 TASK = TaskInstance("toy", "task", 0)
 

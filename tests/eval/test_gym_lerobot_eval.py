@@ -17,7 +17,7 @@ from hylo.cli import main
 from hylo.envs.gym_adapter import GymBenchmark
 from hylo.eval.runner import Evaluation
 from hylo.eval.spec import EvalSpec
-from hylo.eval.store import EvalLog
+from hylo.evallog.store import EvalLog
 
 pytest.importorskip("gym_pusht")
 

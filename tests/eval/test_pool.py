@@ -16,9 +16,9 @@ import psutil
 import pytest
 
 from hylo.eval import EvalLog, EvalSpec, evaluate
-from hylo.eval.rows import repeatable_metrics
 from hylo.eval.runner import EvalError, Evaluation
-from hylo.eval.writer import RunAborted
+from hylo.evallog.rows import repeatable_metrics
+from hylo.evallog.writer import RunAborted
 
 HERE = Path(__file__).parent
 COUNTED = "gym:pool_fixtures:Counted-v0"

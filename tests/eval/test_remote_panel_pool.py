@@ -13,8 +13,8 @@ import pytest
 import hylo
 from hylo.eval.runner import Evaluation
 from hylo.eval.spec import EvalSpec
-from hylo.eval.store import EvalLog
 from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig
+from hylo.evallog.store import EvalLog
 from hylo.graph import GraphSetupError, agent_graph
 from hylo.graph.remote import replica_index
 from hylo.graph.remote.processes import NodesetServer

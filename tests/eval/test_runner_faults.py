@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 import hylo.eval.runner as runner
-import hylo.eval.writer as writer
+import hylo.evallog.writer as writer
 from hylo.core import parse_event
 from hylo.eval import EvalError, EvalLog, EvalSpec, RunAborted, evaluate, mcnemar_exact
 

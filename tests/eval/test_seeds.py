@@ -13,7 +13,7 @@ from hylo.cli import main
 from hylo.core.status import EpisodeStatus
 from hylo.eval import evaluate
 from hylo.eval.spec import EvalSpec
-from hylo.eval.stats import EpisodeRecord, seed_clusters, wilson_interval
+from hylo.stats.success import EpisodeRecord, seed_clusters, wilson_interval
 
 
 def test_one_seed_in_seeds_is_the_run_of_that_seed() -> None:

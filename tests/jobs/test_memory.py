@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from job_specs import quick, slow
 
-from hylo.eval.store import EvalLog
+from hylo.evallog.store import EvalLog
 from hylo.jobs import JobScheduler, JobState
 from hylo.jobs.memory import DATA_HEADROOM_GB, GB, JobCgroups, MemoryLimit, exceeded_message, own_cgroup
 

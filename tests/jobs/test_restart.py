@@ -13,7 +13,7 @@ import psutil
 from job_specs import quick, slow
 
 from hylo.eval.spec import EvalSpec
-from hylo.eval.store import EvalLog
+from hylo.evallog.store import EvalLog
 from hylo.jobs import JobScheduler, JobState
 
 SCRIPT = Path(__file__).with_name("scheduler_proc.py")

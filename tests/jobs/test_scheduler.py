@@ -11,7 +11,7 @@ import pytest
 from job_specs import quick, slow
 
 from hylo.envs.babyai import BabyAIBenchmark
-from hylo.eval.store import EvalLog
+from hylo.evallog.store import EvalLog
 from hylo.jobs import (
     Gpu,
     JobConflict,

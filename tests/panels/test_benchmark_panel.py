@@ -13,8 +13,8 @@ from hylo.core import ActionChunk, AgentBase, ContainerSpec, EpisodeContext, Ker
 from hylo.envs import GridGoal
 from hylo.envs.babyai import LEVELS, BabyAIBenchmark
 from hylo.envs.benchmark import Benchmark, UnknownChoice
-from hylo.eval.placement import PanelDriver, PlacementError
 from hylo.panels import BenchmarkPanel
+from hylo.panels.placement import PanelDriver, PlacementError
 
 # -- a two-split benchmark whose task lists differ ------------------------------------------------------------------
 

@@ -275,8 +275,8 @@ def test_the_openapi_document_lists_every_endpoint(make_server):
 
 
 def test_an_ab_comparison_is_listed_and_served_as_recorded_and_an_unknown_id_is_404(make_server, log_dir: Path):
-    from hylo.eval.ab import run_ab
     from hylo.eval.spec import EvalSpec
+    from hylo.experiments.ab import run_ab
 
     client = make_server().client
     assert client.get(f"{API}/ab").json() == {"comparisons": []}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from hylo.eval.rows import RunInfo
-from hylo.eval.store import EvalLog
+from hylo.evallog.rows import RunInfo
+from hylo.evallog.store import EvalLog
 from hylo.server.code_memo import CodeChangesMemo
 
 

@@ -12,7 +12,7 @@ import pytest
 from live_server import LiveServer, wait_final
 from test_api import refused_fields
 
-from hylo.eval.store import EvalLog
+from hylo.evallog.store import EvalLog
 from hylo.server import ServerAccess
 
 API = "/api/eval/v2"

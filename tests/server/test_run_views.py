@@ -11,10 +11,10 @@ import pytest
 from live_server import run_job
 
 from hylo.core.status import EpisodeStatus
-from hylo.eval.rows import EpisodeRow
-from hylo.eval.stats import mcnemar_exact, wilson_interval
-from hylo.eval.store import EvalLog
+from hylo.evallog.rows import EpisodeRow
+from hylo.evallog.store import EvalLog
 from hylo.server import web
+from hylo.stats.success import mcnemar_exact, wilson_interval
 
 API = "/api/eval/v2"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hylo.eval.spec import EvalSpec
-from hylo.eval.sweep import run_sweep
+from hylo.experiments.sweep import run_sweep
 
 API = "/api/eval/v2"
 

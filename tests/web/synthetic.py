@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hylo.core.status import EpisodeStatus
-from hylo.eval.store import EpisodeRow, EvalLog
+from hylo.evallog.store import EpisodeRow, EvalLog
 
 SPLIT = "default"
 

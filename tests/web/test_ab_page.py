@@ -12,8 +12,8 @@ import pytest
 from browser import HyloServe, snap
 from playwright.sync_api import Page, expect
 
-from hylo.eval.ab import run_ab
 from hylo.eval.spec import EvalSpec
+from hylo.experiments.ab import run_ab
 
 EVAL = "/api/eval/v2"
 

@@ -13,7 +13,7 @@ from browser import HyloServe, snap
 from playwright.sync_api import Page, expect
 
 from hylo.eval.spec import EvalSpec
-from hylo.eval.sweep import run_sweep
+from hylo.experiments.sweep import run_sweep
 
 EVAL = "/api/eval/v2"
 

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hylo.eval.logdir import FILENAME
-from hylo.eval.provenance import package_versions
-from hylo.eval.run_status import RunStatus
-from hylo.eval.store import EpisodeRow, EvalLog
+from hylo.evallog.logdir import FILENAME
+from hylo.evallog.provenance import package_versions
+from hylo.evallog.run_status import RunStatus
+from hylo.evallog.store import EpisodeRow, EvalLog
 
 log = logging.getLogger(__name__)
 

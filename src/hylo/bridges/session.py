@@ -36,8 +36,8 @@ from hylo.core.scaffold import EpisodeScaffold
 from hylo.core.shield import SafetyShield
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import EnvSpec, Observation, TaskInstance, derive_seed
-from hylo.eval.recording import TraceBuffer, serialize
-from hylo.eval.store import EpisodeRow
+from hylo.evallog.recording import TraceBuffer, serialize
+from hylo.evallog.store import EpisodeRow
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ def _check_log_dir(args: argparse.Namespace) -> None:
     log_dir = getattr(args, "log_dir", None)
     if log_dir is None or getattr(args, "spec", None) is not None:
         return
-    from hylo.eval.logdir import check_log_dir
+    from hylo.evallog.logdir import check_log_dir
 
     reading = args.command in ("runs", "compare") or (
         args.command in ("ab", "sweep") and args.benchmark in ("show", "list")

@@ -11,7 +11,7 @@ from hylo.cli.output import console
 
 
 def run(args: argparse.Namespace) -> int:
-    from hylo.eval.ab import ABError, read_ab
+    from hylo.experiments.ab import ABError, read_ab
 
     if args.benchmark == "show":
         if args.ab_id is None:
@@ -27,8 +27,8 @@ def _compare(args: argparse.Namespace) -> int:
     from hylo.argtypes import parse_json_pairs
     from hylo.cli.evaluate import run_options
     from hylo.envs.quiet import stdout_to_stderr
-    from hylo.eval.ab import ABError, run_ab
     from hylo.eval.spec import EvalSpec
+    from hylo.experiments.ab import ABError, run_ab
 
     missing = [flag for flag, value in (("--a", args.agent_a), ("--b", args.agent_b)) if value is None]
     if args.ab_id is not None:

@@ -21,8 +21,8 @@ from hylo.cli.output import console as output_console
 from hylo.core import EpisodeOutcome, EpisodeStatus, EventBus, JsonlRecorder, Kernel, TaskInstance
 from hylo.core.environment import Environment
 from hylo.envs import GridGoal, GridGoalExpert, PointReach, PointReachExpert
-from hylo.eval.report import STATUS_HEADERS
-from hylo.eval.table_fit import add_name_column, add_number_column, compact_table, print_fitting
+from hylo.evallog.report import STATUS_HEADERS
+from hylo.evallog.table_fit import add_name_column, add_number_column, compact_table, print_fitting
 
 
 @dataclass(frozen=True)
@@ -133,11 +133,11 @@ def run_real_demo(console: Console, episodes: int = 20, seed: int = 0, log_dir: 
     and runs nothing), show both tables and their paired comparison, and how to look at the runs again."""
     from hylo.envs.quiet import stdout_to_stderr
     from hylo.eval.progress import ProgressBar
-    from hylo.eval.report import print_comparison, print_summary
     from hylo.eval.runner import Evaluation
     from hylo.eval.spec import EvalSpec
-    from hylo.eval.stats import compare_runs
-    from hylo.eval.store import records
+    from hylo.evallog.report import print_comparison, print_summary
+    from hylo.evallog.store import records
+    from hylo.stats.success import compare_runs
 
     where = "" if log_dir == Path("hylo-runs") else f" --log-dir {shlex.quote(str(log_dir))}"
     run_ids: list[str] = []

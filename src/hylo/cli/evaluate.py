@@ -19,9 +19,9 @@ from hylo.cli.output import EXIT_ABORTED, EXIT_STRICT, console, fail
 from hylo.core.errors import HyloError, HyloFailure
 
 if TYPE_CHECKING:
-    from hylo.eval.lerobot_dataset import DatasetExport
-    from hylo.eval.rows import EpisodeRow
     from hylo.eval.spec import EvalSpec
+    from hylo.evallog.lerobot_dataset import DatasetExport
+    from hylo.evallog.rows import EpisodeRow
 
 
 def spec_from_flags(args: argparse.Namespace, options: dict[str, Any] | None = None) -> EvalSpec:
@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
             raise EvalError(f"hylo eval needs {missing} (or --spec FILE)")
         spec = spec_from_flags(args)
     if args.record_dataset is not None:
-        from hylo.eval.lerobot_dataset import check_out, require_lerobot
+        from hylo.evallog.lerobot_dataset import check_out, require_lerobot
 
         require_lerobot()  # refused before any episode runs, not after the last
         check_out(args.record_dataset)
@@ -250,9 +250,9 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = Non
     stdout; with `dataset`, write the run's recorded episodes there as a LeRobot dataset. Returns the exit status."""
     from hylo.envs.quiet import stdout_to_stderr
     from hylo.eval.progress import ProgressBar
-    from hylo.eval.report import print_reasons, print_summary, seeds_note
     from hylo.eval.runner import Evaluation
-    from hylo.eval.writer import RunAborted
+    from hylo.evallog.report import print_reasons, print_summary, seeds_note
+    from hylo.evallog.writer import RunAborted
 
     _interrupt_on_sigterm()  # a scheduler's SIGTERM ends the run like Ctrl-C: finished episodes are committed first
     with stdout_to_stderr():  # simulators that print (minigrid, MuJoCo's C code) never reach stdout
@@ -307,7 +307,7 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = Non
 def _write_dataset(run_id: str, run_dir: Path, out: Path) -> DatasetExport | int:
     """`--record-dataset DIR`: the run's recorded episodes written as a LeRobot dataset, or the exit status of a
     failure (the run is kept: the export can be made again)."""
-    from hylo.eval.lerobot_dataset import export_dataset
+    from hylo.evallog.lerobot_dataset import export_dataset
 
     try:
         return export_dataset(run_dir, out)

@@ -117,7 +117,7 @@ def _tasks(args: argparse.Namespace) -> int:
         return 0
     from rich.table import Table
 
-    from hylo.eval.table_fit import add_name_column, add_number_column, compact_table, print_fitting
+    from hylo.evallog.table_fit import add_name_column, add_number_column, compact_table, print_fitting
 
     out = console()
     if not info.available:

@@ -14,7 +14,7 @@ import shutil
 import textwrap
 from typing import Any
 
-from hylo.eval.planning import (
+from hylo.stats.planning import (
     mcnemar_pairs,
     paired_by_correlation,
     sequential_plan,

@@ -12,10 +12,9 @@ from hylo.cli.output import EXIT_BAD_INPUT, console, fail
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    from hylo.eval.logdir import delete_run, find_run
-    from hylo.eval.planning import detectable_difference
-    from hylo.eval.realtime_metrics import episode_realtime, run_realtime
-    from hylo.eval.report import (
+    from hylo.evallog.logdir import delete_run, find_run
+    from hylo.evallog.realtime_metrics import episode_realtime, run_realtime
+    from hylo.evallog.report import (
         detectable_note,
         print_reasons,
         print_summary,
@@ -23,11 +22,12 @@ def run_runs(args: argparse.Namespace) -> int:
         seeds_note,
         timing_note,
     )
-    from hylo.eval.stats import seed_clusters, summarize, summarize_by_task, summary_json
-    from hylo.eval.store import EvalLog, list_runs, records
+    from hylo.evallog.store import EvalLog, list_runs, records
+    from hylo.stats.planning import detectable_difference
+    from hylo.stats.success import seed_clusters, summarize, summarize_by_task, summary_json
 
     if args.runs_command == "list":
-        from hylo.eval.run_list import listed, print_runs
+        from hylo.evallog.run_list import listed, print_runs
 
         runs = list_runs(args.log_dir)
         if args.json:
@@ -53,7 +53,7 @@ def run_runs(args: argparse.Namespace) -> int:
         final = log.final_episodes()
         if args.runs_command == "show":
             from hylo.eval.code_identity import CodeIdentity, code_changes, code_note
-            from hylo.eval.run_list import agent_text
+            from hylo.evallog.run_list import agent_text
 
             changes = code_changes(args.log_dir, info)
             recs = records(final)
@@ -107,8 +107,8 @@ def run_runs(args: argparse.Namespace) -> int:
 def _export_dataset(args: argparse.Namespace) -> int:
     """`hylo runs export RUN --format lerobot --out DIR [--status S ...]`."""
     from hylo.cli.evaluate import dataset_line
-    from hylo.eval.lerobot_dataset import export_dataset
-    from hylo.eval.logdir import find_run
+    from hylo.evallog.lerobot_dataset import export_dataset
+    from hylo.evallog.logdir import find_run
 
     if args.traces:
         return fail(EXIT_BAD_INPUT, "--traces is --format json's; a LeRobot dataset holds the steps, not the events")
@@ -126,10 +126,10 @@ def _with_realtime(entry: dict[str, Any], realtime: dict[str, Any] | None) -> di
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from hylo.eval.logdir import find_run
-    from hylo.eval.report import no_pairs_message, pairing_note, print_comparison, run_timing, timing_note
-    from hylo.eval.stats import NoPairs, compare_runs, correlation_line
-    from hylo.eval.store import EvalLog, records
+    from hylo.evallog.logdir import find_run
+    from hylo.evallog.report import no_pairs_message, pairing_note, print_comparison, run_timing, timing_note
+    from hylo.evallog.store import EvalLog, records
+    from hylo.stats.success import NoPairs, compare_runs, correlation_line
 
     loaded = []
     for run in (args.run_a, args.run_b):

@@ -19,7 +19,7 @@ from hylo.core.errors import HyloError, HyloFailure
 
 if TYPE_CHECKING:
     from hylo.eval.runner import Evaluation
-    from hylo.eval.sweep import GridPoint
+    from hylo.experiments.sweep import GridPoint
 
 
 def add_parser(
@@ -58,7 +58,7 @@ def add_parser(
 
 
 def run(args: argparse.Namespace) -> int:
-    from hylo.eval.sweep import SweepError, list_sweeps, read_sweep
+    from hylo.experiments.sweep import SweepError, list_sweeps, read_sweep
 
     if args.benchmark == "show":
         if args.sweep_id is None:
@@ -75,7 +75,7 @@ def base_spec(args: argparse.Namespace) -> Any:
     """The sweep's base spec from the flags: every run option, the agent and its arguments, and the timing options
     each point keeps (strategy, ensemble_m, max_hold_steps)."""
     from hylo.cli.evaluate import run_options, spec_from_flags
-    from hylo.eval.sweep import SweepError
+    from hylo.experiments.sweep import SweepError
 
     if args.sweep_id is not None:
         raise SweepError(f"hylo sweep takes one benchmark, got {args.benchmark!r} and {args.sweep_id!r}")
@@ -97,9 +97,9 @@ def base_spec(args: argparse.Namespace) -> Any:
 def _sweep(args: argparse.Namespace) -> int:
     from hylo.envs.quiet import stdout_to_stderr
     from hylo.eval.progress import ProgressBar
-    from hylo.eval.sweep import GridPoint, run_sweep
-    from hylo.eval.sweep_plot import horizon_label
-    from hylo.eval.writer import RunAborted
+    from hylo.evallog.writer import RunAborted
+    from hylo.experiments.sweep import GridPoint, run_sweep
+    from hylo.experiments.sweep_plot import horizon_label
 
     base = base_spec(args)
     current: list[Evaluation] = []
@@ -143,7 +143,7 @@ def reused_note(point: dict[str, Any], logged: int) -> str:
 
 
 def _print(record: dict[str, Any], log_dir: Path, *, json_out: bool) -> None:
-    from hylo.eval.logdir import SWEEPS_DIR
+    from hylo.evallog.logdir import SWEEPS_DIR
 
     directory = log_dir.resolve() / SWEEPS_DIR / record["sweep_id"]
     if json_out:
@@ -151,7 +151,7 @@ def _print(record: dict[str, Any], log_dir: Path, *, json_out: bool) -> None:
         return
     from rich.table import Table
 
-    from hylo.eval.sweep_plot import horizon_label
+    from hylo.experiments.sweep_plot import horizon_label
 
     out = console()
     chunk = f", H = {record['chunk_size']}" if record.get("chunk_size") is not None else ""

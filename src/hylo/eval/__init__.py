@@ -3,7 +3,9 @@
 from hylo.eval.resolve import EvalError
 from hylo.eval.runner import EvalResult, Evaluation, Progress, evaluate
 from hylo.eval.spec import EvalSpec
-from hylo.eval.stats import (
+from hylo.evallog.store import EpisodeRow, EvalLog, RunInfo, list_runs
+from hylo.evallog.writer import RunAborted
+from hylo.stats.success import (
     Comparison,
     EpisodeRecord,
     Flip,
@@ -15,8 +17,6 @@ from hylo.eval.stats import (
     summarize_by_task,
     wilson_interval,
 )
-from hylo.eval.store import EpisodeRow, EvalLog, RunInfo, list_runs
-from hylo.eval.writer import RunAborted
 
 __all__ = [
     "Comparison",

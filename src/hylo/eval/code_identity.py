@@ -38,9 +38,9 @@ from hylo.agents.registry import AGENT_REGISTRY, agent_factory
 from hylo.core.digest import state_digest
 from hylo.core.errors import HyloError, shown
 from hylo.eval.content_hash import TreeTooLarge, file_hash, tree_hash
-from hylo.eval.rows import RunInfo
 from hylo.eval.source_closure import ClosureTooLarge, closure_of
-from hylo.eval.store import list_runs
+from hylo.evallog.rows import RunInfo
+from hylo.evallog.store import list_runs
 from hylo.graph.agent_nodes import reason_agents
 
 if TYPE_CHECKING:

@@ -25,16 +25,16 @@ from hylo.envs.benchmark import Benchmark, BenchmarkOptionError
 from hylo.envs.gym_adapter import NamespaceRefused
 from hylo.envs.registry import get_benchmark
 from hylo.eval.code_identity import CodeIdentity, CodeIdentityError, run_code
-from hylo.eval.logdir import ReservedRunId, check_run_id
-from hylo.eval.placement import PanelDriver
 from hylo.eval.protocols import Protocol, ProtocolError, get_protocol, registered_protocols
-from hylo.eval.provenance import package_versions_of
 from hylo.eval.spec import EvalSpec, check_run_size
+from hylo.evallog.logdir import ReservedRunId, check_run_id
+from hylo.evallog.provenance import package_versions_of
 from hylo.graph.agent_nodes import vet_agents
 from hylo.graph.compile import GraphInvalid, Plan, compile_graph
 from hylo.graph.model import Graph
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.budget import resolve_step_budget
+from hylo.panels.placement import PanelDriver
 
 
 class EvalError(HyloError):

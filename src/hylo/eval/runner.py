@@ -29,18 +29,18 @@ from hylo.eval.batching.local_host import LocalPolicyHost
 from hylo.eval.code_identity import CodeIdentity, changes_text, diff_code, live_code
 from hylo.eval.episode_plan import EpisodePlan
 from hylo.eval.limits import EpisodeLimits, task_limits
-from hylo.eval.logdir import FILENAME, check_log_dir
 from hylo.eval.pool import InlinePool, Pool, ProcessPool
-from hylo.eval.provenance import Background, git_commit, package_versions
-from hylo.eval.realtime_metrics import RealtimeFigures, episode_realtime, run_realtime
 from hylo.eval.resolve import EvalError, check_memory, choose_backend, code_of, make_timing, resolve, run_id_for
-from hylo.eval.rows import EpisodeRow, RunInfo, records
-from hylo.eval.run_status import RunStatus
 from hylo.eval.spec import MAX_NAME, EvalSpec
-from hylo.eval.stats import SeedClusters, Summary, seed_clusters, summarize, summarize_by_task
-from hylo.eval.store import EvalLog, RunBusy
 from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig, WorkerFailed
-from hylo.eval.writer import EvalLogWriter, RunAborted
+from hylo.evallog.logdir import FILENAME, check_log_dir
+from hylo.evallog.provenance import Background, git_commit, package_versions
+from hylo.evallog.realtime_metrics import RealtimeFigures, episode_realtime, run_realtime
+from hylo.evallog.rows import EpisodeRow, RunInfo, records
+from hylo.evallog.run_status import RunStatus
+from hylo.evallog.store import EvalLog, RunBusy
+from hylo.evallog.writer import EvalLogWriter, RunAborted
+from hylo.stats.success import SeedClusters, Summary, seed_clusters, summarize, summarize_by_task
 
 logger = logging.getLogger(__name__)
 
@@ -74,11 +74,11 @@ class EvalResult:
     summary: Summary
     per_task: dict[str, Summary] = field(default_factory=dict)
     seed_clusters: SeedClusters | None = None
-    """A run of several seeds: its episodes clustered by (task, index) (`hylo.eval.stats.seed_clusters`)."""
+    """A run of several seeds: its episodes clustered by (task, index) (`hylo.stats.success.seed_clusters`)."""
     batching: dict[str, Any] | None = None
     """A batched run's policy-host figures (`--batch`): calls, mean batch size, queue wait, host utilisation."""
     realtime: RealtimeFigures | None = None
-    """A run under realtime timing: its episodes' realtime figures pooled (`hylo.eval.realtime_metrics`)."""
+    """A run under realtime timing: its episodes' realtime figures pooled (`hylo.evallog.realtime_metrics`)."""
 
     @property
     def statuses(self) -> dict[str, int]:
@@ -215,7 +215,8 @@ def live_agent_name(agent: object) -> str:
 
 class DispatchGate(Protocol):
     """Who else decides when a run's episodes start, and when it stops handing them out: an A/B comparison, whose two
-    runs go pair by pair (`hylo.eval.ab`). The runner asks it before each start and tells it each final result."""
+    runs go pair by pair (`hylo.experiments.ab`). The runner asks it before each start and tells it each final
+    result."""
 
     @property
     def stopped(self) -> bool:

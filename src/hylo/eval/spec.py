@@ -26,7 +26,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from hylo.core.agent import MAX_CHUNK
 from hylo.core.errors import shown
 from hylo.core.types import MAX_SEED
-from hylo.eval.logdir import NAME_MAX_BYTES, is_run_name
+from hylo.evallog.logdir import NAME_MAX_BYTES, is_run_name
 from hylo.graph.model import parse_graph
 
 DIGEST_FIELDS = (
@@ -201,7 +201,7 @@ class EvalSpec(BaseModel):
     the agent is given."""
     record_rollouts: bool = False
     """`--record-dataset`: keep every episode's steps (observation features, cameras included, action, reward, done,
-    success) in the run's directory (`hylo.eval.rollouts`), for `hylo runs export RUN --format lerobot`. It renders
+    success) in the run's directory (`hylo.evallog.rollouts`), for `hylo runs export RUN --format lerobot`. It renders
     the env's cameras for an agent that takes none, and never changes what the agent is given."""
     strict: bool = False
     workers: int = 1

@@ -38,19 +38,19 @@ from hylo.envs.benchmark import Benchmark
 from hylo.envs.headless import without_cuda_devices
 from hylo.eval.batching.proxy import HostedAgent, HostEndpoint
 from hylo.eval.limits import OBSERVE, RESET, STEP, EpisodeLimits, Meter, Verdict, task_limits
-from hylo.eval.placement import PanelDriver, PlacingPanel
-from hylo.eval.recording import FrameTap, TraceBuffer, TraceEntry, serialize
 from hylo.eval.resolve import make_timing, resolve
-from hylo.eval.rollouts import RolloutTap, rollout_path
-from hylo.eval.rows import EpisodeRow
 from hylo.eval.spec import EvalSpec
-from hylo.eval.video import video_name
+from hylo.evallog.recording import FrameTap, TraceBuffer, TraceEntry, serialize
+from hylo.evallog.rollouts import RolloutTap, rollout_path
+from hylo.evallog.rows import EpisodeRow
+from hylo.evallog.video import video_name
 from hylo.graph.agent_nodes import build_agents, close_agents, graph_needs_images
 from hylo.graph.assemble import assemble_runner
 from hylo.graph.compile import Plan
 from hylo.graph.executor import NodesetCrashed
 from hylo.graph.node import Role
 from hylo.panels.benchmark import BenchmarkPanel
+from hylo.panels.placement import PanelDriver, PlacingPanel
 from hylo.panels.remote import RemotePanelError
 
 if TYPE_CHECKING:

@@ -6,8 +6,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
-from hylo.eval.run_status import RunStatus
 from hylo.eval.spec import EvalSpec
+from hylo.evallog.run_status import RunStatus
 
 
 class JobState(StrEnum):

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
-from hylo.eval.logdir import FILENAME
-from hylo.eval.run_status import RunStatus
-from hylo.eval.store import EvalLog
+from hylo.evallog.logdir import FILENAME
+from hylo.evallog.run_status import RunStatus
+from hylo.evallog.store import EvalLog
 from hylo.jobs.job import RunProgress
 
 logger = logging.getLogger(__name__)

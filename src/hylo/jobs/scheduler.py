@@ -25,9 +25,9 @@ from typing import IO
 
 from hylo.envs.headless import without_cuda_devices
 from hylo.envs.registry import get_benchmark
-from hylo.eval.logdir import JOBS_DIR, JOBS_LOCK
-from hylo.eval.run_status import RunStatus
 from hylo.eval.spec import EvalSpec
+from hylo.evallog.logdir import JOBS_DIR, JOBS_LOCK
+from hylo.evallog.run_status import RunStatus
 from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
 from hylo.jobs.job import Job, JobState, JobStatus
 from hylo.jobs.memory import JobCgroups, MemoryLimit, exceeded_message

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from hylo.core.errors import HyloError
-from hylo.eval.logdir import JOBS_DB
 from hylo.eval.spec import EvalSpec
+from hylo.evallog.logdir import JOBS_DB
 from hylo.jobs.job import Job, JobState, Resources
 
 FILENAME = JOBS_DB

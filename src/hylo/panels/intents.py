@@ -1,4 +1,4 @@
-"""Carrying out a panel's intent: the one function the batch runner (`hylo.eval.placement`) and an interactive
+"""Carrying out a panel's intent: the one function the batch runner (`hylo.panels.placement`) and an interactive
 session (`hylo.sessions`) both call with a hook's answer.
 
 A hook never does anything itself; its answer names a `SideEffect`. `carry_out` reads it and hands it to the

@@ -23,15 +23,14 @@ from hylo.confined import confined_file
 from hylo.core.errors import shown
 from hylo.core.status import EpisodeStatus
 from hylo.core.types import MAX_SEED
-from hylo.eval.ab import list_ab, read_ab
 from hylo.eval.code_identity import CodeIdentity
-from hylo.eval.logdir import GRAPHS_DIR, RunNotFound, find_run, is_run_name
-from hylo.eval.realtime_metrics import episode_realtime, realtime_figures
-from hylo.eval.report import run_timing
-from hylo.eval.rows import EpisodeRow
-from hylo.eval.stats import compare_runs, seed_clusters, summary_json
-from hylo.eval.store import EvalLog, list_runs, records
-from hylo.eval.sweep import PLOT_SVG, list_sweeps, read_sweep, sweep_plot
+from hylo.evallog.logdir import GRAPHS_DIR, RunNotFound, find_run, is_run_name
+from hylo.evallog.realtime_metrics import episode_realtime, realtime_figures
+from hylo.evallog.report import run_timing
+from hylo.evallog.rows import EpisodeRow
+from hylo.evallog.store import EvalLog, list_runs, records
+from hylo.experiments.ab import list_ab, read_ab
+from hylo.experiments.sweep import PLOT_SVG, list_sweeps, read_sweep, sweep_plot
 from hylo.graph.store import GraphStore
 from hylo.jobs.errors import JobConflict, JobRefused
 from hylo.jobs.job import JobStatus
@@ -67,6 +66,7 @@ from hylo.server.models import (
 from hylo.server.problems import NoRoute, exception_handlers
 from hylo.server.web import is_public, mount_web
 from hylo.sessions.manager import SessionManager
+from hylo.stats.success import compare_runs, seed_clusters, summary_json
 from hylo.version import __version__
 
 PREFIX = "/api/eval/v2"

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from hylo.eval.code_identity import CodeChanges, code_changes
-from hylo.eval.rows import RunInfo
+from hylo.evallog.rows import RunInfo
 
 MEMO_RUNS = 256
 """How many runs' answers are kept (the least recently asked for is dropped first)."""

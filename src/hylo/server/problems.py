@@ -17,9 +17,9 @@ from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
 from hylo.core.errors import HyloError, shown
-from hylo.eval.ab import ABNotFound
-from hylo.eval.logdir import RunNotFound
-from hylo.eval.sweep import SweepNotFound
+from hylo.evallog.logdir import RunNotFound
+from hylo.experiments.ab import ABNotFound
+from hylo.experiments.sweep import SweepNotFound
 from hylo.graph.compile import GraphInvalid
 from hylo.graph.model import GraphFormatError
 from hylo.graph.store import GraphNameError, GraphNotFound, GraphReadOnly, GraphTooLarge

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from hylo.core.status import EpisodeStatus as S
-from hylo.eval.reasons import reason_groups
-from hylo.eval.rows import EpisodeRow, RunHealth
-from hylo.eval.run_list import agent_text, listed, status_style, status_text
-from hylo.eval.run_status import RunStatus
-from hylo.eval.stats import wilson_interval
-from hylo.eval.store import EvalLog, list_runs
+from hylo.evallog.reasons import reason_groups
+from hylo.evallog.rows import EpisodeRow, RunHealth
+from hylo.evallog.run_list import agent_text, listed, status_style, status_text
+from hylo.evallog.run_status import RunStatus
+from hylo.evallog.store import EvalLog, list_runs
+from hylo.stats.success import wilson_interval
 
 
 def _row(index: int, status: S, *, attempt: int = 1, reason: str = "", detail: str | None = None,

@@ -19,7 +19,7 @@ import pytest
 
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
-from hylo.eval.logdir import (
+from hylo.evallog.logdir import (
     FILENAME,
     GRAPHS_DIR,
     JOBS_DB,
@@ -33,8 +33,8 @@ from hylo.eval.logdir import (
     delete_run,
     find_run,
 )
-from hylo.eval.stats import summary_json
-from hylo.eval.store import EpisodeRow, EvalLog, list_runs, records
+from hylo.evallog.store import EpisodeRow, EvalLog, list_runs, records
+from hylo.stats.success import summary_json
 
 SPEC: dict[str, Any] = {"benchmark": "babyai", "agent": "random", "episodes": 2, "tasks": ["GoToLocal", "Open"]}
 VERSIONS = {"hylo": "0.1.0", "python": "3.11"}
@@ -309,7 +309,7 @@ _DIE_WITH_LOG_OPEN = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from hylo.eval.store import EpisodeRow, EvalLog
+    from hylo.evallog.store import EpisodeRow, EvalLog
     from hylo.core.status import EpisodeStatus
     log = EvalLog.create(Path(sys.argv[1]), run_id="dead", benchmark="babyai", split="default", agent="random",
                          digest="d", spec={}, n_planned=3, versions={})

@@ -1,6 +1,6 @@
 """How many episodes an A/B comparison needs, for three ways of comparing: the paired exact McNemar test (A and B on
 the same episode keys), the unpaired two-proportion z-test (independent episodes), and the sequential paired test of
-`hylo.eval.sequential` (looked at after every pair). The first two are computed exactly, the third by simulation."""
+`hylo.stats.sequential` (looked at after every pair). The first two are computed exactly, the third by simulation."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hylo.eval.sequential import pair_probabilities, simulate
+from hylo.stats.sequential import pair_probabilities, simulate
 
 _NORMAL = NormalDist()
 

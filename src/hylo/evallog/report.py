@@ -10,11 +10,11 @@ from rich.table import Table
 from rich.text import Text
 
 from hylo.core.status import EpisodeStatus
-from hylo.eval.realtime_metrics import PERCENTILES, RealtimeFigures
-from hylo.eval.reasons import reason_groups
-from hylo.eval.rows import EpisodeRow, RunInfo
-from hylo.eval.stats import Comparison, NoPairs, SeedClusters, Summary
-from hylo.eval.table_fit import add_name_column, add_number_column, compact_table, print_fitting
+from hylo.evallog.realtime_metrics import PERCENTILES, RealtimeFigures
+from hylo.evallog.reasons import reason_groups
+from hylo.evallog.rows import EpisodeRow, RunInfo
+from hylo.evallog.table_fit import add_name_column, add_number_column, compact_table, print_fitting
+from hylo.stats.success import Comparison, NoPairs, SeedClusters, Summary
 
 
 def _rate(value: float | None) -> str:

@@ -1,4 +1,4 @@
-"""Tests for hylo.eval.video: mp4 writing with PyAV, padding, size checks, safe names."""
+"""Tests for hylo.evallog.video: mp4 writing with PyAV, padding, size checks, safe names."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import av.logging
 import numpy as np
 import pytest
 
-from hylo.eval import video as video_mod
-from hylo.eval.video import VideoWriter, video_name
+from hylo.evallog import video as video_mod
+from hylo.evallog.video import VideoWriter, video_name
 
 COLOUR = (200, 30, 60)
 

@@ -11,7 +11,7 @@ import pytest
 
 from hylo.cli import main
 from hylo.eval import evaluate
-from hylo.eval.planning import (
+from hylo.stats.planning import (
     detectable_difference,
     mcnemar_pairs,
     mcnemar_power,
@@ -19,8 +19,8 @@ from hylo.eval.planning import (
     two_proportion_per_side,
     two_proportion_power,
 )
-from hylo.eval.sequential import pair_probabilities, simulate
-from hylo.eval.stats import mcnemar_exact
+from hylo.stats.sequential import pair_probabilities, simulate
+from hylo.stats.success import mcnemar_exact
 
 ALPHA = 0.05
 RUNS = 3000

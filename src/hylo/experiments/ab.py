@@ -5,7 +5,7 @@ The two sides are two resumable runs of the comparison's own, `<ab id>-a` and `<
 `hylo eval` makes them), run side by side and held pair by pair: episode key i starts on a side only once every key up
 to i − W has finished on both (W the workers per side), so both sides of a pair run before the pairs after them. Keys go
 task by task within an index (index 0 of every task, then index 1, ...), so a comparison stopped early covers every
-task. The test (`hylo.eval.sequential`) takes the pairs in key order, whatever order they finish in, so its decision
+task. The test (`hylo.stats.sequential`) takes the pairs in key order, whatever order they finish in, so its decision
 does not depend on the worker count. When it decides, or `max_pairs` pairs are in, no more episodes start; those running
 finish and are committed. The A/B record (`<log dir>/ab/<ab id>.json`) keeps the decision, the pairs it used, the
 difference with its confidence sequence, the flips and the path of the statistic. Re-running the same command resumes
@@ -32,14 +32,14 @@ from typing import Any
 
 from hylo.confined import confined_file
 from hylo.core.errors import HyloError
-from hylo.eval.logdir import AB_DIR, FILENAME, records_oldest_first
 from hylo.eval.resolve import plan_run, resolve
-from hylo.eval.rows import EpisodeRow
 from hylo.eval.runner import EvalResult, Evaluation
-from hylo.eval.sequential import PairedSequentialTest
 from hylo.eval.spec import EvalSpec
-from hylo.eval.store import EvalLog
 from hylo.eval.worker import EpisodeJob
+from hylo.evallog.logdir import AB_DIR, FILENAME, records_oldest_first
+from hylo.evallog.rows import EpisodeRow
+from hylo.evallog.store import EvalLog
+from hylo.stats.sequential import PairedSequentialTest
 
 SIDES = ("a", "b")
 AB_ID = re.compile(r"ab-[0-9a-f]{12}")

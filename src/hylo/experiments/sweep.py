@@ -30,13 +30,13 @@ from typing import Any
 from hylo.confined import confined_file
 from hylo.core.errors import HyloError
 from hylo.core.timing import check_horizon
-from hylo.eval.logdir import FILENAME, SWEEPS_DIR, records_oldest_first
 from hylo.eval.resolve import declared_chunking, make_timing, plan_run, resolve
-from hylo.eval.rows import EpisodeRow, records
 from hylo.eval.runner import EvalResult, Evaluation
 from hylo.eval.spec import MAX_STEPS, EvalSpec
-from hylo.eval.stats import NoPairs, compare_runs, summarize
-from hylo.eval.store import EvalLog
+from hylo.evallog.logdir import FILENAME, SWEEPS_DIR, records_oldest_first
+from hylo.evallog.rows import EpisodeRow, records
+from hylo.evallog.store import EvalLog
+from hylo.stats.success import NoPairs, compare_runs, summarize
 
 SWEEP_ID = re.compile(r"sweep-[0-9a-f]{12}")
 """What a sweep id looks like: `sweep-` and 12 hex digits (`sweep_id`)."""
@@ -312,7 +312,7 @@ def run_sweep(
     }
     directory = base.log_path.resolve() / SWEEPS_DIR / identity
     directory.mkdir(parents=True, exist_ok=True)
-    from hylo.eval.sweep_plot import write_plots  # matplotlib: imported only when a sweep is drawn
+    from hylo.experiments.sweep_plot import write_plots  # matplotlib: imported only when a sweep is drawn
 
     write_plots(record, directory / PLOT_PNG, directory / PLOT_SVG)
     _write_json(directory / RECORD, record)

@@ -18,7 +18,7 @@ import hylo.core.kernel as kernel_module
 from hylo.core import EventBus, JsonlRecorder, Kernel, MemoryRecorder, TaskInstance, parse_event
 from hylo.core.events import ActionEvent, AgentDecisionEvent, ObservationEvent, SignalEvent, StepResultEvent
 from hylo.envs import GridGoal, GridGoalExpert, PointReach, PointReachExpert
-from hylo.eval.recording import TraceBuffer, serialize
+from hylo.evallog.recording import TraceBuffer, serialize
 
 
 @pytest.fixture

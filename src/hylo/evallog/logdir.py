@@ -1,7 +1,7 @@
 """A log dir's layout: one directory per run (holding its EvalLog, `FILENAME`) beside the files the log dir keeps
 for itself (the job queue, the saved graphs), whose names are never a run id; and finding its runs by name.
 
-Apart from the EvalLog (`hylo.eval.store`) because the job queue, the server and the CLI check these names and paths
+Apart from the EvalLog (`hylo.evallog.store`) because the job queue, the server and the CLI check these names and paths
 without reading a run.
 """
 
@@ -30,9 +30,9 @@ JOBS_LOCK = "jobs.lock"
 GRAPHS_DIR = "graphs"
 """The graphs `hylo serve` saves."""
 AB_DIR = "ab"
-"""The A/B comparisons' records (`hylo.eval.ab`), `ab/<ab id>.json`."""
+"""The A/B comparisons' records (`hylo.experiments.ab`), `ab/<ab id>.json`."""
 SWEEPS_DIR = "sweeps"
-"""The latency sweeps' records and plots (`hylo.eval.sweep`), `sweeps/<sweep id>/`."""
+"""The latency sweeps' records and plots (`hylo.experiments.sweep`), `sweeps/<sweep id>/`."""
 _SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 NAME_MAX_BYTES = 255
 """The longest file name most file systems hold, in bytes of UTF-8: a run id names a directory."""

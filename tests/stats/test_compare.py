@@ -16,7 +16,7 @@ import pytest
 
 from hylo.cli import main
 from hylo.core.status import EpisodeStatus
-from hylo.eval.store import EpisodeRow, EvalLog
+from hylo.evallog.store import EpisodeRow, EvalLog
 from hylo.jobs import JobScheduler
 from hylo.server import create_app
 

@@ -13,14 +13,14 @@ import pytest
 
 from hylo.cli import main
 from hylo.core.status import EpisodeStatus
-from hylo.eval.realtime_metrics import (
+from hylo.evallog.realtime_metrics import (
     percentile,
     realtime_figures,
     realtime_record,
     row_record,
     run_realtime,
 )
-from hylo.eval.store import EpisodeRow, EvalLog
+from hylo.evallog.store import EpisodeRow, EvalLog
 
 
 def realtime(

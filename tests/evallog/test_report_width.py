@@ -12,11 +12,11 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from hylo.core.status import EpisodeStatus as S
-from hylo.eval.report import print_comparison, print_summary, realtime_table
-from hylo.eval.rows import RunInfo
-from hylo.eval.run_list import print_runs
-from hylo.eval.run_status import RunStatus
-from hylo.eval.stats import EpisodeRecord, compare_runs, summarize, summarize_by_task
+from hylo.evallog.report import print_comparison, print_summary, realtime_table
+from hylo.evallog.rows import RunInfo
+from hylo.evallog.run_list import print_runs
+from hylo.evallog.run_status import RunStatus
+from hylo.stats.success import EpisodeRecord, compare_runs, summarize, summarize_by_task
 
 WIDTHS = (80, 100, 120)
 LONG_TASK = "LIVING_ROOM_SCENE1_put_the_black_bowl_on_the_plate_and_the_cream_cheese_in_the_basket"
@@ -145,7 +145,7 @@ def test_the_run_list_has_a_header_and_keeps_ids_rates_and_arguments_whole(width
 
 
 def test_the_realtime_table_fits_eighty_columns():
-    from hylo.eval.realtime_metrics import RealtimeFigures
+    from hylo.evallog.realtime_metrics import RealtimeFigures
 
     figures = RealtimeFigures(episodes=12, acts=3456, sim_time_s=123.45, latency_s={"p50": 0.0123, "p95": 0.0456,
         "p99": 0.0789}, virtual_latency_s={"p50": 0.00012, "p95": 0.00034, "p99": 0.00056}, control_rate_hz=9.87,

@@ -1,4 +1,4 @@
-"""Recorded rollouts (`hylo.eval.rollouts`): every step kept exactly, the recording never changing the episode nor
+"""Recorded rollouts (`hylo.evallog.rollouts`): every step kept exactly, the recording never changing the episode nor
 what the agent sees, a failed recording never ending the episode."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import hylo
 from hylo.core.types import TaskInstance
 from hylo.envs.gym_adapter import GymEnvironment
 from hylo.eval import EvalLog
-from hylo.eval.recording import FrameSource, FrameTap
-from hylo.eval.rollouts import Rollout, RolloutTap, rollout_path
-from hylo.eval.video import VideoWriter
+from hylo.evallog.recording import FrameSource, FrameTap
+from hylo.evallog.rollouts import Rollout, RolloutTap, rollout_path
+from hylo.evallog.video import VideoWriter
 
 PUSHT = "gym_pusht/PushT-v0"
 TASK = TaskInstance("gym:gym_pusht/PushT-v0", "pusht-v0", 0, base_seed=3)

@@ -1,7 +1,7 @@
 """What the EvalLog stores and gives back: one row per episode attempt (`EpisodeRow`) and the run's row with its
 progress (`RunInfo`).
 
-Apart from the EvalLog's SQLite (`hylo.eval.store`) because workers make rows, and reports read them, without a
+Apart from the EvalLog's SQLite (`hylo.evallog.store`) because workers make rows, and reports read them, without a
 database.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.core.types import TaskInstance
-from hylo.eval.run_status import RunStatus
-from hylo.eval.stats import EpisodeRecord, wilson_interval
+from hylo.evallog.run_status import RunStatus
+from hylo.stats.success import EpisodeRecord, wilson_interval
 
 WALL_TIME_METRICS = ("wall_s",)
 """The metrics that are wall time, which no run repeats (the measured `realtime.latency_s` too)."""

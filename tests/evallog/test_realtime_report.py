@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from hylo.cli import main
-from hylo.eval.realtime_metrics import realtime_figures
-from hylo.eval.store import EvalLog
+from hylo.evallog.realtime_metrics import realtime_figures
+from hylo.evallog.store import EvalLog
 
 LATENCY_S = 0.02
 DT = 0.0125  # Meta-World's control period: 80 Hz

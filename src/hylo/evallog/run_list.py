@@ -17,9 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from hylo.core.status import EpisodeStatus
-from hylo.eval.rows import RunHealth, RunInfo
-from hylo.eval.run_status import RunStatus
-from hylo.eval.table_fit import add_name_column, add_number_column, compact_table, print_fitting
+from hylo.evallog.rows import RunHealth, RunInfo
+from hylo.evallog.run_status import RunStatus
+from hylo.evallog.table_fit import add_name_column, add_number_column, compact_table, print_fitting
 
 _PLAIN = re.compile(r"[\w./:@+-]+")
 
@@ -127,7 +127,7 @@ def _blocks(runs: Sequence[RunInfo]) -> Table:
 
 
 def runs_layouts(runs: Sequence[RunInfo]) -> list[list[RenderableType]]:
-    """The run list's layouts, widest first (`hylo.eval.table_fit`)."""
+    """The run list's layouts, widest first (`hylo.evallog.table_fit`)."""
     layouts: list[list[RenderableType]] = [[_table(runs, stacked=level)] for level in (0, 1, 2)]
     return [*layouts, [_blocks(runs)]]
 

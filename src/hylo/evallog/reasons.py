@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hylo.core.status import EpisodeStatus
-from hylo.eval.rows import EpisodeRow
+from hylo.evallog.rows import EpisodeRow
 
 ORDER = (EpisodeStatus.ERROR, EpisodeStatus.INFRA_INVALID, EpisodeStatus.SAFETY_ABORT, EpisodeStatus.FAILURE)
 """The statuses whose reasons are listed, those a user acts on first."""

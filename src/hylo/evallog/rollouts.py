@@ -31,7 +31,7 @@ import numpy as np
 from hylo.core.environment import Environment, EnvWrapper
 from hylo.core.features import FeatureSource, default_feature_names, resolve_features
 from hylo.core.types import Action, EnvSpec, Observation, StepResult, TaskInstance
-from hylo.eval.video import VideoWriter, file_stem, read_frames
+from hylo.evallog.video import VideoWriter, file_stem, read_frames
 
 ROLLOUTS_DIR = "rollouts"
 META_FILE = "rollout.json"

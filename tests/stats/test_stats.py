@@ -1,4 +1,4 @@
-"""Tests for hylo.eval.stats: Wilson intervals, summaries with abstentions, exact McNemar, paired comparisons."""
+"""Tests for hylo.stats.success: Wilson intervals, summaries with abstentions, exact McNemar, paired comparisons."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from scipy.stats import binomtest
 
 from hylo.core.status import EpisodeStatus
-from hylo.eval.stats import (
+from hylo.stats.success import (
     Comparison,
     EpisodeRecord,
     Flip,

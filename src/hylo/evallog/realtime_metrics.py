@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hylo.eval.rows import EpisodeRow
+from hylo.evallog.rows import EpisodeRow
 
 KEY = "realtime"
 """The key of an episode's `metrics` that holds its realtime record."""

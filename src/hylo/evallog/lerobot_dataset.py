@@ -1,6 +1,6 @@
 """A run's recorded rollouts written as a LeRobotDataset (v3), the format LeRobot's policies train on.
 
-`export_dataset(run_dir, out)` writes each final episode of the run that kept a rollout (`hylo.eval.rollouts`,
+`export_dataset(run_dir, out)` writes each final episode of the run that kept a rollout (`hylo.evallog.rollouts`,
 recorded with `--record-dataset`), optionally only those of some statuses: cameras as video, the observation's
 vectors, `action`, `next.reward`, `next.done`, `next.success` and the task text, at the env's control rate. Each
 episode's row of the dataset's episode metadata carries hylo's record of it: `hylo.run_id`, `hylo.episode_id`,
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from hylo.core.errors import HyloError
-from hylo.eval.rollouts import Feature, Rollout, rollout_path
-from hylo.eval.rows import EpisodeRow
-from hylo.eval.store import EvalLog
+from hylo.evallog.rollouts import Feature, Rollout, rollout_path
+from hylo.evallog.rows import EpisodeRow
+from hylo.evallog.store import EvalLog
 
 INSTALL_HINT = "pip install 'hylo[lerobot]' (Python >= 3.12)"
 EPISODE_COLUMNS = ("run_id", "episode_id", "attempt", "status", "reason", "seed")

@@ -2,8 +2,8 @@
 
 Each finished episode is committed in one transaction with its trace, so a run killed at any moment keeps every
 episode it finished and none it did not; re-running resumes exactly the missing ones. The schema is in
-docs/evallog.md. The rows it stores are `hylo.eval.rows` (importable from here too); the log dir that holds one
-directory per run, `hylo.eval.logdir`.
+docs/evallog.md. The rows it stores are `hylo.evallog.rows` (importable from here too); the log dir that holds one
+directory per run, `hylo.evallog.logdir`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any
 
 from hylo.core.errors import HyloError
 from hylo.core.status import EpisodeStatus
-from hylo.eval.logdir import FILENAME, RunNotFound, check_run_id, run_dirs
-from hylo.eval.realtime_metrics import RealtimeRecord, realtime_record
-from hylo.eval.rows import EpisodeRow, RunInfo, records
-from hylo.eval.run_status import RunStatus
-from hylo.eval.stats import Returns, Tally
+from hylo.evallog.logdir import FILENAME, RunNotFound, check_run_id, run_dirs
+from hylo.evallog.realtime_metrics import RealtimeRecord, realtime_record
+from hylo.evallog.rows import EpisodeRow, RunInfo, records
+from hylo.evallog.run_status import RunStatus
+from hylo.stats.success import Returns, Tally
 
 __all__ = ["SCHEMA_VERSION", "TRACE_ENCODING", "EpisodeRow", "EvalLog", "RunBusy", "RunInfo", "list_runs", "records"]
 
@@ -298,7 +298,7 @@ class EvalLog:
     def tallies(self) -> dict[str, Tally]:
         """Task → the tally of its final episodes (count per status, total steps, the returns of the scored ones,
         how many ran without a success signal), tasks in `final_episodes` order: what a summary needs
-        (`hylo.eval.stats.summary_json(tallies=...)`), counted in SQL."""
+        (`hylo.stats.success.summary_json(tallies=...)`), counted in SQL."""
         scored = ", ".join(f"'{status.value}'" for status in EpisodeStatus if status.scored)
         ret = f"(CASE WHEN status IN ({scored}) AND json_valid(metrics) THEN json_extract(metrics, '$.return') END)"
         query = (
@@ -314,7 +314,7 @@ class EvalLog:
 
     def realtime_records(self) -> list[RealtimeRecord]:
         """The realtime record (`metrics.realtime`) of each final episode that has one, in `final_episodes` order:
-        what `hylo.eval.realtime_metrics.realtime_figures` pools, read without the rest of the rows."""
+        what `hylo.evallog.realtime_metrics.realtime_figures` pools, read without the rest of the rows."""
         realtime = "json_extract(metrics, '$.realtime')"
         query = (  # json_quote keeps an object's JSON text and quotes a bare string, so every value parses back
             f"SELECT episode_id, reason, json_quote({realtime}) FROM episodes e "

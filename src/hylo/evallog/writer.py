@@ -7,8 +7,8 @@ import threading
 from collections.abc import Sequence
 
 from hylo.core.errors import HyloError
-from hylo.eval.recording import TraceEntry, serialize
-from hylo.eval.store import EpisodeRow, EvalLog
+from hylo.evallog.recording import TraceEntry, serialize
+from hylo.evallog.store import EpisodeRow, EvalLog
 
 
 class RunAborted(HyloError):

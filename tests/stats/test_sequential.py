@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from hylo.eval.sequential import (
+from hylo.stats.sequential import (
     PairedSequentialTest,
     confidence_interval,
     decide,
@@ -19,7 +19,7 @@ from hylo.eval.sequential import (
     pair_probabilities,
     simulate,
 )
-from hylo.eval.stats import wilson_interval
+from hylo.stats.success import wilson_interval
 
 ALPHA = 0.05
 

@@ -17,7 +17,7 @@ from hylo.core.events import TEMPLATES, BaseEvent, Record, defaults
 from hylo.core.imageless import spec_without_images, without_images
 from hylo.core.jsonable import jsonable
 from hylo.core.types import Action, EnvSpec, Observation, StepResult, TaskInstance
-from hylo.eval.video import VideoWriter
+from hylo.evallog.video import VideoWriter
 
 TraceEntry = Record | dict[str, Any]
 """One event of a buffered trace: the bus's record of it (the loop's own events), or its field dict."""

@@ -13,11 +13,10 @@ import pytest
 from hylo.cli import main
 from hylo.envs.metaworld import MetaWorldExpert
 from hylo.eval import EvalLog
-from hylo.eval.logdir import find_run
-from hylo.eval.rows import records
 from hylo.eval.spec import EvalSpec
-from hylo.eval.stats import compare_runs, wilson_interval
-from hylo.eval.sweep import (
+from hylo.evallog.logdir import find_run
+from hylo.evallog.rows import records
+from hylo.experiments.sweep import (
     GridPoint,
     SweepError,
     SweepNotFound,
@@ -31,6 +30,7 @@ from hylo.eval.sweep import (
     runs_id,
     sweep_id,
 )
+from hylo.stats.success import compare_runs, wilson_interval
 
 TASK = "reach-v3"
 

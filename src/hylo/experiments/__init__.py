@@ -1,0 +1,1 @@
+"""Experiment designs built on evaluations: A/B comparisons and latency sweeps."""

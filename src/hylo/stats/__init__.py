@@ -1,0 +1,1 @@
+"""Statistics over episode outcomes: intervals, summaries, paired tests, sequential tests and planning."""
