@@ -67,8 +67,7 @@ def loops(episodes: int) -> dict[str, Callable[[], int]]:
         env = bench.make_env()
         kernel = Kernel(env, bench.expert(), max_steps=budget, bus=EventBus("breakdown"), auto_episode_reset=False)
         driver = PanelDriver(BenchmarkPanel(bench), kernel)
-        steps = sum(kernel.run(driver.place(t.split, t.task, t.index, t.base_seed)).steps for t in tasks)
-        driver.close()
+        steps = sum(kernel.run(driver.place(task)).steps for task in tasks)
         env.close()
         return steps
 
@@ -106,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             loop()  # warm up
         for _ in range(args.repeats):
             for name, loop in variants.items():
-                samples[name].append(eval_overhead.measure(loop))
+                samples[name].append(eval_overhead.measure(loop)[0])  # steps per second
     raw = statistics.median(samples["raw"])
     figures = {
         name: {"steps_per_s": statistics.median(v), "ratio": statistics.median(v) / raw} for name, v in samples.items()

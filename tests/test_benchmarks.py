@@ -48,9 +48,17 @@ def test_eval_overhead_prints_one_json_object_with_both_benchmarks():
     figures = json.loads(result.stdout)
     assert set(figures) == {"babyai", "metaworld"}
     for name, row in figures.items():
-        assert set(row) == {"bare_steps_per_s", "hylo_steps_per_s", "ratio"}, name
+        assert set(row) == {
+            "bare_steps_per_s",
+            "hylo_steps_per_s",
+            "ratio",
+            "bare_cpu_ms_per_1k",
+            "loop_thread_cpu_ms_per_1k",
+            "process_cpu_ms_per_1k",
+        }, name
         assert row["bare_steps_per_s"] > 0 and row["hylo_steps_per_s"] > 0
         assert abs(row["ratio"] - row["hylo_steps_per_s"] / row["bare_steps_per_s"]) < 1e-9
+        assert 0 < row["loop_thread_cpu_ms_per_1k"] <= row["process_cpu_ms_per_1k"], name
 
 
 def test_eval_breakdown_prints_every_layer_with_its_ratio_to_the_raw_loop():

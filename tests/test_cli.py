@@ -196,6 +196,32 @@ def test_serve_does_not_put_the_current_directory_on_the_import_path(tmp_path, m
     assert seen and str(tmp_path) not in seen and "" not in seen
 
 
+# -- the command table -------------------------------------------------------------------------------------------------
+
+
+def test_every_command_is_in_the_table_and_added_by_the_module_that_runs_it():
+    import argparse
+
+    from hylo.cli import COMMANDS, build_parser
+    from hylo.cli.arguments import Parser
+
+    parser = build_parser()
+    (commands,) = (action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    assert list(commands.choices) == list(COMMANDS)  # `hylo --help` lists them in the table's order
+    for module in set(COMMANDS.values()):
+        alone = Parser(prog="hylo").add_subparsers(dest="command", parser_class=Parser)
+        module.add_parser(alone)
+        assert set(alone.choices) == {name for name, runs in COMMANDS.items() if runs is module}, module.__name__
+
+
+def test_no_command_prints_the_help(capsys):
+    from hylo.cli import main
+
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: hylo") and "eval" in out and "bridge" in out
+
+
 # -- small commands and the width of output ---------------------------------------------------------------------------
 
 
@@ -254,7 +280,7 @@ def test_the_builtin_demos_table_keeps_every_count_whole(width):
 
     from rich.console import Console
 
-    from hylo.cli.demo import render, run_demo
+    from hylo.cli.builtin_demo import render, run_demo
 
     rows = run_demo(episodes=2)
     out = io.StringIO()

@@ -86,3 +86,17 @@ def test_every_benchmarks_action_convention_is_documented():
     ]
     for convention in conventions:
         assert convention is not None and f"`{convention.summary()}" in text, convention
+
+
+def test_the_architecture_page_names_every_command_and_every_layer() -> None:
+    import tomllib
+
+    from hylo.cli import COMMANDS
+
+    page = (DOCS / "architecture.md").read_text()
+    assert [name for name in COMMANDS if f"`{name}`" not in page] == []
+    contracts = tomllib.loads((DOCS.parent / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["type"] == "layers")
+    diagram = page.split("```")[1]
+    assert [layer for layer in layers if not any(line.startswith(layer + " ") for line in diagram.splitlines())] == []
+    assert "§" not in page

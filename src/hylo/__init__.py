@@ -15,7 +15,7 @@ __all__ = ["EvalResult", "EvalSpec", "__version__", "evaluate"]
 def __getattr__(name: str) -> Any:
     # `hylo.evaluate` without importing the evaluation stack on `import hylo` (the CLI's --version stays instant)
     if name in ("evaluate", "EvalSpec", "EvalResult"):
-        import hylo.eval
+        import hylo.eval  # start-up time: `import hylo` stays light
 
         return getattr(hylo.eval, name)
     raise AttributeError(f"module 'hylo' has no attribute {name!r}")

@@ -68,3 +68,19 @@ def test_progress_critic_stays_silent_while_the_expert_progresses():
     outcome = Kernel(PointReach(), agent).run(TaskInstance("builtin", "point_reach", 2))
     assert outcome.success
     assert agent.recoveries == 0
+
+
+def test_a_critic_passes_on_what_its_policy_declares_or_the_contracts_defaults():
+    from hylo.agents import TemporalEnsemble
+    from hylo.core.agent import AgentRequirements
+    from hylo.core.signals import ContainerSpec
+
+    class Declaring(Forward):
+        requirements = AgentRequirements(needs_images=False)
+        containers = [ContainerSpec("memory")]
+
+    for wrap in (lambda inner: CriticAgent(inner, ProgressCritic()), TemporalEnsemble):
+        plain, declaring = wrap(Forward()), wrap(Declaring())
+        assert (plain.requirements, plain.containers) == (None, ())
+        assert declaring.requirements is Declaring.requirements
+        assert declaring.containers == (ContainerSpec("memory"),)

@@ -75,7 +75,7 @@ def test_bad_arguments_are_refused_by_name() -> None:
 
 def test_it_passes_the_agent_conformance_suite_its_batch_of_one_included() -> None:
     pytest.importorskip("metaworld")
-    from hylo.core.conformance import check_agent
+    from hylo.conformance import check_agent
     from hylo.envs.metaworld import MetaWorldBenchmark
 
     benchmark = MetaWorldBenchmark()

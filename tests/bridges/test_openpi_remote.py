@@ -16,7 +16,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from hylo.bridges.openpi_remote import (
+from hylo.agents.openpi_remote import (
     DEFAULT_OBS_MAP,
     LIBERO_OBS_MAP,
     LIBERO_REPLAN_STEPS,

@@ -10,9 +10,9 @@ import gymnasium.spaces as spaces
 import msgpack
 import numpy as np
 
+from hylo.agents.vlaeval_protocol import MessageType, encode_image, pack, unpack
 from hylo.bridges.served_run import ServedRun
 from hylo.bridges.session import ServedSession
-from hylo.bridges.vlaeval_protocol import MessageType, encode_image, pack, unpack
 from hylo.bridges.vlaeval_server import AgentPool, ConnectionHandler, VlaEvalBridge
 from hylo.core.agent import AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk

@@ -26,7 +26,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 from websockets.typing import Origin
 
-from hylo.bridges import vlaeval_protocol as wire
+from hylo.agents import vlaeval_protocol as wire
 from hylo.cli import main
 
 AGENT = "vlaeval_fixtures:ExactBatchAgent"

@@ -29,7 +29,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 import hylo
-from hylo.bridges import vlaeval_protocol as wire
+from hylo.agents import vlaeval_protocol as wire
 from hylo.evallog.store import EvalLog
 
 OBS = {"images": {"front": frame(16, 16, 3, 1)}, "state": np.zeros(5), "task_description": "probe"}

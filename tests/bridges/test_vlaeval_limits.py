@@ -28,7 +28,7 @@ from vlaeval_fixtures import BridgeProcess, HeavyAgent, bridge_env, frame, refus
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from hylo.bridges import vlaeval_protocol as wire
+from hylo.agents import vlaeval_protocol as wire
 from hylo.bridges.vlaeval_server import AgentPool
 from hylo.cli import main
 

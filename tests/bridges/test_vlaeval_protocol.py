@@ -12,8 +12,8 @@ from vla_eval.protocol.messages import Message as VlaMessage
 from vla_eval.protocol.messages import MessageType as VlaType
 from vla_eval.protocol.messages import pack_message, unpack_message
 
-from hylo.bridges import vlaeval_protocol
-from hylo.bridges.vlaeval_protocol import MessageType, ProtocolError, UndecodedImage, pack, unpack
+from hylo.agents import vlaeval_protocol
+from hylo.agents.vlaeval_protocol import MessageType, ProtocolError, UndecodedImage, pack, unpack
 
 
 def image(channels: int) -> np.ndarray:

@@ -19,8 +19,8 @@ from vlaeval_fixtures import bridge_env
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import ServerConnection, serve
 
-from hylo.bridges.vlaeval_protocol import MessageType, pack, unpack
-from hylo.bridges.vlaeval_remote import RemotePolicyUnreachable, VlaEvalRemoteAgent
+from hylo.agents.vlaeval_protocol import MessageType, pack, unpack
+from hylo.agents.vlaeval_remote import RemotePolicyUnreachable, VlaEvalRemoteAgent
 from hylo.evallog.store import EvalLog
 
 HERE = Path(__file__).resolve().parent

@@ -1,4 +1,4 @@
-"""The trace bus (004 §2, §5): typed events, stamping, JSONL round trip, detaching broken subscribers."""
+"""The trace bus: typed events, stamping, JSONL round trip, detaching broken subscribers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ActionChunk and chunk execution in the Kernel (004 §2.2)."""
+"""ActionChunk and chunk execution in the Kernel."""
 
 from __future__ import annotations
 

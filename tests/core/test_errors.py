@@ -8,7 +8,7 @@ import inspect
 import pkgutil
 
 import hylo
-from hylo.core.conformance.errors import ConformanceError
+from hylo.conformance.errors import ConformanceError
 from hylo.core.errors import HyloError, HyloFailure
 from hylo.graph.executor import ExecutionStopped, NodesetCrashed
 from hylo.graph.node import NodeFailure

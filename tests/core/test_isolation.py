@@ -1,4 +1,4 @@
-"""Hard timeouts (004 §2.3): the agent runs in a child process that is killed when `act` overruns its deadline.
+"""Hard timeouts: the agent runs in a child process that is killed when `act` overruns its deadline.
 
 The agents are defined at module level: they are pickled to a spawned process.
 """

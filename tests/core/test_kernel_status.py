@@ -1,4 +1,4 @@
-"""Every way an episode can end (004 §2.1): status, reason, steps — and `Kernel.run` never raises."""
+"""Every way an episode can end: status, reason, steps — and `Kernel.run` never raises."""
 
 from __future__ import annotations
 
@@ -585,13 +585,13 @@ def test_an_outcomes_success_follows_from_its_status(status: EpisodeStatus) -> N
     assert EpisodeOutcome.ended(status, 3, "why") == outcome
 
 
-def test_an_outcome_built_the_older_way_with_success_is_the_same_outcome() -> None:
-    older = EpisodeOutcome(EpisodeStatus.FAILURE, False, 4, "max_steps", metrics={"return": 1.0})
-    keyword = EpisodeOutcome(status=EpisodeStatus.FAILURE, success=False, steps=4, reason="max_steps",
-                             metrics={"return": 1.0})  # fmt: skip
-    assert older == keyword == EpisodeOutcome(EpisodeStatus.FAILURE, 4, "max_steps", metrics={"return": 1.0})
-    with pytest.raises(ValueError, match="contradicts"):
-        EpisodeOutcome(EpisodeStatus.ERROR, True, 0, "agent raised")
+def test_an_outcome_built_by_position_or_by_keyword_is_the_same_outcome() -> None:
+    positional = EpisodeOutcome(EpisodeStatus.FAILURE, 4, "max_steps", 0, None, {"return": 1.0})
+    keyword = EpisodeOutcome(status=EpisodeStatus.FAILURE, steps=4, reason="max_steps", metrics={"return": 1.0})
+    assert positional == keyword == EpisodeOutcome(EpisodeStatus.FAILURE, 4, "max_steps", metrics={"return": 1.0})
+    assert keyword.success is False
+    with pytest.raises(TypeError):  # `success` follows from the status: it is not given, so it cannot contradict it
+        EpisodeOutcome(EpisodeStatus.ERROR, 0, "agent raised", success=True)  # type: ignore[call-arg]
 
 
 class SizedByTask(NullEnv):

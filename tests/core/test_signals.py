@@ -1,4 +1,4 @@
-"""Lifecycle signals and state containers (000 §2): each lifetime is cleared by its own signal, and only by it."""
+"""Lifecycle signals and state containers: each lifetime is cleared by its own signal, and only by it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Timing modes (004 §2.2–2.3): sync, realtime on the virtual clock, realtime on the wall clock."""
+"""Timing modes: sync, realtime on the virtual clock, realtime on the wall clock."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import threading
 import time
@@ -11,6 +12,7 @@ from typing import Any
 import gymnasium.spaces as spaces
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from hylo.core import (
     ActionChunk,
@@ -29,6 +31,20 @@ from hylo.core import (
     StepResult,
     SyncTiming,
     TaskInstance,
+)
+from hylo.core.agent import MAX_CHUNK
+from hylo.core.latency import FixedLatency, LognormalLatency
+from hylo.core.timing import (
+    CHUNKED_OPTIONS,
+    MAX_HORIZON,
+    ChunkedTiming,
+    Clock,
+    RefillTiming,
+    Schedule,
+    Strategy,
+    check_timing_options,
+    parse_timing,
+    timing_from,
 )
 from hylo.envs import GridGoal, GridGoalExpert, PointReach, PointReachExpert
 
@@ -428,3 +444,56 @@ def test_adaptive_refill_requests_early_enough_that_a_steady_policy_never_starve
     assert not any(holds[3:])
     assert outcome.reason == "max_steps"
     assert all(e.dropped == 3 for e in rec.of("agent.chunk"))
+
+
+# -- the timing union -----------------------------------------------------------------------------------------------
+
+
+def test_realtime_timing_makes_the_member_its_schedule_names() -> None:
+    refill, chunked = RealtimeTiming(refill_steps=2, latency_s=0.1), RealtimeTiming(schedule="chunked")
+    assert type(refill) is RefillTiming and type(chunked) is ChunkedTiming
+    assert isinstance(refill, RealtimeTiming) and isinstance(chunked, RealtimeTiming)
+    assert (refill.adaptive_refill, chunked.adaptive_refill) == (True, False)  # each schedule's default
+    assert refill == RefillTiming(refill_steps=2, latency_s=0.1) and refill.model == FixedLatency(seconds=0.1)
+    assert (chunked.schedule, chunked.clock, chunked.strategy) == (Schedule.CHUNKED, Clock.VIRTUAL, Strategy.NAIVE)
+    assert RealtimeTiming(adaptive_refill=None).adaptive_refill is True
+    assert chunked.model is None and RealtimeTiming(latency_steps=2).model == FixedLatency(steps=2)
+    with pytest.raises(ValidationError, match="frozen"):
+        refill.refill_steps = 3  # type: ignore[misc]
+
+
+def test_timing_from_builds_the_member_a_spec_names() -> None:
+    assert timing_from("sync", {}) == SyncTiming()
+    assert type(timing_from("realtime", {})) is RefillTiming
+    chunked = timing_from("realtime", {**CHUNKED_OPTIONS, "latency_steps": 2, "execution_steps": 4})
+    assert isinstance(chunked, ChunkedTiming) and chunked.nominal_latency_steps(0.1) == 2
+    lognormal = timing_from("realtime", {"latency_model": {"kind": "lognormal", "median_s": 0.05, "sigma": 0.2}})
+    assert lognormal.model == LognormalLatency(0.05, 0.2)  # type: ignore[union-attr]
+    for timing, options, reason in [
+        ("sync", {"latency_s": 0.1}, r"timing options \['latency_s'\] need --timing realtime"),
+        ("fast", {}, "unknown timing 'fast'"),
+        ("realtime", {"warp": 1}, r"unknown timing options \['warp'\]; choose from \['refill_steps'"),
+        ("realtime", {"clock": "sundial"}, r"unknown clock 'sundial'; choose one of \['virtual', 'wall'\]"),
+        ("realtime", {"ensemble_m": -1}, r"ensemble_m must be a finite number in \[0, 100\], got -1"),
+        ("realtime", {"latency_s": math.inf}, "latency_s must be a finite number of seconds"),
+        ("realtime", {"adaptive_refill": "yes"}, "adaptive_refill must be true or false, got 'yes'"),
+        ("realtime", {"max_hold_steps": 0}, "max_hold_steps must be an int >= 1"),
+    ]:
+        with pytest.raises(ValueError, match=reason) as info:
+            timing_from(timing, options)
+        assert "\n" not in str(info.value)  # one line: a refusal as the command line prints it
+
+
+def test_options_on_their_own_are_checked_without_a_schedule() -> None:
+    check_timing_options({"schedule": "chunked", "refill_steps": 2})  # a protocol or --timing completes them
+    with pytest.raises(ValueError, match=r"give one latency, got \['latency_s', 'latency_model'\]"):
+        check_timing_options({"latency_s": 0.1, "latency_model": {"kind": "empirical", "samples_s": [0.1]}})
+    with pytest.raises(ValueError, match="a latency sample must be a finite number of seconds in"):
+        check_timing_options({"latency_model": {"kind": "empirical", "samples_s": [0.1, 1e9]}})
+
+
+def test_the_timing_bounds_are_the_chunk_bound() -> None:
+    assert MAX_HORIZON == MAX_CHUNK
+    assert parse_timing("realtime") == RefillTiming() and parse_timing(None) == SyncTiming()
+    with pytest.raises(ValueError, match="unknown timing 'fast'"):
+        parse_timing("fast")

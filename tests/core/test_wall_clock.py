@@ -1,4 +1,4 @@
-"""The wall clock (004 §2.3): the agent's calls run on one worker thread, in order, never beside each other; `run`
+"""The wall clock: the agent's calls run on one worker thread, in order, never beside each other; `run`
 waits for them; a hung `act` costs its episode (and the next, while still hung) but never the run."""
 
 from __future__ import annotations

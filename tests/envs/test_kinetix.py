@@ -17,10 +17,10 @@ pytest.importorskip("kinetix")
 jax = pytest.importorskip("jax")
 
 import hylo  # noqa: E402
+from hylo.conformance import ConformanceWarning, check_environment  # noqa: E402
 from hylo.core import AgentBase, EpisodeContext, EpisodeStatus, Kernel, Observation, TaskInstance  # noqa: E402
 from hylo.core import registry as core_registry  # noqa: E402
 from hylo.core.chunk import ActionChunk  # noqa: E402
-from hylo.core.conformance import ConformanceWarning, check_environment  # noqa: E402
 from hylo.core.errors import HyloError, InvalidAction, SimulationDiverged, UnknownChoice  # noqa: E402
 from hylo.core.shield import SafetyShield  # noqa: E402
 from hylo.envs.kinetix import (  # noqa: E402

@@ -65,6 +65,20 @@ def test_splits_group_the_offline_tasks_and_the_others_are_named_with_the_comman
     assert BENCH.instruction("StackCube-v1") == "stack the red cube on top of the green cube"
 
 
+def test_every_tasks_budget_is_its_registered_max_episode_steps_known_without_the_package() -> None:
+    import mani_skill.envs  # noqa: F401  (registers the tasks)
+    from mani_skill.utils.registration import REGISTERED_ENVS
+
+    assert {task: BENCH.default_step_budget(task) for task in TASKS} == {
+        task: REGISTERED_ENVS[task].max_episode_steps for task in TASKS
+    }
+    code = "import sys; from hylo.envs.maniskill import ManiSkillBenchmark\n"
+    code += "ManiSkillBenchmark().default_step_budget('PickCube-v1')\n"
+    code += "print(sorted(m for m in ('torch', 'sapien', 'mani_skill') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.strip() == "[]"
+
+
 @pytest.mark.parametrize(
     ("task", "state", "action"),
     [

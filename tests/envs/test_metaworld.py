@@ -15,9 +15,9 @@ import pytest
 from metaworld.policies import ENV_POLICY_MAP
 
 from hylo.agents import RandomAgent
+from hylo.conformance import ConformanceWarning, check_environment
 from hylo.core import AgentBase, EpisodeContext, EpisodeOutcome, EpisodeStatus, Kernel, Observation, TaskInstance
 from hylo.core.chunk import ActionChunk
-from hylo.core.conformance import ConformanceWarning, check_environment
 from hylo.core.errors import InvalidAction
 from hylo.core.shield import SafetyShield
 from hylo.envs.benchmark import UnknownChoice

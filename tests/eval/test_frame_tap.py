@@ -10,7 +10,7 @@ import gymnasium.spaces as spaces
 import numpy as np
 import pytest
 
-from hylo.core.environment import Environment
+from hylo.core.environment import Environment, VideoCamera
 from hylo.core.types import EnvSpec, Observation, StepResult, TaskInstance
 from hylo.evallog.recording import FrameSource, FrameTap
 
@@ -19,22 +19,27 @@ TASK = TaskInstance("toy", "task", 0)
 
 class Camera(Environment):
     """A state and, while `render_images`, a 24x32 frame whose brightness is the step count; `video_frame` draws the
-    same scene at any size, and fails at step `broken_at`."""
+    same scene at any size, and fails at step `broken_at`; without `own_camera` it has no `video_camera`."""
+
+    render_images: bool = False
 
     def __init__(self, render_images: bool, own_camera: bool = True, broken_at: int | None = None) -> None:
         self.render_images = render_images
+        self.own_camera = own_camera
         self.broken_at = broken_at
         self.steps = 0
         self.video_frames = 0
         cameras = {"images": spaces.Dict({"top": spaces.Box(0, 255, (24, 32, 3), np.uint8)})} if render_images else {}
         self._spec = EnvSpec(spaces.Dict({"state": spaces.Box(-1, 1, (1,)), **cameras}), spaces.Discrete(2),
                              control_rate_hz=25.0)  # fmt: skip
-        if not own_camera:
-            self.video_frame = None  # type: ignore[method-assign,assignment]
 
     @property
     def spec(self) -> EnvSpec:
         return self._spec
+
+    @property
+    def video_camera(self) -> VideoCamera | None:
+        return self if self.own_camera else None
 
     def _obs(self) -> Observation:
         obs = Observation(state=np.array([self.steps / 10]))

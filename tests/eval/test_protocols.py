@@ -121,6 +121,11 @@ def test_an_entry_point_that_is_not_a_protocol_or_names_another_is_refused(plugi
         ({"timing": "realtime", "latency_steps": 1}, "runs on the virtual clock"),
         ({"timing": "sync", "latency_steps": 1}, "sync protocol 'p' cannot set \\['latency_steps'\\]"),
         ({"timing": "realtime", "clock": "virtual", "latency_model": {"kind": "gamma"}}, "kind must be 'lognormal'"),
+        ({"timing": "realtime", "clock": "virtual", "latency_s": 1e9}, "protocol 'p': latency_s must be a finite"),
+        (
+            {"timing": "realtime", "clock": "virtual", "latency_steps": 1, "max_hold_steps": 0},
+            "protocol 'p': max_hold_steps must be an int >= 1",
+        ),
         (
             {"timing": "realtime", "clock": "virtual", "latency_steps": 2, "execution_steps": 7, "chunk_size": 8},
             "max\\(1, d\\) <= s <= H - d",

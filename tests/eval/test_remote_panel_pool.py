@@ -67,7 +67,8 @@ def _kill(worker: EpisodeWorker, tag: str) -> psutil.Process:
     the next placement)."""
     process = _replica(tag)
     process.kill()
-    server = worker._served._servers[tag.partition("#")[0]]  # type: ignore[union-attr]
+    assert worker._parts is not None
+    server = worker._parts.executor.remote._servers[tag.partition("#")[0]]  # type: ignore[union-attr]
     deadline = time.monotonic() + 30
     while server.process.poll() is None:
         assert time.monotonic() < deadline, f"{tag} outlived SIGKILL"

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from hylo.eval.spec import DIGEST_FIELDS, TIMING_OPTIONS, EvalSpec
+from hylo.core.agent import MAX_CHUNK
+from hylo.core.timing import RefillTiming, timing_from
+from hylo.eval.spec import DIGEST_FIELDS, MAX_SECONDS, MAX_STEPS, TIMING_OPTIONS, EvalSpec
 
 BASE: dict[str, Any] = {"benchmark": "babyai", "agent": "random"}
 
@@ -207,11 +209,60 @@ def test_valid_edge_values_are_accepted() -> None:
         run_id="run_1.v-2",
         timing="realtime",
         timing_options={
-            **{option: 1 for option in ("refill_steps", "max_hold_steps", "latency_s", "clock", "adaptive_refill")},
+            **{"refill_steps": 0, "max_hold_steps": 1, "latency_s": 1, "clock": "virtual", "adaptive_refill": False},
             **{"schedule": "chunked", "execution_steps": 1, "strategy": "ensemble", "ensemble_m": 0},
         },
     )
     assert (s.episodes, s.max_steps, s.run_id) == (1, 1, "run_1.v-2")
+    bounds = {"refill_steps": MAX_STEPS, "max_hold_steps": MAX_STEPS, "latency_s": MAX_SECONDS, "ensemble_m": 100}
+    refill = spec(timing="realtime", timing_options={**bounds, "adaptive_refill": True, "strategy": "naive"})
+    assert refill.timing_options["refill_steps"] == MAX_STEPS
+
+
+# -- timing_options: the timing they make -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options, reason",
+    [
+        ({"schedule": "chunked", "refill_steps": 2}, "it takes no refill_steps and no adaptive_refill"),
+        ({"execution_steps": 2}, "add schedule='chunked'"),
+        ({"schedule": "chunked", "latency_steps": 2, "execution_steps": 1}, r"s=1 with latency d=2 steps breaks"),
+        ({"clock": "wall", "latency_steps": 1}, "the wall clock measures it"),
+        ({"latency_model": {"kind": "lognormal", "median_s": 0.05}}, r"missing \['sigma'\]"),
+        ({"latency_model": {"kind": "fixed", "steps": 1}}, "kind must be 'lognormal' or 'empirical'"),
+        ({"schedule": "warp"}, r"unknown schedule 'warp'; choose one of \['refill', 'chunked'\]"),
+        ({"execution_steps": MAX_CHUNK + 1, "schedule": "chunked"}, "execution_steps must be an int >= 1"),
+    ],
+)
+def test_realtime_options_are_refused_as_the_timing_they_make_would_be(options: dict[str, Any], reason: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        spec(timing="realtime", timing_options=options)
+    assert info.value.errors()[0]["loc"] == ("timing_options",)
+    assert re.search(reason, info.value.errors()[0]["msg"])
+    with pytest.raises(ValueError, match=reason):
+        timing_from("realtime", options)
+
+
+def test_options_completed_later_are_checked_each_on_its_own() -> None:
+    # a protocol, --timing realtime or a sweep completes them: only what no completion can mend is refused now
+    assert spec(timing_options={"schedule": "chunked", "refill_steps": 2}).timing == "sync"
+    assert spec(protocol="realtime-d2", timing_options={"execution_steps": 1}).timing_options == {"execution_steps": 1}
+    for options, reason in [
+        ({"latency_s": 0.1, "latency_steps": 1}, r"give one latency, got \['latency_s', 'latency_steps'\]"),
+        ({"strategy": "average"}, "unknown strategy 'average'"),
+        ({"max_hold_steps": 0}, "max_hold_steps must be an int >= 1"),
+    ]:
+        for changes in ({}, {"protocol": "realtime-d2"}):
+            with pytest.raises(ValidationError, match=reason):
+                spec(timing_options=options, **changes)
+
+
+def test_the_spec_digest_keeps_the_options_as_given() -> None:
+    options = {"latency_s": 0, "refill_steps": 2}
+    s = spec(timing="realtime", timing_options=options)
+    assert s.timing_options == options and s.model_dump(mode="json")["timing_options"] == options
+    assert isinstance(timing_from(s.timing, s.timing_options), RefillTiming)
 
 
 def test_defaults() -> None:

@@ -54,7 +54,7 @@ def test_values_keep_their_types_on_the_wire() -> None:
         "chunk": ActionChunk([np.array([0.5, -1.0], np.float32), np.array([1.0, 0.0], np.float32)], 1),
         "task": task,
         "step": StepResult({}, 1.5, False, True, False, {"x": np.float64(2.0)}),
-        "outcome": EpisodeOutcome(EpisodeStatus.FAILURE, False, 4, "max_steps", metrics={"return": 1.0}),
+        "outcome": EpisodeOutcome(EpisodeStatus.FAILURE, 4, "max_steps", metrics={"return": 1.0}),
         "signal": Signal.STEP_END,
         "scalars": (np.int64(7), np.bool_(True), 3),
         "other": {1, 2},
@@ -111,7 +111,7 @@ def _episodes(
             if remote is not None:
                 assert set(remote.replicas) == {f"{name}#0" for name in server}
                 # the experts have no on_step / on_signal: their server-mode proxies make no call for them
-                assert "reason" not in {live.id for live in runner._after_step + runner._signals}
+                assert "reason" not in {live.id for live in runner._schedule.after_step + runner._schedule.signals}
             for index in range(episodes):
                 outcome = runner.run(bench.task_instance(split, task, index))
                 actions = [event.action for event in recorder.of("action")]

@@ -1,5 +1,6 @@
 """The benchmark panel (001): the cascade benchmark → split → task → episode_index/seed, the intents its hooks return,
-and the PanelDriver that places episodes through it and carries `episode_reset` to a Kernel."""
+its direct placement of a planned episode (`place`), and the PanelDriver that places the batch runner's episodes
+through it and carries `episode_reset` to a Kernel."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from typing import Any
 import pytest
 
 from hylo.core import ActionChunk, AgentBase, ContainerSpec, EpisodeContext, Kernel, Observation, Signal
+from hylo.core.types import TaskInstance
 from hylo.envs import GridGoal
 from hylo.envs.babyai import LEVELS, BabyAIBenchmark
 from hylo.envs.benchmark import Benchmark, UnknownChoice
-from hylo.panels import BenchmarkPanel
-from hylo.panels.placement import PanelDriver, PlacementError
+from hylo.panels import BenchmarkPanel, PanelRefused, PanelReply, PanelState, SideEffect
+from hylo.panels.placement import PanelDriver
 
 # -- a two-split benchmark whose task lists differ ------------------------------------------------------------------
 
@@ -46,13 +48,29 @@ class TwoSplits(Benchmark):
         return self._available
 
 
-def run(coro: Any) -> dict[str, Any]:
-    result: dict[str, Any] = asyncio.run(coro)
-    return result
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def load(panel: BenchmarkPanel) -> dict[str, Any]:
+    """The panel's `on_load`, as the HTTP API shows it."""
+    state = run(panel.on_load())
+    assert isinstance(state, PanelState)
+    return state.to_json()
 
 
 def change(panel: BenchmarkPanel, name: str, value: Any) -> dict[str, Any]:
-    return run(panel.on_field_change(name, value))
+    """The answer to a field change, as the HTTP API shows it."""
+    reply = run(panel.on_field_change(name, value))
+    assert isinstance(reply, PanelReply)
+    return reply.to_json()
+
+
+def refusal(hook: Any) -> str:
+    """The message of the refusal `hook` raises."""
+    with pytest.raises(PanelRefused) as refused:
+        run(hook)
+    return str(refused.value)
 
 
 def placement(panel: BenchmarkPanel) -> tuple[str, str, int, int]:
@@ -117,7 +135,7 @@ def test_on_load_reports_status_budget_and_current_placement(babyai: BenchmarkPa
     change(babyai, "task", "PutNextLocal")
     change(babyai, "episode_index", 3)
     change(babyai, "seed", 7)
-    loaded = run(babyai.on_load())
+    loaded = load(babyai)
     assert loaded["available"] is True
     assert loaded["status"] == "ready"
     assert loaded["step_budget"] == bench.default_step_budget("PutNextLocal") == 128
@@ -133,14 +151,14 @@ def test_on_load_reports_status_budget_and_current_placement(babyai: BenchmarkPa
 
 
 def test_on_load_step_budget_follows_the_task(two: BenchmarkPanel) -> None:
-    assert run(two.on_load())["step_budget"] == 11
+    assert load(two)["step_budget"] == 11
     change(two, "task", "push")
-    assert run(two.on_load())["step_budget"] == 22
+    assert load(two)["step_budget"] == 22
 
 
 def test_on_load_reports_an_unavailable_benchmark_with_its_reason() -> None:
     panel = BenchmarkPanel(TwoSplits(available=(False, "simulator not installed")))
-    loaded = run(panel.on_load())
+    loaded = load(panel)
     assert loaded["available"] is False
     assert loaded["status"] == "simulator not installed"
 
@@ -197,7 +215,7 @@ def test_split_change_resets_a_task_the_new_split_lacks(two: BenchmarkPanel) -> 
     assert result["side_effect"] == "signal"
     assert placement(two)[:2] == ("test", "lift")  # the new split's first task
     assert result["signal_payload"]["episode_id"] == "twosplits/test/lift/0000@s0"
-    assert run(two.on_load())["step_budget"] == BUDGETS["lift"]
+    assert load(two)["step_budget"] == BUDGETS["lift"]
 
 
 def test_split_change_keeps_a_task_the_new_split_has(two: BenchmarkPanel) -> None:
@@ -210,20 +228,18 @@ def test_split_change_keeps_a_task_the_new_split_has(two: BenchmarkPanel) -> Non
 
 
 def test_task_options_follow_the_current_split(two: BenchmarkPanel) -> None:
-    assert run(two.on_options("task")) == {"ok": True, "side_effect": "none", "options": SPLIT_TASKS["train"]}
+    assert run(two.on_options("task")).to_json() == {"ok": True, "side_effect": "none", "options": SPLIT_TASKS["train"]}
     change(two, "split", "test")
-    assert run(two.on_options("task"))["options"] == SPLIT_TASKS["test"]
-    assert run(two.on_options("split"))["options"] == ["train", "test"]
+    assert run(two.on_options("task")).options == tuple(SPLIT_TASKS["test"])
+    assert run(two.on_options("split")).options == ("train", "test")
 
 
 def test_babyai_task_options_are_its_curated_levels(babyai: BenchmarkPanel) -> None:
-    assert run(babyai.on_options("task"))["options"] == list(LEVELS)
+    assert run(babyai.on_options("task")).options == tuple(LEVELS)
 
 
 def test_options_of_an_unknown_field_are_refused(babyai: BenchmarkPanel) -> None:
-    result = run(babyai.on_options("colour"))
-    assert result["ok"] is False
-    assert "'colour'" in result["error"]
+    assert "'colour'" in refusal(babyai.on_options("colour"))
 
 
 @pytest.mark.parametrize(
@@ -247,11 +263,7 @@ def test_bad_values_are_refused_and_change_nothing(two: BenchmarkPanel, name: st
     change(two, "task", "push")
     change(two, "episode_index", 2)
     before = placement(two)
-    result = change(two, name, value)
-    assert result["ok"] is False
-    assert result["side_effect"] == "none"
-    assert named in result["error"]
-    assert "signal_name" not in result
+    assert named in refusal(two.on_field_change(name, value))  # a refusal carries no intent: nothing is signalled
     assert placement(two) == before
 
 
@@ -262,14 +274,13 @@ def test_bad_values_are_refused_and_change_nothing(two: BenchmarkPanel, name: st
     "action, effect", [("play", "run_start"), ("pause", "run_pause"), ("step", "run_step"), ("stop", "run_stop")]
 )
 def test_actions_answer_their_side_effect(babyai: BenchmarkPanel, action: str, effect: str) -> None:
-    assert run(babyai.on_action(action)) == {"ok": True, "side_effect": effect}
+    assert run(babyai.on_action(action)).to_json() == {"ok": True, "side_effect": effect}
 
 
 def test_unknown_action_is_refused(babyai: BenchmarkPanel) -> None:
-    result = run(babyai.on_action("rewind"))
-    assert result["ok"] is False
-    assert "'rewind'" in result["error"]
-    assert "play" in result["error"]
+    error = refusal(babyai.on_action("rewind"))
+    assert "'rewind'" in error
+    assert "play" in error
 
 
 # -- task_instance ----------------------------------------------------------------------------------------------------
@@ -295,6 +306,78 @@ def test_task_instance_is_the_benchmarks_pure_function_of_the_placement(babyai: 
     change(other, "episode_index", 10)
     assert other.task_instance().episode_id != placed.episode_id
     assert other.task_instance().seed != placed.seed
+
+
+# -- place: a planned episode at once --------------------------------------------------------------------------------
+
+
+def planned(split: str, task: str, index: int, seed: int) -> TaskInstance:
+    """The batch runner's planned episode (as `TwoSplits` plans it); an index below 0, which no plan has, is written
+    in after the fact, to see the panel refuse it too."""
+    made = TwoSplits().task_instance(split, task, max(index, 0), seed)
+    if index < 0:
+        object.__setattr__(made, "index", index)
+    return made
+
+
+def test_place_moves_the_panel_at_once_and_answers_episode_reset(two: BenchmarkPanel) -> None:
+    reply = two.place(planned("test", "shared", 4, 2))
+    assert placement(two) == ("test", "shared", 4, 2)
+    assert reply.effect is SideEffect.SIGNAL and reply.signal == "episode_reset"
+    assert reply.signal_payload == {"split": "test", "task": "shared", "episode_index": 4, "seed": 2,
+                                    "changed": "episode_index",  # the last field that moved, as field by field
+                                    "episode_id": "twosplits/test/shared/0004@s2"}  # fmt: skip
+    assert two.task_instance() == planned("test", "shared", 4, 2)
+    assert two.place(planned("test", "lift", 5, 2)).signal_payload["changed"] == "episode_index"
+    assert two.place(planned("test", "shared", 5, 2)).signal_payload["changed"] == "task"
+    assert two.place(planned("test", "shared", 5, 2)) == PanelReply()  # the episode placed already: nothing
+
+
+@pytest.mark.parametrize(
+    "moves",
+    [
+        [("train", "push", 3, 1), ("test", "shared", 3, 1), ("test", "lift", 0, 1), ("test", "lift", 0, 1)],
+        [("train", "reach", 0, 0), ("train", "reach", 0, 7), ("train", "shared", 2, 7), ("test", "shared", 2, 0)],
+    ],
+)
+def test_place_answers_what_the_field_changes_that_move_the_panel_there_answer(
+    moves: list[tuple[str, str, int, int]],
+) -> None:
+    direct, by_fields = BenchmarkPanel(TwoSplits()), BenchmarkPanel(TwoSplits())
+    for split, task, index, seed in moves:
+        reply = direct.place(planned(split, task, index, seed))
+        fields = (("split", split), ("task", task), ("seed", seed), ("episode_index", index))
+        replies = [change(by_fields, name, value) for name, value in fields]
+        assert placement(direct) == placement(by_fields) == (split, task, index, seed)
+        moved = [answer for answer in replies if answer["side_effect"] == "signal"]
+        assert (reply.effect is SideEffect.SIGNAL) == bool(moved)
+        if moved:
+            assert reply.to_json() == moved[-1]  # the last move's answer: where the panel is, and what moved it there
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (("validation", "reach", 0, 0), "'validation'"),
+        (("train", "lift", 0, 0), "'lift'"),
+        (("test", "reach", 0, 0), "'reach'"),  # a task the new split lacks: the split does not move either
+        (("train", "reach", -2, 0), "-2"),
+        (("train", "reach", 0, -5), "-5"),
+    ],
+)
+def test_place_refuses_a_bad_value_naming_it_and_changes_nothing(
+    two: BenchmarkPanel, args: tuple[str, str, int, int], named: str
+) -> None:
+    two.place(planned("train", "push", 1, 3))
+    with pytest.raises(PanelRefused, match=named):
+        two.place(planned(*args))
+    assert placement(two) == ("train", "push", 1, 3)
+
+
+def test_place_refuses_an_episode_of_another_benchmark(babyai: BenchmarkPanel) -> None:
+    with pytest.raises(PanelRefused, match="'twosplits'"):
+        babyai.place(planned("train", "reach", 0, 0))
+    assert babyai.task_instance().benchmark == "babyai"
 
 
 # -- PanelDriver ------------------------------------------------------------------------------------------------------
@@ -325,46 +408,47 @@ class RememberingAgent(AgentBase):
 
 
 @pytest.fixture
-def rig() -> Iterator[tuple[PanelDriver, Kernel, RememberingAgent]]:
+def rig() -> Iterator[tuple[PanelDriver, BenchmarkPanel, Kernel, RememberingAgent]]:
     bench = TwoSplits()
     agent = RememberingAgent()
     env = bench.make_env()
     kernel = Kernel(env, agent, max_steps=2, auto_episode_reset=False)
-    driver = PanelDriver(BenchmarkPanel(bench), kernel)
-    yield driver, kernel, agent
-    driver.close()
+    panel = BenchmarkPanel(bench)
+    yield PanelDriver(panel, kernel), panel, kernel, agent
     kernel.close()
     env.close()
 
 
-def test_place_pushes_the_fields_and_returns_the_placed_task(rig: tuple[PanelDriver, Kernel, RememberingAgent]) -> None:
-    driver, _, _ = rig
-    placed = driver.place("test", "shared", 4, 2)
-    assert placed == TwoSplits().task_instance("test", "shared", 4, 2)
-    assert placement(driver.panel) == ("test", "shared", 4, 2)
-    assert driver.load()["episode_id"] == "twosplits/test/shared/0004@s2"
-    assert driver.load()["step_budget"] == BUDGETS["shared"]
+Rig = tuple[PanelDriver, BenchmarkPanel, Kernel, RememberingAgent]
 
 
-def test_place_into_a_task_only_the_new_split_has(rig: tuple[PanelDriver, Kernel, RememberingAgent]) -> None:
-    driver, _, _ = rig
-    assert driver.place("train", "push", 0, 0).task == "push"
-    # the split change alone would reset the task to "lift"; the driver then sets the requested task
-    assert driver.place("test", "shared", 1, 0).episode_id == "twosplits/test/shared/0001@s0"
+def test_place_places_the_planned_task_and_returns_it(rig: Rig) -> None:
+    driver, panel, _, _ = rig
+    task = planned("test", "shared", 4, 2)
+    assert driver.place(task) is task
+    assert placement(panel) == ("test", "shared", 4, 2)
+    assert load(panel)["episode_id"] == "twosplits/test/shared/0004@s2"
+    assert load(panel)["step_budget"] == BUDGETS["shared"]
 
 
-def test_a_new_episode_clears_episode_memory_but_keeps_run_memory(
-    rig: tuple[PanelDriver, Kernel, RememberingAgent],
-) -> None:
-    driver, kernel, agent = rig
-    first = driver.place("train", "reach", 0, 0)
+def test_place_into_a_task_only_the_new_split_has(rig: Rig) -> None:
+    driver, panel, _, _ = rig
+    assert driver.place(planned("train", "push", 0, 0)).task == "push"
+    # the split change alone would reset the task to "lift"; the panel places the requested task
+    assert driver.place(planned("test", "shared", 1, 0)).episode_id == "twosplits/test/shared/0001@s0"
+    assert placement(panel) == ("test", "shared", 1, 0)
+
+
+def test_a_new_episode_clears_episode_memory_but_keeps_run_memory(rig: Rig) -> None:
+    driver, _, kernel, agent = rig
+    first = driver.place(planned("train", "reach", 0, 0))
     kernel.run(first)
     memory = kernel.containers
     assert memory["episode_memory"].read() == [first.episode_id] * 2
     assert memory["run_memory"].read() == [first.episode_id] * 2
 
     agent.signals.clear()
-    second = driver.place("train", "reach", 1, 0)
+    second = driver.place(planned("train", "reach", 1, 0))
     assert agent.signals == ["episode_reset"]
     assert memory["episode_memory"].read() == []  # cleared by the panel's episode_reset
     assert memory["run_memory"].read() == [first.episode_id] * 2  # a run container outlives a change of episode
@@ -373,12 +457,18 @@ def test_a_new_episode_clears_episode_memory_but_keeps_run_memory(
     assert memory["episode_memory"].read() == [second.episode_id] * 2
 
 
-def test_replacing_the_same_episode_sends_no_episode_reset(rig: tuple[PanelDriver, Kernel, RememberingAgent]) -> None:
-    driver, kernel, agent = rig
-    task = driver.place("train", "push", 3, 1)
+def test_a_move_of_several_fields_signals_once(rig: Rig) -> None:
+    driver, _, _, agent = rig
+    driver.place(planned("test", "shared", 3, 4))  # split, task, seed and index all move
+    assert agent.signals == ["episode_reset"]
+
+
+def test_replacing_the_same_episode_sends_no_episode_reset(rig: Rig) -> None:
+    driver, _, kernel, agent = rig
+    task = driver.place(planned("train", "push", 3, 1))
     kernel.run(task)
     agent.signals.clear()
-    again = driver.place("train", "push", 3, 1)
+    again = driver.place(planned("train", "push", 3, 1))
     assert again == task
     assert agent.signals == []
     assert kernel.containers["episode_memory"].read() == [task.episode_id] * 2  # the episode memory stays
@@ -397,78 +487,63 @@ def test_replacing_the_same_episode_sends_no_episode_reset(rig: tuple[PanelDrive
         (("train", "reach", 0, -5), "-5"),
     ],
 )
-def test_a_refused_placement_raises_naming_the_value(
-    rig: tuple[PanelDriver, Kernel, RememberingAgent], args: tuple[Any, ...], named: str
-) -> None:
-    driver, _, agent = rig
-    with pytest.raises(PlacementError, match=named):
-        driver.place(*args)
-    assert placement(driver.panel) == ("train", "reach", 0, 0)  # nothing before the bad field changed either
+def test_a_refused_placement_raises_naming_the_value(rig: Rig, args: tuple[str, str, int, int], named: str) -> None:
+    driver, panel, _, agent = rig
+    with pytest.raises(PanelRefused, match=named):
+        driver.place(planned(*args))
+    assert placement(panel) == ("train", "reach", 0, 0)  # nothing before the bad field changed either
     assert agent.signals == []
 
 
-def test_a_refused_field_change_leaves_the_placement_and_memory_alone(
-    rig: tuple[PanelDriver, Kernel, RememberingAgent],
-) -> None:
-    driver, kernel, agent = rig
-    task = driver.place("train", "push", 1, 0)
+def test_a_refused_field_change_leaves_the_placement_and_memory_alone(rig: Rig) -> None:
+    driver, panel, kernel, agent = rig
+    task = driver.place(planned("train", "push", 1, 0))
     kernel.run(task)
     agent.signals.clear()
-    with pytest.raises(PlacementError, match=r"got 2\.5"):
-        driver.set_field("episode_index", 2.5)
-    assert placement(driver.panel) == ("train", "push", 1, 0)
+    with pytest.raises(PanelRefused, match=r"got 2\.5"):
+        panel.change("episode_index", 2.5)
+    assert placement(panel) == ("train", "push", 1, 0)
     assert agent.signals == []
     assert kernel.containers["episode_memory"].read() == [task.episode_id] * 2
 
 
 def test_driver_without_a_kernel_still_places(two: BenchmarkPanel) -> None:
     driver = PanelDriver(two)
-    try:
-        assert driver.place("test", "lift", 2, 0).episode_id == "twosplits/test/lift/0002@s0"
-    finally:
-        driver.close()
+    assert driver.place(planned("test", "lift", 2, 0)).episode_id == "twosplits/test/lift/0002@s0"
+    assert placement(two) == ("test", "lift", 2, 0)
+
+
+def test_preset_places_without_signalling(rig: Rig) -> None:
+    driver, panel, _, agent = rig
+    driver.preset(planned("test", "lift", 2, 5))
+    assert placement(panel) == ("test", "lift", 2, 5) and agent.signals == []
 
 
 class AwaitingPanel(BenchmarkPanel):
     """A benchmark panel whose field hook really suspends (it awaits the event loop) before answering."""
 
-    async def on_field_change(self, name: str, value: Any) -> dict[str, Any]:
+    async def on_field_change(self, name: str, value: Any) -> PanelReply:
         await asyncio.sleep(0)
         return await super().on_field_change(name, value)
 
 
-def test_a_panel_whose_hook_suspends_is_placed_on_the_event_loop() -> None:
+def test_a_panel_whose_hooks_suspend_is_placed_directly_also_inside_a_running_event_loop() -> None:
+    """The batch runner never awaits a hook: a placement is plain code, also from a notebook or an async program,
+    where asyncio refuses to run a second loop in the same thread."""
     agent = RememberingAgent()
     bench = TwoSplits()
     kernel = Kernel(bench.make_env(), agent, max_steps=2, auto_episode_reset=False)
-    driver = PanelDriver(AwaitingPanel(bench), kernel)
-    try:
-        placed = driver.place("test", "lift", 3, 1)
-        assert placed.episode_id == "twosplits/test/lift/0003@s1"
-        assert placement(driver.panel) == ("test", "lift", 3, 1)
-        assert agent.signals == ["episode_reset"]
-        assert driver.set_field("episode_index", 4)["side_effect"] == "signal"
-        assert placement(driver.panel) == ("test", "lift", 4, 1)
-    finally:
-        driver.close()
-        kernel.close()
-
-
-def test_a_suspending_panel_is_placed_from_inside_a_running_event_loop() -> None:
-    """As from a notebook or an async program, where asyncio refuses to run a second loop in the same thread."""
-    agent = RememberingAgent()
-    bench = TwoSplits()
-    kernel = Kernel(bench.make_env(), agent, max_steps=2, auto_episode_reset=False)
-    driver = PanelDriver(AwaitingPanel(bench), kernel)
+    panel = AwaitingPanel(bench)
+    driver = PanelDriver(panel, kernel)
 
     async def caller() -> str:
-        return driver.place("test", "lift", 3, 1).episode_id
+        return driver.place(planned("test", "lift", 3, 1)).episode_id
 
     try:
         assert asyncio.run(caller()) == "twosplits/test/lift/0003@s1"
-        assert placement(driver.panel) == ("test", "lift", 3, 1)
-        assert driver.set_field("episode_index", 4)["side_effect"] == "signal"  # and again outside any loop
-        assert placement(driver.panel) == ("test", "lift", 4, 1)
+        assert placement(panel) == ("test", "lift", 3, 1)
+        assert agent.signals == ["episode_reset"]
+        assert change(panel, "episode_index", 4)["side_effect"] == "signal"  # its hook, awaited on a loop
+        assert placement(panel) == ("test", "lift", 4, 1)
     finally:
-        driver.close()
         kernel.close()

@@ -1,4 +1,4 @@
-"""The step-budget cascade (001 §5): explicit request > panel `step_budget` > legacy `max_steps_default` > default."""
+"""The step-budget cascade: explicit request > panel `step_budget` > legacy `max_steps_default` > default."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from hylo.panels import resolve_step_budget
+from hylo.panels import PanelState, resolve_step_budget
+
+
+def state(loaded: dict[str, Any]) -> PanelState:
+    """The `on_load` answer whose JSON has these keys (a legacy panel's `max_steps_default` among its values)."""
+    values = {key: value for key, value in loaded.items() if key != "step_budget"}
+    return PanelState(step_budget=loaded.get("step_budget"), values=values)
 
 
 @pytest.mark.parametrize(
@@ -24,7 +30,7 @@ from hylo.panels import resolve_step_budget
     ],
 )
 def test_cascade_order(requested: int | None, loaded: dict[str, Any], default: int | None, expected: int) -> None:
-    assert resolve_step_budget(requested, loaded, default) == expected
+    assert resolve_step_budget(requested, state(loaded), default) == expected
 
 
 @pytest.mark.parametrize("bad", [0, -1, -100])
@@ -42,12 +48,12 @@ def test_budget_below_one_is_refused_naming_source_and_value(where: str, source:
     loaded = {where: bad} if where in ("step_budget", "max_steps_default") else {}
     default = bad if where == "default" else None
     with pytest.raises(ValueError, match=rf"got {bad} \(from {source}\)"):
-        resolve_step_budget(requested, loaded, default)
+        resolve_step_budget(requested, state(loaded), default)
 
 
 def test_a_bad_panel_budget_is_not_silently_skipped_for_the_default() -> None:
     with pytest.raises(ValueError, match="step_budget"):
-        resolve_step_budget(None, {"step_budget": 0}, 64)
+        resolve_step_budget(None, state({"step_budget": 0}), 64)
 
 
 @pytest.mark.parametrize("bad", [2.5, 10.0, "10", True, [10]])
@@ -57,12 +63,12 @@ def test_non_integer_budget_is_refused(where: str, bad: Any) -> None:
     loaded = {where: bad} if where in ("step_budget", "max_steps_default") else {}
     default = bad if where == "default" else None
     with pytest.raises(ValueError, match="must be an integer") as info:
-        resolve_step_budget(requested, loaded, default)
+        resolve_step_budget(requested, state(loaded), default)
     assert repr(bad) in str(info.value)
 
 
 def test_no_budget_anywhere_is_refused() -> None:
     with pytest.raises(ValueError, match="no step budget"):
-        resolve_step_budget(None, {}, None)
+        resolve_step_budget(None, state({}), None)
     with pytest.raises(ValueError, match="no step budget"):
-        resolve_step_budget(None, {"step_budget": None, "max_steps_default": None}, None)
+        resolve_step_budget(None, state({"step_budget": None, "max_steps_default": None}), None)

@@ -1,14 +1,26 @@
-"""`carry_out`: the one function that carries out a panel hook's intent, for the batch runner and a session alike."""
+"""`carry_out`: the one function that carries out a panel hook's intent, for the batch runner and a session alike; and
+`PanelReply`, the typed answer it reads."""
 
 from __future__ import annotations
 
 import json
+import pickle
 from typing import get_args
 
 import pytest
 
-from hylo.panels import PLAYBACK_ACTIONS, SIDE_EFFECTS, EnvPanelAction, SideEffect, SideEffectName, intent
-from hylo.panels.intents import UnknownIntent, carry_out, side_effect_of
+from hylo.panels import (
+    PLAYBACK_ACTIONS,
+    SIDE_EFFECTS,
+    EnvPanelAction,
+    PanelReply,
+    PanelState,
+    SideEffect,
+    SideEffectName,
+    UnknownIntent,
+    intent,
+)
+from hylo.panels.intents import carry_out
 
 
 class Recorder:
@@ -36,24 +48,50 @@ def test_a_run_intent_reaches_the_target_typed(effect: SideEffectName) -> None:
     assert target.done == [("run", effect)]
 
 
-def test_an_answer_without_a_side_effect_is_none_and_a_refusal_carries_nothing_out() -> None:
+def test_an_answer_without_a_side_effect_is_none() -> None:
     target = Recorder()
-    assert carry_out({"ok": True}, target) is SideEffect.NONE
-    assert carry_out(intent("run_start", ok=False, error="no"), target) is None
+    assert carry_out(PanelReply(), target) is SideEffect.NONE
     assert target.done == [("run", "none")]
 
 
 def test_an_unknown_side_effect_is_refused_by_name() -> None:
     with pytest.raises(UnknownIntent, match="unknown side_effect 'warp'"):
-        carry_out({"ok": True, "side_effect": "warp"}, Recorder())
-    assert side_effect_of({"side_effect": None}) is SideEffect.NONE
+        PanelReply("warp")  # type: ignore[arg-type]
+    with pytest.raises(UnknownIntent, match="unknown side_effect 'warp'"):
+        intent("warp")  # type: ignore[arg-type]
+    assert PanelReply("run_stop").effect is SideEffect.RUN_STOP  # type: ignore[arg-type]
+
+
+def test_a_signal_intent_names_its_signal_and_only_it_does() -> None:
+    with pytest.raises(ValueError, match="names the signal"):
+        PanelReply(SideEffect.SIGNAL)
+    with pytest.raises(ValueError, match="delivers no signal"):
+        PanelReply(SideEffect.RUN_START, "episode_reset")
 
 
 def test_side_effects_are_strings_in_every_json_form() -> None:
     assert SIDE_EFFECTS == tuple(SideEffect) == get_args(SideEffectName)
-    answer = intent(SideEffect.RUN_START)
+    answer = intent(SideEffect.RUN_START).to_json()
     assert type(answer["side_effect"]) is str and json.dumps(answer) == '{"ok": true, "side_effect": "run_start"}'
     play = PLAYBACK_ACTIONS[0]
     assert play.side_effect is SideEffect.RUN_START and type(play.to_json()["side_effect"]) is str
     with pytest.raises(ValueError, match="side_effect must be one of"):
         EnvPanelAction("warp", "Warp", "warp")  # type: ignore[arg-type]
+
+
+def test_the_json_of_an_answer_is_the_http_apis() -> None:
+    moved = intent("signal", signal_name="episode_reset", signal_payload={"episode_index": 2}, note="x")
+    assert moved.to_json() == {"ok": True, "side_effect": "signal", "note": "x", "signal_name": "episode_reset",
+                               "signal_payload": {"episode_index": 2}}  # fmt: skip
+    assert intent(options=["a", "b"]).to_json() == {"ok": True, "side_effect": "none", "options": ["a", "b"]}
+    state = PanelState(available=False, status="not installed", step_budget=None, values={"task": "t"})
+    assert state.to_json() == {"available": False, "status": "not installed", "step_budget": None, "task": "t"}
+
+
+def test_answers_are_frozen_values_that_travel() -> None:
+    reply = intent("signal", signal_name="episode_reset", signal_payload={"seed": 1}, options=("x",))
+    with pytest.raises(AttributeError):
+        reply.effect = SideEffect.NONE  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(reply)) == reply
+    state = PanelState(step_budget=3, values={"task": "t"})
+    assert pickle.loads(pickle.dumps(state)) == state

@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pytest
@@ -21,7 +21,7 @@ from hylo.envs.benchmark import Benchmark
 from hylo.envs.registry import get_benchmark
 from hylo.graph import GraphRunner, Runtime, agent_graph, compile_graph
 from hylo.graph.remote import ServerNodesets
-from hylo.panels import BenchmarkPanel, RemoteEnvPanelProxy, RemotePanelError
+from hylo.panels import BenchmarkPanel, PanelRefused, RemoteEnvPanelProxy, RemotePanelError, SideEffect
 
 BUDGET = 6
 
@@ -76,9 +76,16 @@ def served() -> Iterator[Served]:
         env.close()
 
 
-def call(hook: Any) -> dict[str, Any]:
-    result: dict[str, Any] = asyncio.run(hook)
-    return result
+def call(hook: Any) -> Any:
+    return asyncio.run(hook)
+
+
+def answer(hook: Any) -> Any:
+    """A hook's answer, or the message of the refusal it raised."""
+    try:
+        return call(hook)
+    except PanelRefused as exc:
+        return f"refused: {exc}"
 
 
 # -- the declaration --------------------------------------------------------------------------------------------------
@@ -143,11 +150,11 @@ def test_each_hook_answers_as_the_local_panel(served: Served) -> None:
     proxy, local = served.panel(), BenchmarkPanel(served.bench)
     refused = []
     for hook, args in CALLS:
-        remote_answer = call(getattr(proxy, hook)(*args))
-        assert remote_answer == call(getattr(local, hook)(*args)), (hook, args)
+        remote_answer = answer(getattr(proxy, hook)(*args))
+        assert remote_answer == answer(getattr(local, hook)(*args)), (hook, args)
         assert proxy.task_instance() == local.task_instance(), (hook, args)
-        if not remote_answer.get("ok", True):
-            refused.append(remote_answer["error"])
+        if isinstance(remote_answer, str):
+            refused.append(remote_answer.removeprefix("refused: "))
     assert proxy.state() == call(local.on_load())
     assert proxy.task_instance().episode_id == "babyai/default/GoToLocal/0004@s7"
     # the refusals name the bad value, as locally
@@ -162,8 +169,8 @@ def test_a_placement_through_the_proxy_is_what_the_next_execution_runs(served: S
     local = BenchmarkPanel(served.bench)
     for panel in (proxy, local):
         for name, value in (("task", "GoToLocal"), ("seed", 5), ("episode_index", 2)):
-            assert call(panel.on_field_change(name, value))["side_effect"] == "signal"
-        assert call(panel.on_action("play"))["side_effect"] == "run_start"
+            assert call(panel.on_field_change(name, value)).effect is SideEffect.SIGNAL
+        assert call(panel.on_action("play")).effect is SideEffect.RUN_START
     placed = proxy.task_instance()
     assert placed.episode_id == local.task_instance().episode_id == "babyai/default/GoToLocal/0002@s5"
 
@@ -181,6 +188,19 @@ def test_a_placement_through_the_proxy_is_what_the_next_execution_runs(served: S
     assert (outcome.status, outcome.steps, outcome.reason) == (expected.status, expected.steps, expected.reason)
 
 
+def test_place_through_the_proxy_answers_and_moves_as_the_local_panel(served: Served) -> None:
+    proxy, local = served.panel(), BenchmarkPanel(served.bench)
+    plan = [("default", "GoToLocal", 0, 3), ("default", "GoToLocal", 1, 3), ("default", "GoToLocal", 1, 3),
+            ("default", "GoToObj", 1, 0), ("default", "GoToRedBallGrey", 0, 0)]  # fmt: skip
+    for split, task, index, seed in plan:
+        planned = served.bench.task_instance(split, task, index, seed)
+        assert proxy.place(planned) == local.place(planned), planned.episode_id
+        assert proxy.task_instance() == local.task_instance() == planned
+    with pytest.raises(PanelRefused, match="'NoSuchTask'"):
+        proxy.place(replace(planned, task="NoSuchTask"))
+    assert proxy.task_instance() == planned
+
+
 def _played(recorder: MemoryRecorder) -> tuple[list[Any], list[Any]]:
     return [e.obs for e in recorder.of("observation")], [e.action for e in recorder.of("action")]
 
@@ -193,7 +213,7 @@ def test_a_subprocess_that_dies_during_a_request_is_an_error_naming_the_panel_th
     served: Served,
 ) -> None:
     proxy = served.panel()
-    assert call(proxy.on_field_change("episode_index", 5))["ok"]
+    assert call(proxy.on_field_change("episode_index", 5)).signal == "episode_reset"
     first = served.remote.replicas["babyai#1"]
     # it stops answering, then dies while the proxy waits for its answer
     os.kill(first, signal.SIGSTOP)
@@ -211,8 +231,8 @@ def test_a_subprocess_that_dies_during_a_request_is_an_error_naming_the_panel_th
     # the next request starts a new subprocess (its nodes set up again): its panel starts from its defaults
     loaded = call(proxy.on_load())
     second = served.remote.replicas["babyai#1"]
-    assert second != first and loaded["episode_index"] == 0
-    assert call(proxy.on_field_change("episode_index", 5))["ok"]
+    assert second != first and loaded.values["episode_index"] == 0
+    assert call(proxy.on_field_change("episode_index", 5)).signal == "episode_reset"
     placed = proxy.task_instance()
     outcome = served.runner.run(placed)
     assert outcome.status.value == "failure" and outcome.steps == BUDGET  # ran whole in the new subprocess
@@ -239,5 +259,5 @@ def test_an_answer_that_is_not_what_the_hook_promises_is_an_error_naming_the_pan
     with pytest.raises(RemotePanelError, match=r"^env panel 'env_babyai#3' \(nodeset babyai#3\): /env-panel/task "
                        r"answered a dict, not a TaskInstance"):  # fmt: skip
         proxy.task_instance()
-    with pytest.raises(RemotePanelError, match=r"/env-panel/state answered a list, not a dict"):
+    with pytest.raises(RemotePanelError, match=r"/env-panel/state answered a list, not a PanelState"):
         call(proxy.on_load())

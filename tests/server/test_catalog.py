@@ -18,8 +18,10 @@ from served_app import Served
 
 from hylo.graph.store import EXAMPLES_DIR, GraphStore
 from hylo.graph.wires import Wire, fits
+from hylo.server.access import ServerAccess
 from hylo.server.auth import BearerToken
-from hylo.server.catalog import catalog_routes
+from hylo.server.catalog import router as catalog_router
+from hylo.server.dependencies import graph_store, server_access
 from hylo.server.limits import BODY_LIMIT_OVERRIDES, BodyLimit
 from hylo.server.problems import exception_handlers
 
@@ -28,7 +30,7 @@ def catalog_app(graphs: Path, token: str | None = None) -> FastAPI:
     """The catalog under `/api` behind the body limits (and the token), plus two probes: `POST /api/echo` answers the
     size of its body, `GET /api/query` the query string the app sees; `/api/ws` echoes websocket messages."""
     app = FastAPI(exception_handlers=exception_handlers())
-    app.include_router(catalog_routes(GraphStore(graphs)), prefix="/api")
+    mount_catalog(app, GraphStore(graphs))
 
     @app.post("/api/echo")
     async def echo(request: Request) -> dict[str, int]:
@@ -49,6 +51,14 @@ def catalog_app(graphs: Path, token: str | None = None) -> FastAPI:
     if token:
         app.add_middleware(BearerToken, token=token)
     return app
+
+
+def mount_catalog(app: FastAPI, store: GraphStore) -> None:
+    """The catalog's router under `/api` of `app`, over `store` (and a default server's access rules): what it reads
+    of a whole server's state, given as overrides of its dependencies."""
+    app.include_router(catalog_router, prefix="/api")
+    app.dependency_overrides[graph_store] = lambda: store
+    app.dependency_overrides[server_access] = ServerAccess
 
 
 @pytest.fixture

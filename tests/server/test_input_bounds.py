@@ -19,11 +19,11 @@ from fastapi import FastAPI
 from live_server import LiveServer
 from served_app import Served
 from test_api import refused_fields
+from test_catalog import mount_catalog
 
 from hylo.graph.store import GraphStore
 from hylo.jobs import JobScheduler
 from hylo.server import ServerAccess
-from hylo.server.catalog import catalog_routes
 from hylo.server.problems import exception_handlers
 
 API = "/api/eval/v2"
@@ -147,7 +147,7 @@ def test_a_json_body_in_any_charset_the_parser_reads_is_taken(idle_server: LiveS
 def test_the_graph_routes_refuse_a_body_too_deep_to_parse_wherever_they_are_mounted(tmp_path: Path) -> None:
     """Without the server's body limits in front (which count the depth first), the parser's own limit is met."""
     app = FastAPI(exception_handlers=exception_handlers())
-    app.include_router(catalog_routes(GraphStore(tmp_path / "graphs")), prefix="/api")
+    mount_catalog(app, GraphStore(tmp_path / "graphs"))
     served = Served(app)
     try:
         body = ("[" * 100_000 + "]" * 100_000).encode("utf-16")

@@ -342,7 +342,7 @@ def test_sessions_work_in_python_without_http() -> None:
         session = sessions.create(
             SessionRequest(agent="expert", placement={"benchmark": "babyai", "task": "GoToLocal"})  # type: ignore[arg-type]
         )
-        assert session.act("step").result()["carried_out"] == "run_step"
+        assert session.act("step").result().carried_out == "run_step"
         deadline = time.monotonic() + 30
         while session.state is not SessionState.PAUSED:
             assert time.monotonic() < deadline
@@ -401,7 +401,7 @@ def test_a_panels_own_signal_action_and_a_field_that_does_not_move_the_episode()
     from hylo.envs.registry import get_benchmark
     from hylo.graph import compile_graph
     from hylo.graph.store import GraphStore
-    from hylo.panels import BenchmarkPanel, EnvPanelAction, EnvPanelField, intent
+    from hylo.panels import BenchmarkPanel, EnvPanelAction, EnvPanelField, PanelReply, intent
     from hylo.sessions import Session, SessionSetup, SessionState
 
     class TunedPanel(BenchmarkPanel):
@@ -411,7 +411,7 @@ def test_a_panels_own_signal_action_and_a_field_that_does_not_move_the_episode()
             self.actions = (*self.actions, EnvPanelAction("forget", "Forget", "signal", signal_name="episode_reset"))
             self.speed = 0.5
 
-        async def on_field_change(self, name: str, value: Any) -> dict[str, Any]:
+        async def on_field_change(self, name: str, value: Any) -> PanelReply:
             if name == "speed":
                 self.speed = float(value)
                 return intent()
@@ -436,12 +436,12 @@ def test_a_panels_own_signal_action_and_a_field_that_does_not_move_the_episode()
         while session.step < 2:
             time.sleep(0.01)
         wait(SessionState.PAUSED)
-        assert session.change_field("speed", 0.9).result()["side_effect"] == "none"
+        assert session.change_field("speed", 0.9).result().reply.effect == "none"
         assert session.state is SessionState.PAUSED and panel.speed == 0.9  # the execution goes on
         decisions = session.describe()["containers"]["decisions"]
         assert len(decisions) == 2
         forgot = session.act("forget").result()
-        assert forgot["forwarded"] is True and session.describe()["containers"]["decisions"] == []
+        assert forgot.forwarded is True and session.describe()["containers"]["decisions"] == []
         assert session.state is SessionState.PAUSED
         session.act("play").result()
         wait(SessionState.IDLE)
@@ -548,3 +548,39 @@ def test_a_stream_asked_for_events_beyond_the_feed_starts_at_its_end(served: Ser
         while "session.outcome" not in kinds:
             kinds += [e["event"] for e in json.loads(ws.recv(timeout=20))["events"]]
         assert "step.result" in kinds
+
+
+def test_the_live_answers_are_what_the_session_and_the_panel_say_of_themselves(tmp_path: Path) -> None:
+    """The response models describe the live answers without changing them: a session's answers are its own views
+    (`describe()`, its feed), a panel's its declaration, as JSON."""
+    from hylo.core.jsonable import jsonable
+
+    def as_json(value: Any) -> Any:
+        return json.loads(json.dumps(jsonable(value)))
+
+    with JobScheduler(tmp_path / "runs") as scheduler:
+        app = create_app(scheduler)
+        served = Served(app)
+        try:
+            client = served.client
+            sid = start(client, agent="expert", placement={"benchmark": "babyai", "task": "GoToLocal"})["id"]
+            press(client, "env_babyai", "step")
+            until(client, sid, lambda s: s["state"] == "paused" and s["frame"] is not None)
+            session = app.state.sessions.get(sid)
+            assert client.get(f"/api/sessions/{sid}").json() == as_json(session.describe())
+            assert client.get("/api/sessions").json() == {"sessions": [as_json(session.describe())]}
+            batch = session.feed.read(3, 10)
+            events = client.get(f"/api/sessions/{sid}/events", params={"after": 3, "limit": 10}).json()
+            assert events == as_json({"position": batch.position, "dropped": batch.dropped, "events": batch.events})
+            panel = app.state.sessions.panels.get("env_babyai")
+            info = client.get("/api/env-panels/env_babyai").json()
+            assert info == {**as_json(panel.info()), "state": info["state"], "session": as_json(session.describe())}
+            listed = {p["name"]: p for p in client.get("/api/env-panels").json()["panels"]}
+            assert listed["env_babyai"] == {"name": "env_babyai", "display_name": panel.display_name,
+                                            "context": as_json(panel.info()["context"]), "session": sid,
+                                            "state": "paused"}  # fmt: skip
+            frame = client.get(f"/api/sessions/{sid}/frame")
+            assert frame.headers["content-type"] == "image/png" and frame.content.startswith(b"\x89PNG")
+            assert client.delete(f"/api/sessions/{sid}").json() == {"id": sid, "state": "closed"}
+        finally:
+            served.close()

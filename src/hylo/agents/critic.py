@@ -1,4 +1,4 @@
-"""Online critics as agent components (004 §5).
+"""Online critics as agent components.
 
 A critic watches the episode and may suggest a recovery chunk instead of the policy's plan. It is part of the agent,
 not of the Kernel: its suggestion is the agent's output, so it still passes the SafetyShield like any other action.
@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from hylo.core.agent import agent_name, notify
+from hylo.core.agent import agent_name, containers_of, notify, requirements_of
 from hylo.core.chunk import ActionChunk, as_chunk
 from hylo.core.context import EpisodeContext
 from hylo.core.status import EpisodeOutcome
@@ -29,8 +29,8 @@ class CriticAgent:
         self.inner = inner
         self.critic = critic
         self.name = f"critic({agent_name(inner)}, {agent_name(critic)})"
-        self.requirements = getattr(inner, "requirements", None)
-        self.containers = getattr(inner, "containers", ())
+        self.requirements = requirements_of(inner)
+        self.containers = containers_of(inner)
         self.recoveries = 0
         self.ctx: EpisodeContext | None = None
 

@@ -1,4 +1,4 @@
-"""The dual-rate agent (004 §4): a Policy at control rate and a Reasoner on events.
+"""The dual-rate agent: a Policy at control rate and a Reasoner on events.
 
 The Reasoner (an LLM/VLM planner, say) is slow; the Policy (a VLA) is fast. The Reasoner is triggered by
 `episode_start`, `subgoal_reached`, `failure_signal` and `periodic` events and runs in its own thread; its result is
@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hylo.core.agent import agent_name, notify
+from hylo.core.agent import agent_name, containers_of, notify, requirements_of
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.jsonable import snapshot
@@ -97,8 +97,8 @@ class DualRateAgent:
         self.reasoner_latency_steps = reasoner_latency_steps
         self.initial_subgoal = initial_subgoal
         self.name = f"dual_rate({agent_name(policy)}+{agent_name(reasoner)})"
-        self.requirements = getattr(policy, "requirements", None)
-        self.containers = tuple(getattr(policy, "containers", ())) + tuple(getattr(reasoner, "containers", ()))
+        self.requirements = requirements_of(policy)
+        self.containers = containers_of(policy) + containers_of(reasoner)
         self.commits: list[Commit] = []
         self._committed = Commit(initial_subgoal, 0, "initial", 0)
         self._inflight: _Reasoning | None = None

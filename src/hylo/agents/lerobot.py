@@ -62,7 +62,7 @@ class LeRobotError(HyloError):
 
 def _torch() -> Any:
     try:
-        import torch
+        import torch  # optional: the lerobot extra
     except ImportError as exc:
         raise LeRobotError(f"the lerobot agent needs torch and lerobot ({exc}): {INSTALL}") from None
     return torch
@@ -367,9 +367,9 @@ def declared_convention(directory: Path) -> dict[str, Any] | None:
 
 def load_checkpoint(directory: Path, device: str, rename: dict[str, str]) -> tuple[Any, Any, Any]:
     """The policy and its processors from `directory`, offline, with every weight accounted for."""
-    try:
+    try:  # optional: the lerobot extra
         from lerobot.configs.policies import PreTrainedConfig
-        from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+        from lerobot.policies.factory import get_policy_class, make_pre_post_processors  # optional: as above
     except ImportError as exc:
         raise LeRobotError(f"the lerobot agent needs lerobot ({exc}): {INSTALL}") from None
     with _offline(), contextlib.redirect_stdout(sys.stderr):  # lerobot prints while it loads

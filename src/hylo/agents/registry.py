@@ -35,8 +35,8 @@ _BUILTIN: dict[str, str] = {
     "mlp": "hylo.agents.mlp:MlpPolicy",
     "lerobot": "hylo.agents.lerobot:LeRobotCheckpoint",
     "expert": EXPERT_TARGET,
-    "openpi-remote": "hylo.bridges.openpi_remote:OpenPiRemoteAgent",
-    "vlaeval-remote": "hylo.bridges.vlaeval_remote:VlaEvalRemoteAgent",
+    "openpi-remote": "hylo.agents.openpi_remote:OpenPiRemoteAgent",
+    "vlaeval-remote": "hylo.agents.vlaeval_remote:VlaEvalRemoteAgent",
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hylo.core.agent import agent_name, notify
+from hylo.core.agent import agent_name, containers_of, notify, requirements_of
 from hylo.core.chunk import ActionChunk, as_chunk
 from hylo.core.context import EpisodeContext
 from hylo.core.status import EpisodeOutcome
@@ -31,8 +31,8 @@ class TemporalEnsemble:
         self.inner = inner
         self.m = float(m)
         self.name = f"temporal_ensemble({agent_name(inner)})"
-        self.requirements = getattr(inner, "requirements", None)
-        self.containers = getattr(inner, "containers", ())
+        self.requirements = requirements_of(inner)
+        self.containers = containers_of(inner)
         # _pending[k] holds the predictions made so far for the step k steps from now, oldest first.
         self._pending: deque[list[np.ndarray[Any, Any]]] = deque()
 

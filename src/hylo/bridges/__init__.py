@@ -1,4 +1,4 @@
-"""Served mode (004 §3): an external harness owns the episode loop and hylo serves an agent to it — the vla-eval
+"""Served mode: an external harness owns the episode loop and hylo serves an agent to it — the vla-eval
 bridge (`hylo bridge vlaeval`) — and agents that drive a policy served elsewhere (`vlaeval-remote`).
 
 The modules stay importable on their own; nothing here is imported by `import hylo`.

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from hylo.core.agent import acts_in_batches, agent_name, shared_hook
+from hylo.core.agent import acts_in_batches, agent_name, requirements_of, shared_hook
 from hylo.core.child import error_payload, rebuild_error
 from hylo.core.context import EpisodeContext
 from hylo.core.errors import HyloError
@@ -244,7 +244,7 @@ class ConnectionAgent:
         self.shared = shared
         self.client = client
         self.name = agent_name(shared.agent)
-        self.requirements = getattr(shared.agent, "requirements", None)
+        self.requirements = requirements_of(shared.agent)
         self._ctx: EpisodeContext | None = None
 
     def reset(self, ctx: EpisodeContext) -> None:

@@ -1,5 +1,8 @@
 """The limits of served mode, in one place: the bridge's defaults, shared by the server and its command (which must
-not import the server to show `--help`), and the bounds of the remote agents' arguments."""
+not import the server to show `--help`). The bounds of the remote agents' arguments live with those agents
+(`hylo.agents.remote_limits`)."""
+
+from hylo.agents.remote_limits import MAX_ACTION_DIM as MAX_ACTION_DIM
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 2**20
 """The largest frame the bridge reads (64 MiB: a PNG camera is some 100 kB, even eight raw 1024×1024 RGB ones
@@ -12,20 +15,6 @@ DEFAULT_IDLE_TIMEOUT_S = 300.0
 """How long a connection may send nothing while the bridge waits for it before it is closed (a benchmark's slowest
 reset or step must fit: vla-eval's client runs them on the thread that would answer)."""
 
-MAX_ACTION_DIM = 4096
-"""The longest action vector the bridge's shield or a remote agent is told to expect."""
-
-MAX_CALL_S = 86_400.0
-"""The longest `timeout` a remote agent's call may be given: one day."""
-
-MAX_RETRIES = 100
-"""The most reconnections a remote agent may be told to try."""
-
-MAX_BACKOFF_S = 600.0
-"""The longest first wait between a remote agent's reconnections."""
-
-MAX_KEYS = 256
-"""The most entries an openpi agent's `obs_map` and `extra` may have."""
 
 DEFAULT_BATCH_WAIT_MS = 10.0
 """How long a batch of the batched bridge (`--batch`) waits for more requests after its first, as `hylo eval`'s."""

@@ -1,4 +1,4 @@
-"""A served session: one connection's episodes, driven by an external harness (004 §3).
+"""A served session: one connection's episodes, driven by an external harness.
 
 The harness owns the loop; the session owns what hylo guarantees around the agent — the ChunkExecutor (an agent is
 asked again only when its chunk is used up), the SafetyShield (every action reviewed), the trace (observations,
@@ -23,12 +23,12 @@ from typing import Any
 import gymnasium.spaces as spaces
 import numpy as np
 
+from hylo.agents.vlaeval_protocol import EncodedImage, ProtocolError, UndecodedImage, wire_action
 from hylo.bridges.served_run import SERVED_BENCHMARK, SERVED_SPLIT, ServedRun
-from hylo.bridges.vlaeval_protocol import EncodedImage, ProtocolError, UndecodedImage, wire_action
 from hylo.core.agent import agent_name, gets_images
 from hylo.core.bus import EventBus
 from hylo.core.context import EpisodeContext
-from hylo.core.episode import EndEpisode, detail_of, raised
+from hylo.core.episode import EndEpisode, raised
 from hylo.core.errors import HyloError, InvalidAction
 from hylo.core.events import ObservationEvent, StepResultEvent
 from hylo.core.jsonable import jsonable
@@ -129,34 +129,19 @@ def _cameras(value: Any) -> tuple[Any, Any]:
 @dataclass(slots=True)
 class _Episode:
     episode_id: str
-    task: str
-    index: int
-    seed: int
-    instruction: str | None
+    task: TaskInstance
+    """The episode as placed (its id is the run's, `episode_id`: the harness may send one task and index twice)."""
     started_at: float
     outcome: EpisodeOutcome | None = None
     recorded: bool = False
 
     def row(self, outcome: EpisodeOutcome, ended: float, connection: str) -> EpisodeRow:
         """The EvalLog row of this episode ending with `outcome` (its metrics plus `wall_s`)."""
-        return EpisodeRow(
-            episode_id=self.episode_id,
-            task=self.task,
-            split=SERVED_SPLIT,
-            index=self.index,
-            base_seed=0,
-            seed=self.seed,
-            status=outcome.status,
-            reason=outcome.reason,
-            success=outcome.success,
-            steps=outcome.steps,
-            safety_interventions=outcome.safety_interventions,
-            metrics={**outcome.metrics, "wall_s": round(ended - self.started_at, 6)},
-            started_at=self.started_at,
-            ended_at=ended,
-            detail=outcome.detail,
-            worker=connection,
+        metrics = {**outcome.metrics, "wall_s": round(ended - self.started_at, 6)}
+        row = EpisodeRow.of(
+            self.task, outcome, started_at=self.started_at, ended_at=ended, metrics=metrics, worker=connection
         )
+        return replace(row, episode_id=self.episode_id)
 
 
 class ServedSession:
@@ -224,9 +209,9 @@ class ServedSession:
             if seed_value is not None and _storable(seed_value)
             else derive_seed(SERVED_BENCHMARK, name, index)
         )
-        episode = _Episode(self.run.episode_id(name, index), name, index, seed, instruction, time.time())
-        self._episode = episode
         placed = TaskInstance(SERVED_BENCHMARK, name, index, SERVED_SPLIT, seed=seed, instruction=instruction)
+        episode = _Episode(self.run.episode_id(name, index), placed, time.time())
+        self._episode = episode
         harness = jsonable(task)
         try:
             self._sc.open(
@@ -238,23 +223,16 @@ class ServedSession:
                 extra={"harness_task": harness, "connection": self.connection},
                 mode="served",
             )
-        except EndEpisode as end:  # nothing records this episode
+            space = self._space if self._space is not None else _UNKNOWN_SPACE
+            ctx = EpisodeContext(
+                seed=seed,
+                env_spec=EnvSpec(spaces.Dict({}), space, name=f"{SERVED_BENCHMARK}:{name}"),
+                task=placed,
+                bus=self.bus,
+            )
+            self._sc.reset_agent(self.agent, ctx)
+        except EndEpisode as end:  # the scaffold could not open it (nothing records it), or the agent failed
             self._conclude(end.outcome)
-            return
-        reset = getattr(self.agent, "reset", None)
-        if reset is None:
-            return
-        space = self._space if self._space is not None else _UNKNOWN_SPACE
-        ctx = EpisodeContext(
-            seed=seed,
-            env_spec=EnvSpec(spaces.Dict({}), space, name=f"{SERVED_BENCHMARK}:{name}"),
-            task=placed,
-            bus=self.bus,
-        )
-        try:
-            reset(ctx)
-        except Exception as exc:
-            self._finish(EpisodeStatus.ERROR, raised("agent reset", exc), detail_of(exc))
 
     def act(self, payload: Mapping[str, Any]) -> np.ndarray[Any, Any]:
         """OBSERVATION: the next action, reviewed by the shield, as the array an ACTION carries. The agent is asked
@@ -268,18 +246,11 @@ class ServedSession:
             raise EpisodeRefused(
                 f"episode {episode.episode_id} ended ({outcome.status.value}: {outcome.reason}); send EPISODE_START"
             )
-        obs, summary = to_observation(payload, episode.instruction, images=self.images)
+        obs, summary = to_observation(payload, episode.task.instruction, images=self.images)
         sc = self._sc
         self.bus.emit_trusted(ObservationEvent, obs=summary)
         try:
-            if sc.executor.empty:
-                t0 = time.perf_counter()
-                try:
-                    raw = self.agent.act(obs)
-                except Exception as exc:
-                    raise EndEpisode(sc.agent_failed(exc)) from None
-                sc.load(sc.chunk_of(raw), time.perf_counter() - t0, sc.steps)
-            action = sc.executor.next()
+            action = sc.next_action(self.agent.act, obs)
             try:
                 wire_action(action)
             except ProtocolError as exc:
@@ -289,7 +260,7 @@ class ServedSession:
                     else ""
                 )
                 reason = f"agent returned an action that cannot be sent: {exc}{hint}"
-                raise EndEpisode(sc.ended(EpisodeStatus.ERROR, reason)) from None
+                raise EndEpisode(sc.error(reason)) from None
             if self._space is None:
                 self._space = spaces.Box(-np.inf, np.inf, shape=np.shape(action), dtype=np.float64)
                 self.shield.bind(self._space)
@@ -332,8 +303,11 @@ class ServedSession:
             success=success,
             info={"final": True, "harness": jsonable(dict(payload))},
         )
-        status = EpisodeStatus.SUCCESS if success else EpisodeStatus.FAILURE
-        self._finish(status, "success" if success else "harness reported failure", harness=payload)
+        metrics = _harness_metrics(payload)
+        sc = self._sc
+        self._conclude(
+            sc.success(metrics=metrics) if success else sc.failure("harness reported failure", metrics=metrics)
+        )
 
     def close(self, why: str) -> None:
         """Record an episode still waiting for its EPISODE_END as `infra_invalid`, reason `why`."""
@@ -368,14 +342,7 @@ class ServedSession:
     def _finish(
         self, status: EpisodeStatus, reason: str, detail: str | None = None, harness: Mapping[str, Any] | None = None
     ) -> None:
-        metrics: dict[str, Any] = {}
-        if harness is not None:
-            reported = harness.get("metrics")
-            if isinstance(reported, Mapping):
-                metrics.update(jsonable(dict(reported)))
-            for key in ("steps", "elapsed_sec"):
-                if key in harness:
-                    metrics[f"harness_{key}"] = jsonable(harness[key])
+        metrics = _harness_metrics(harness) if harness is not None else None
         self._conclude(self._sc.ended(status, reason, detail, metrics=metrics))
 
     def _conclude(self, outcome: EpisodeOutcome) -> None:
@@ -394,7 +361,7 @@ class ServedSession:
             self._record(row, serialize(trace))
 
     def _tell(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
-        return self._sc.told(outcome, getattr(self.agent, "on_episode_end", None), "agent on_episode_end")
+        return self._sc.tell_agent(self.agent, outcome)
 
     def _record(self, row: EpisodeRow, trace: list[bytes]) -> None:
         """Commit the episode; when that fails, commit it again without its trace or the harness's metrics, the
@@ -420,6 +387,18 @@ class ServedSession:
                 row.episode_id,
                 f"{type(exc).__name__}: {exc}",
             )
+
+
+def _harness_metrics(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """What an outcome carries of the harness's EPISODE_END: its `metrics`, and its `steps` and `elapsed_sec`."""
+    metrics: dict[str, Any] = {}
+    reported = payload.get("metrics")
+    if isinstance(reported, Mapping):
+        metrics.update(jsonable(dict(reported)))
+    for key in ("steps", "elapsed_sec"):
+        if key in payload:
+            metrics[f"harness_{key}"] = jsonable(payload[key])
+    return metrics
 
 
 def _storable_text(text: str) -> str:

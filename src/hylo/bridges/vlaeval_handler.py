@@ -10,8 +10,8 @@ import logging
 import traceback
 from typing import Any, Protocol
 
+from hylo.agents.vlaeval_protocol import Message, MessageType, ProtocolError, frame_header, pack, unpack
 from hylo.bridges.session import EpisodeRefused, ServedSession
-from hylo.bridges.vlaeval_protocol import Message, MessageType, ProtocolError, frame_header, pack, unpack
 
 log = logging.getLogger(__name__)
 

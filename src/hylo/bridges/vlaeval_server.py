@@ -42,14 +42,15 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 
+from hylo.agents.vlaeval_protocol import MAX_FRAME_PIXELS, PROTOCOL_VERSION, Message
 from hylo.bridges.connections import AgentPool, Agents, ConnectionWorker
 from hylo.bridges.limits import DEFAULT_IDLE_TIMEOUT_S, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_FRAME_BYTES
 from hylo.bridges.served_run import ServedRun
 from hylo.bridges.session import ServedSession, wants_images
 from hylo.bridges.vlaeval_handler import ConnectionHandler, first_line
-from hylo.bridges.vlaeval_protocol import MAX_FRAME_PIXELS, PROTOCOL_VERSION, Message
 from hylo.core.shield import SafetyShield
 from hylo.hosts import HostPolicy
+from hylo.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +121,6 @@ class VlaEvalBridge:
         allow_hosts: Iterable[str] = (),
         allow_origins: Iterable[str] = (),
     ) -> None:
-        from hylo.version import __version__
-
         for name, value in (
             ("max_frame_bytes", max_frame_bytes),
             ("max_frame_pixels", max_frame_pixels),

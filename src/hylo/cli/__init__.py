@@ -1,42 +1,74 @@
 """The `hylo` command: `eval`, `ab`, `sweep`, `runs`, `compare`, `plan`, `list`, `demo`, `graph`, `nodes`, `serve`,
 `bridge`.
 
+Each command is a module of this package with `add_parser(commands)`, which adds the command (or two) to `hylo`'s,
+and `run(args) -> int`, which runs it; `COMMANDS` maps every command's name to its module, and `main` dispatches
+through it. Command modules stay cheap to import: each imports what its command runs on (the evaluation stack, the
+server, ...) when it runs.
+
 Exit status: 0 when a run completes (whatever its episodes' statuses); 3 with `--strict` when an episode is `error`
 or `infra_invalid`; 2 with one line naming the bad value for bad input; 1 for an aborted run; 130 when interrupted
-(Ctrl-C or SIGTERM).
+(Ctrl-C or SIGTERM). `hylo.cli.output.exit_code` maps an exception to its status.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from pydantic import ValidationError
+from hylo.cli import ab, bridge, demo, evaluate, graph, listing, plan, runs, serve, sweep
+from hylo.cli.arguments import Parser
+from hylo.cli.operator_code import IMPORT_DIR_ENV, import_from_cwd
+from hylo.cli.output import EXIT_ABORTED, exit_code, report
+from hylo.evallog.logdir import check_log_dir
+from hylo.version import __version__
 
-from hylo.cli.output import EXIT_BAD_INPUT, EXIT_INTERRUPTED, fail, validation_message
-from hylo.cli.parser import build_parser
-from hylo.core.errors import HyloError, HyloFailure
+if TYPE_CHECKING:
+    from hylo.cli.arguments import Subparsers
 
-__all__ = ["build_parser", "import_from_cwd", "main"]
+__all__ = ["COMMANDS", "IMPORT_DIR_ENV", "OPERATOR_IMPORT_COMMANDS", "build_parser", "import_from_cwd", "main"]
+
+
+class Command(Protocol):
+    """A command module."""
+
+    def add_parser(self, commands: Subparsers) -> None:
+        """Add the module's command (or commands) to `hylo`'s."""
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run the command `args.command` as parsed; returns the exit status."""
+
+
+COMMANDS: Mapping[str, Command] = {
+    "eval": evaluate,
+    "runs": runs,
+    "compare": runs,
+    "ab": ab,
+    "sweep": sweep,
+    "plan": plan,
+    "list": listing,
+    "demo": demo,
+    "graph": graph,
+    "nodes": graph,
+    "serve": serve,
+    "bridge": bridge,
+}
+"""Every command by name, in the order `hylo --help` lists them: the module that adds it and runs it."""
 
 OPERATOR_IMPORT_COMMANDS = ("eval", "ab", "sweep", "graph", "bridge")
 """The commands that take import paths (`--agent mypkg.policies:MyPolicy`): the operator's own code, found in the
 current directory as under `python -m`."""
 
 
-IMPORT_DIR_ENV = "HYLO_IMPORT_DIR"
-"""The directory `hylo serve --allow-import` was started in, which its jobs import from as from their own."""
-
-
-def import_from_cwd() -> None:
-    """Put the current directory on the import path (after the installed packages, so a stray file there never
-    shadows a module hylo imports), and the directory of the `hylo serve --allow-import` that started this job.
-    Process workers inherit the path; Ray's workers get the driver's directory."""
-    for directory in (os.getcwd(), os.environ.get(IMPORT_DIR_ENV)):
-        if directory and directory not in sys.path:
-            sys.path.append(directory)
+def build_parser() -> argparse.ArgumentParser:
+    """`hylo`'s parser: every command of `COMMANDS`, each added by its module."""
+    parser = Parser(prog="hylo", description="Truthful, fast, reproducible evaluation of embodied agents.")
+    parser.add_argument("--version", action="version", version=f"hylo {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for command in dict.fromkeys(COMMANDS.values()):
+        command.add_parser(commands)
+    return parser
 
 
 def _check_log_dir(args: argparse.Namespace) -> None:
@@ -45,8 +77,6 @@ def _check_log_dir(args: argparse.Namespace) -> None:
     log_dir = getattr(args, "log_dir", None)
     if log_dir is None or getattr(args, "spec", None) is not None:
         return
-    from hylo.evallog.logdir import check_log_dir
-
     reading = args.command in ("runs", "compare") or (
         args.command in ("ab", "sweep") and args.benchmark in ("show", "list")
     )
@@ -54,63 +84,19 @@ def _check_log_dir(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run `hylo` with `argv` (default: the process's arguments); returns the exit status. Bad input and interruption
+    end in one error line (`hylo.cli.output.report`); a failure at run time keeps its traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
     try:
         _check_log_dir(args)
         if args.command in OPERATOR_IMPORT_COMMANDS:
             import_from_cwd()
-        if args.command == "eval":
-            from hylo.cli.evaluate import run as evaluate
-
-            return evaluate(args)
-        if args.command == "runs":
-            from hylo.cli.runs import run_runs
-
-            return run_runs(args)
-        if args.command == "compare":
-            from hylo.cli.runs import run_compare
-
-            return run_compare(args)
-        if args.command == "ab":
-            from hylo.cli.ab import run as ab
-
-            return ab(args)
-        if args.command == "sweep":
-            from hylo.cli.sweep import run as sweep
-
-            return sweep(args)
-        if args.command == "plan":
-            from hylo.cli.plan import run as plan
-
-            return plan(args)
-        if args.command == "list":
-            from hylo.cli.listing import run as list_command
-
-            return list_command(args)
-        if args.command == "demo":
-            from hylo.cli.demo import run as demo
-
-            return demo(args)
-        if args.command in ("graph", "nodes"):
-            from hylo.cli.graph import run as graph_command
-
-            return graph_command(args)
-        if args.command == "serve":
-            from hylo.cli.serve import run as serve
-
-            return serve(args)
-        if args.command == "bridge":
-            from hylo.cli.bridge import run as bridge
-
-            return bridge(args)
-    except ValidationError as exc:
-        return fail(EXIT_BAD_INPUT, validation_message(exc))
-    except HyloFailure:
-        raise  # broke at run time: not bad input
-    except (HyloError, ValueError, LookupError) as exc:
-        return fail(EXIT_BAD_INPUT, str(exc))
-    except KeyboardInterrupt:
-        return fail(EXIT_INTERRUPTED, "interrupted; re-run the same command to resume")
-    parser.print_help()
-    return 0
+        return COMMANDS[args.command].run(args)
+    except (Exception, KeyboardInterrupt) as exc:
+        if exit_code(exc) == EXIT_ABORTED:
+            raise  # broke at run time (a HyloFailure, a bug): not bad input
+        return report(exc)

@@ -5,13 +5,41 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from hylo.argtypes import parse_json_pairs, positive_int
+from hylo.cli.arguments import JSON_HELP, add_json, add_placement, add_run_options
+from hylo.cli.evaluate import run_options
 from hylo.cli.output import console
+
+if TYPE_CHECKING:
+    from hylo.cli.arguments import Subparsers
+
+
+def add_parser(commands: Subparsers) -> None:
+    """Add `ab` to `hylo`'s commands: the run options of `eval`, less `--episodes` (it runs pairs until it decides)."""
+    ab = commands.add_parser(
+        "ab", help="compare agents A and B pair by pair, stopping when the sequential test decides (ab show ID)"
+    )
+    ab.add_argument("benchmark", help="the benchmark both run on (or `show`, then the A/B id)")
+    ab.add_argument("ab_id", nargs="?", help=argparse.SUPPRESS)
+    add_placement(ab)
+    ab.add_argument("--a", dest="agent_a", help="agent A")
+    ab.add_argument("-A", dest="agent_args_a", action="append", default=[], metavar="K=V", help="A's argument")
+    ab.add_argument("--b", dest="agent_b", help="agent B")
+    ab.add_argument("-B", dest="agent_args_b", action="append", default=[], metavar="K=V", help="B's argument")
+    ab.add_argument("--max-episodes", type=positive_int, default=None, metavar="N", help="at most N pairs")
+    ab.add_argument("--alpha", type=float, default=0.05, help="the test's two-sided level (default 0.05)")
+    ab.add_argument(
+        "--reuse-runs", action="store_true", help="compare on the runs hylo eval made for A and B, extending them"
+    )
+    add_run_options(ab, episodes=False)
+    add_json(ab, JSON_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
-    from hylo.experiments.ab import ABError, read_ab
+    """`hylo ab` and `hylo ab show ID`."""
+    from hylo.experiments.ab import ABError, read_ab  # start-up time: the experiments stack
 
     if args.benchmark == "show":
         if args.ab_id is None:
@@ -23,12 +51,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from hylo.agents.registry import parse_agent_args
-    from hylo.argtypes import parse_json_pairs
-    from hylo.cli.evaluate import run_options
-    from hylo.envs.quiet import stdout_to_stderr
-    from hylo.eval.spec import EvalSpec
-    from hylo.experiments.ab import ABError, run_ab
+    from hylo.agents.registry import parse_agent_args  # start-up time: the agent registry
+    from hylo.envs.quiet import stdout_to_stderr  # start-up time: the envs package
+    from hylo.eval.spec import EvalSpec  # start-up time: the evaluation stack
+    from hylo.experiments.ab import ABError, run_ab  # start-up time: the experiments stack
 
     missing = [flag for flag, value in (("--a", args.agent_a), ("--b", args.agent_b)) if value is None]
     if args.ab_id is not None:

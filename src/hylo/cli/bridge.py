@@ -13,8 +13,10 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import gymnasium.spaces as spaces
+import numpy as np
 
 from hylo.argtypes import float_in, int_in, port
 from hylo.bridges.limits import (
@@ -25,9 +27,14 @@ from hylo.bridges.limits import (
     MAX_ACTION_DIM,
     MAX_BATCH_WAIT_MS,
 )
+from hylo.cli.arguments import add_log_dir
+from hylo.cli.output import EXIT_BAD_INPUT, fail
+from hylo.core.shield import SafetyShield
 from hylo.hosts import HostPolicy, is_loopback
 
-EXIT_BAD_INPUT = 2
+if TYPE_CHECKING:
+    from hylo.cli.arguments import Subparsers
+
 DEFAULT_HOST = "127.0.0.1"
 
 MAX_FRAME_MB = 4096
@@ -113,9 +120,8 @@ def _run_id(text: str) -> str:
     return text
 
 
-def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
-    """Add `bridge` (with its `vlaeval` subcommand) to a subparsers object (`hylo`'s commands); returns `bridge`'s
-    parser."""
+def add_parser(commands: Subparsers) -> None:
+    """Add `bridge` (with its `vlaeval` subcommand) to a subparsers object (`hylo`'s commands)."""
     parser: argparse.ArgumentParser = commands.add_parser(
         "bridge", help="serve a hylo agent to an external harness (served mode, docs/served.md)"
     )
@@ -127,9 +133,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
     )
     vla.add_argument("--host", type=_address, default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
     vla.add_argument("--port", type=port, required=True, help="port to listen on (0 picks a free one)")
-    vla.add_argument(
-        "--log-dir", type=Path, default=Path("hylo-runs"), help="where the run is kept (default ./hylo-runs)"
-    )
+    add_log_dir(vla, "where the run is kept (default ./hylo-runs)")
     vla.add_argument("--run-id", type=_run_id, default=None, help="the run's id (default served-<agent>-<timestamp>)")
     vla.add_argument("--no-shield", action="store_true", help="approve every action unchanged (no safety shield)")
     vla.add_argument(
@@ -192,30 +196,24 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
         metavar="ORIGIN",
         help="a web page's origin (http://host:port) allowed to connect (repeatable; other pages get 403)",
     )
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C or SIGTERM (exit 0: acts in flight get a grace period, then every episode still open is
-    recorded `infra_invalid` and the run `complete`; a second signal skips the grace); 2 with one line for bad input
-    (an unknown agent, bad arguments, a port that cannot be bound)."""
-    from hylo.agents.registry import make_agent, parse_agent_args
-    from hylo.core.errors import HyloError, HyloFailure
+    recorded `infra_invalid` and the run `complete`; a second signal skips the grace); 2 with one line for a port
+    that cannot be bound or a run that cannot be made. Other bad input (an unknown agent, bad arguments) is raised,
+    and `hylo` reports it in one line (exit 2)."""
+    from hylo.agents.registry import make_agent, parse_agent_args  # start-up time: the agent registry
 
-    try:
-        agent_args = parse_agent_args(args.agent_args)
-        _check_batch(args)
-        first = make_agent(args.agent, agent_args, None, allow_import=True)  # the command line is the operator
-        if args.batch is not None:
-            from hylo.bridges.batched_agent import check_batchable
+    agent_args = parse_agent_args(args.agent_args)
+    _check_batch(args)
+    first = make_agent(args.agent, agent_args, None, allow_import=True)  # the command line is the operator
+    if args.batch is not None:
+        from hylo.bridges.batched_agent import check_batchable  # start-up time: the policy host
 
-            check_batchable(first)
-        space = _action_space(args, first)
-        return _serve(args, first, agent_args, space)
-    except HyloFailure:
-        raise  # broke at run time: not bad input
-    except (HyloError, ValueError, LookupError) as exc:
-        return _fail(str(exc))
+        check_batchable(first)
+    space = _action_space(args, first)
+    return _serve(args, first, agent_args, space)
 
 
 def _check_batch(args: argparse.Namespace) -> None:
@@ -237,9 +235,9 @@ def _check_batch(args: argparse.Namespace) -> None:
 
 def _agents(args: argparse.Namespace, first: Any, agent_args: dict[str, Any]) -> Any:
     """One agent per connection (a pool), or, with `--batch`, `first` shared by every connection."""
-    from hylo.agents.registry import make_agent
-    from hylo.bridges.batched_agent import BatchedAgent
-    from hylo.bridges.connections import AgentPool
+    from hylo.agents.registry import make_agent  # start-up time: the agent registry
+    from hylo.bridges.batched_agent import BatchedAgent  # start-up time: the policy host
+    from hylo.bridges.connections import AgentPool  # start-up time: the bridge's server
 
     if args.batch is not None:
         return BatchedAgent(first, args.batch, args.batch_wait_ms / 1000.0)
@@ -257,9 +255,6 @@ def _batching_line(figures: dict[str, Any]) -> str:
 
 
 def _action_space(args: argparse.Namespace, agent: Any) -> Any:
-    import gymnasium.spaces as spaces
-    import numpy as np
-
     if not args.action_low < args.action_high:
         raise ValueError(f"--action-low {args.action_low} must be below --action-high {args.action_high}")
     if args.action_dim is not None:
@@ -271,9 +266,8 @@ def _action_space(args: argparse.Namespace, agent: Any) -> Any:
 
 
 def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], space: Any) -> int:
-    from hylo.bridges.served_run import ServedRun, default_run_id
-    from hylo.bridges.vlaeval_server import VlaEvalBridge
-    from hylo.core.shield import SafetyShield
+    from hylo.bridges.served_run import ServedRun, default_run_id  # start-up time: the bridge's server
+    from hylo.bridges.vlaeval_server import VlaEvalBridge  # start-up time: the bridge's server
 
     run_id = args.run_id or default_run_id(args.agent)
     spec = {"harness": "vla-eval", "agent": args.agent, "agent_args": agent_args, "shield": not args.no_shield}
@@ -282,7 +276,8 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
     try:
         served = ServedRun(args.log_dir, run_id=run_id, agent=args.agent, spec=spec)
     except (OSError, sqlite3.Error) as exc:
-        return _fail(f"cannot create run {run_id} in {args.log_dir}: {getattr(exc, 'strerror', None) or exc}")
+        reason = getattr(exc, "strerror", None) or exc
+        return fail(EXIT_BAD_INPUT, f"cannot create run {run_id} in {args.log_dir}: {reason}")
     bridge = VlaEvalBridge(
         _agents(args, first, agent_args),
         served,
@@ -324,12 +319,12 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
     except OSError as exc:
         if listening:  # failed while serving: what was served is recorded
             bridge.close()
-            return _fail(f"the bridge on {shown_host}:{args.port} failed: {exc}")
+            return fail(EXIT_BAD_INPUT, f"the bridge on {shown_host}:{args.port} failed: {exc}")
         bridge.agents.close()  # the port could not be bound: nothing was served
         served.discard()
         errno_text = os.strerror(exc.errno).lower() if exc.errno else str(exc)
         reason = exc.strerror if isinstance(exc, socket.gaierror) else errno_text
-        return _fail(f"cannot listen on {shown_host}:{args.port}: {reason}")
+        return fail(EXIT_BAD_INPUT, f"cannot listen on {shown_host}:{args.port}: {reason}")
     except KeyboardInterrupt:
         bridge.stopping = True
     bridge.close()
@@ -337,8 +332,3 @@ def _serve(args: argparse.Namespace, first: Any, agent_args: dict[str, Any], spa
     if figures is not None:
         print(_batching_line(figures), file=sys.stderr, flush=True)
     return 0
-
-
-def _fail(message: str) -> int:
-    print(f"hylo: error: {' '.join(message.split())}", file=sys.stderr)
-    return EXIT_BAD_INPUT

@@ -13,22 +13,46 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from hylo.cli.output import EXIT_ABORTED, EXIT_STRICT, console, fail
-from hylo.core.errors import HyloError, HyloFailure
+from hylo.argtypes import parse_json_pairs
+from hylo.cli.arguments import DEFAULT_LOG_DIR, JSON_HELP, add_agent, add_json, add_placement, add_run_options
+from hylo.cli.output import EXIT_ABORTED, EXIT_BAD_INPUT, EXIT_STRICT, console, exit_code, fail
+from hylo.core.errors import HyloError
+from hylo.core.timing import CHUNKED_OPTIONS
 
 if TYPE_CHECKING:
+    from hylo.cli.arguments import Subparsers
+    from hylo.eval.runner import Evaluation
     from hylo.eval.spec import EvalSpec
     from hylo.evallog.lerobot_dataset import DatasetExport
     from hylo.evallog.rows import EpisodeRow
 
 
+def add_parser(commands: Subparsers) -> None:
+    """Add `eval` to `hylo`'s commands."""
+    ev = commands.add_parser("eval", help="evaluate an agent on a benchmark (resumes the same run when re-run)")
+    ev.add_argument("benchmark", nargs="?", help="a registered benchmark (hylo list benchmarks) or gym:<id>")
+    add_placement(
+        ev,
+        options="benchmark option (JSON literal): gymnasium.make's keyword argument for gym:<id>, e.g. -E "
+        "obs_type=pixels",
+    )
+    add_agent(ev, "random, hold, expert, a registered agent or module:Class")
+    add_run_options(ev)
+    ev.add_argument(
+        "--record-dataset",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep every episode's steps and write them as a LeRobot dataset into DIR, a new directory (hylo[lerobot])",
+    )
+    ev.add_argument("--spec", type=Path, default=None, metavar="FILE", help="read the whole spec from a JSON file")
+    add_json(ev, JSON_HELP)
+
+
 def spec_from_flags(args: argparse.Namespace, options: dict[str, Any] | None = None) -> EvalSpec:
     """The EvalSpec of a command's benchmark and agent flags, with `options` (default: `run_options(args)`)."""
-    from hylo.agents.registry import parse_agent_args
-    from hylo.argtypes import parse_json_pairs
-    from hylo.eval.spec import EvalSpec
+    from hylo.agents.registry import parse_agent_args  # start-up time: the agent registry
+    from hylo.eval.spec import EvalSpec  # start-up time: the evaluation stack
 
     return EvalSpec(
         benchmark=args.benchmark,
@@ -42,7 +66,7 @@ def spec_from_flags(args: argparse.Namespace, options: dict[str, Any] | None = N
 
 
 def run_options(args: argparse.Namespace, *, grid: bool = True) -> dict[str, Any]:
-    """The EvalSpec fields of the options `_add_run_options` added (shared by `hylo eval`, `hylo graph run`,
+    """The EvalSpec fields of the options `add_run_options` added (shared by `hylo eval`, `hylo graph run`,
     `hylo ab` and, with `grid` False, `hylo sweep`, which sets latency_steps and execution_steps per point)."""
     return {
         **timing_fields(args, grid=grid),
@@ -72,9 +96,6 @@ def run_options(args: argparse.Namespace, *, grid: bool = True) -> dict[str, Any
     }
 
 
-CHUNKED_TIMING = {"schedule": "chunked", "adaptive_refill": False, "clock": "virtual"}
-"""What the latency-steps, execution-steps and latency-distribution flags select with no --protocol."""
-
 MAX_SAMPLES_FILE_BYTES = 8 * 1024 * 1024
 """The largest `--latency-samples` file read."""
 
@@ -84,7 +105,7 @@ def timing_fields(args: argparse.Namespace, *, grid: bool = True) -> dict[str, A
     (docs/protocols.md). `--latency-steps`, `--execution-steps`, `--latency-lognormal` and `--latency-samples`
     select realtime timing with the chunked schedule on the virtual clock (under `--protocol`, the protocol does);
     with `--refill-steps` or `--timing sync` they are refused."""
-    from hylo.eval.resolve import EvalError, find_protocol, timing_conflict
+    from hylo.eval.resolve import EvalError, find_protocol, timing_conflict  # start-up time: the evaluation stack
 
     if args.protocol is not None and args.timing is not None:
         protocol = find_protocol(args.protocol)
@@ -132,14 +153,14 @@ def timing_fields(args: argparse.Namespace, *, grid: bool = True) -> dict[str, A
         fields["timing"] = args.timing
     if chunked and args.protocol is None:
         fields["timing"] = "realtime"
-        options = {**CHUNKED_TIMING, **options}
+        options = {**CHUNKED_OPTIONS, **options}
     fields["timing_options"] = options
     return fields
 
 
 def latency_model(lognormal: list[float] | None, samples: Path | None) -> dict[str, Any] | None:
     """The latency model `--latency-lognormal MEDIAN_S SIGMA` or `--latency-samples FILE` gives, or None."""
-    from hylo.eval.resolve import EvalError
+    from hylo.eval.resolve import EvalError  # start-up time: the evaluation stack
 
     if lognormal is not None:
         median, sigma = lognormal
@@ -155,8 +176,8 @@ def read_latency_samples(path: Path) -> list[float]:
     """The latencies (seconds) a `--latency-samples` file holds: a JSON list, or one number a line (blank lines and
     `#` comments skipped); 1 to 100,000 finite numbers >= 0, in a file of at most 8 MiB. Refuses anything else
     naming the file and the bad value."""
-    from hylo.eval.resolve import EvalError
-    from hylo.eval.spec import MAX_LATENCY_SAMPLES, MAX_SECONDS
+    from hylo.eval.resolve import EvalError  # start-up time: the evaluation stack
+    from hylo.eval.spec import MAX_LATENCY_SAMPLES, MAX_SECONDS  # start-up time: the evaluation stack
 
     where = f"--latency-samples {str(path)!r}"
     try:
@@ -210,8 +231,8 @@ def _seconds_value(value: object) -> float | None:
 
 def _spec_file(args: argparse.Namespace) -> EvalSpec:
     """`--spec FILE`: the whole spec as JSON (what the JobScheduler hands its jobs); spec flags are refused with it."""
-    from hylo.eval.resolve import EvalError
-    from hylo.eval.spec import EvalSpec
+    from hylo.eval.resolve import EvalError  # start-up time: the evaluation stack
+    from hylo.eval.spec import EvalSpec  # start-up time: the evaluation stack
 
     given = [flag for flag, value in (("benchmark", args.benchmark), ("--agent", args.agent)) if value is not None]
     given += ["-E"] if args.env_args else []
@@ -227,7 +248,8 @@ def _spec_file(args: argparse.Namespace) -> EvalSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hylo.eval.resolve import EvalError
+    """`hylo eval`: run the spec its flags (or `--spec FILE`) give, as `run_evaluation` does."""
+    from hylo.eval.resolve import EvalError  # start-up time: the evaluation stack
 
     if args.spec is not None:
         spec = _spec_file(args)
@@ -237,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
             raise EvalError(f"hylo eval needs {missing} (or --spec FILE)")
         spec = spec_from_flags(args)
     if args.record_dataset is not None:
-        from hylo.evallog.lerobot_dataset import check_out, require_lerobot
+        from hylo.evallog.lerobot_dataset import check_out, require_lerobot  # start-up time: the dataset writer
 
         require_lerobot()  # refused before any episode runs, not after the last
         check_out(args.record_dataset)
@@ -248,11 +270,10 @@ def run(args: argparse.Namespace) -> int:
 def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = None) -> int:
     """Run (or resume) `spec` with a progress bar on stderr; print the summary, or with `json_out` one JSON object on
     stdout; with `dataset`, write the run's recorded episodes there as a LeRobot dataset. Returns the exit status."""
-    from hylo.envs.quiet import stdout_to_stderr
-    from hylo.eval.progress import ProgressBar
-    from hylo.eval.runner import Evaluation
-    from hylo.evallog.report import print_reasons, print_summary, seeds_note
-    from hylo.evallog.writer import RunAborted
+    from hylo.envs.quiet import stdout_to_stderr  # start-up time: the envs package
+    from hylo.eval.progress import ProgressBar  # start-up time: the evaluation stack
+    from hylo.eval.runner import Evaluation  # start-up time: the evaluation stack
+    from hylo.evallog.report import print_reasons, print_summary, seeds_note  # start-up time: the report tables
 
     _interrupt_on_sigterm()  # a scheduler's SIGTERM ends the run like Ctrl-C: finished episodes are committed first
     with stdout_to_stderr():  # simulators that print (minigrid, MuJoCo's C code) never reach stdout
@@ -262,12 +283,9 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = Non
                 evaluation.progress = bar.update
                 result = evaluation.run()
         except Exception as exc:
-            bad_input = isinstance(exc, (HyloError, ValueError, LookupError, ValidationError)) and not isinstance(
-                exc, HyloFailure
-            )
-            if bad_input and not evaluation.started and not isinstance(exc, RunAborted):
+            what = abort_cause(exc, evaluation)
+            if what is None:
                 raise  # refused before anything ran: bad input, one line, exit 2
-            what = str(exc) if isinstance(exc, RunAborted) else f"{type(exc).__name__}: {exc}"
             advice = "" if "resume" in what else "; fix the cause and re-run to resume"
             return fail(EXIT_ABORTED, f"run {evaluation.run_id} aborted: {what}{advice}")
         written = _write_dataset(result.run_id, result.log_dir, dataset) if dataset is not None else None
@@ -304,10 +322,25 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = Non
     return 0
 
 
+def abort_cause(exc: Exception, evaluation: Evaluation | None) -> str | None:
+    """What the error line of `evaluation`, aborted by `exc`, says of the cause (exit 1, re-running resumes it): a
+    `RunAborted`'s own message, else the exception's type and message. None when no run began, or when `exc` is bad
+    input refused before the run started: the caller raises it again, for `hylo` to report in one line (exit 2)."""
+    from hylo.evallog.writer import RunAborted  # start-up time: the EvalLog writer
+
+    if evaluation is None:
+        return None
+    if isinstance(exc, RunAborted):
+        return str(exc)
+    if exit_code(exc) == EXIT_BAD_INPUT and not evaluation.started:
+        return None
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _write_dataset(run_id: str, run_dir: Path, out: Path) -> DatasetExport | int:
     """`--record-dataset DIR`: the run's recorded episodes written as a LeRobot dataset, or the exit status of a
     failure (the run is kept: the export can be made again)."""
-    from hylo.evallog.lerobot_dataset import export_dataset
+    from hylo.evallog.lerobot_dataset import export_dataset  # start-up time: the dataset writer
 
     try:
         return export_dataset(run_dir, out)
@@ -319,7 +352,7 @@ def _write_dataset(run_id: str, run_dir: Path, out: Path) -> DatasetExport | int
 
 def _export_command(run_id: str, spec: EvalSpec) -> str:
     """The command that exports a run of `spec` (its `--log-dir` named unless it is the default)."""
-    log_dir = "" if Path(spec.log_dir) == Path("hylo-runs") else f" --log-dir {shlex.quote(spec.log_dir)}"
+    log_dir = "" if Path(spec.log_dir) == DEFAULT_LOG_DIR else f" --log-dir {shlex.quote(spec.log_dir)}"
     return f"hylo runs export {run_id}{log_dir}"
 
 
@@ -342,7 +375,7 @@ def video_line(episodes: Sequence[EpisodeRow], run_dir: Path) -> str:
 
 def timing_line(spec: EvalSpec) -> str:
     """The timing a run ran under, as its summary ends: the protocol's name when it names one, and the options."""
-    from hylo.eval.resolve import option_text
+    from hylo.eval.resolve import option_text  # start-up time: the evaluation stack
 
     options = ", ".join(f"{key} {option_text(value)}" for key, value in spec.timing_options.items())
     timing = f"{spec.timing} ({options})" if options else spec.timing
@@ -368,6 +401,3 @@ def _interrupt_on_sigterm() -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, interrupt)
-
-
-# -- runs, compare, list -----------------------------------------------------------------------------------------------

@@ -10,40 +10,43 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
-EXIT_INVALID = 1
-EXIT_BAD_INPUT = 2
+from hylo.cli.arguments import JSON_HELP, add_json, add_placement, add_run_options
+from hylo.cli.evaluate import run_evaluation, run_options
+from hylo.cli.output import EXIT_BAD_INPUT, EXIT_INVALID
+from hylo.core.types import NodesetMode
+
+if TYPE_CHECKING:
+    from hylo.cli.arguments import Subparsers
+
 GRAPH_ARGUMENT_HELP = "a graph file, or the name of a built-in example (babyai_expert, ...; a wrong name lists them)"
 
 
-def add_parsers(
-    commands: argparse._SubParsersAction[Any], run_options: Callable[[argparse.ArgumentParser], None]
-) -> None:
-    """Add `graph` and `nodes` to `hylo`'s commands; `run_options` adds the options `graph run` shares with `eval`."""
+def add_parser(commands: Subparsers) -> None:
+    """Add `graph` and `nodes` to `hylo`'s commands; `graph run` takes the run options of `eval`."""
     graph = commands.add_parser("graph", help="validate or run a graph: a file, or a built-in example by name")
     actions = graph.add_subparsers(dest="graph_command", metavar="ACTION", required=True, parser_class=type(graph))
     validate = actions.add_parser("validate", help="check a graph; exit 1 with its typed errors when invalid")
     validate.add_argument("file", metavar="FILE|NAME", help=GRAPH_ARGUMENT_HELP)
-    validate.add_argument("--json", action="store_true", help="print {valid, errors} as JSON")
+    add_json(validate, "print {valid, errors} as JSON")
     run = actions.add_parser("run", help="evaluate a graph on its benchmark (resumes the same run when re-run)")
     run.add_argument("file", metavar="FILE|NAME", help=GRAPH_ARGUMENT_HELP)
     run.add_argument("--benchmark", default=None, help="the benchmark (default: the graph's placement)")
-    run.add_argument("--split", default=None, help="the split (default: the graph's placement, else the benchmark's)")
-    run.add_argument("--task", dest="tasks", nargs="+", action="extend", default=[], metavar="T", help="tasks to run")
+    add_placement(run, options=None, split="the split (default: the graph's placement, else the benchmark's)")
     run.add_argument(
         "--server", dest="server", action="append", default=[], metavar="NODESET",
         help="run this nodeset in a subprocess of its own (one per worker)",
     )  # fmt: skip
-    run_options(run)
-    run.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
+    add_run_options(run)
+    add_json(run, JSON_HELP)
     nodes = commands.add_parser("nodes", help="every node type's schema (ports, wires, config), by nodeset")
     nodes.add_argument("--nodeset", action="append", default=[], metavar="NAME", help="only these nodesets")
-    nodes.add_argument("--json", action="store_true", help="print the schemas as JSON")
+    add_json(nodes, "print the schemas as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
+    """`hylo nodes`, `hylo graph validate` or `hylo graph run`."""
     if args.command == "nodes":
         return _nodes(args)
     if args.graph_command == "validate":
@@ -52,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from hylo.graph.compile import check_graph
-    from hylo.graph.store import find_graph
+    from hylo.graph.compile import check_graph  # start-up time: the graph stack
+    from hylo.graph.store import find_graph  # start-up time: the graph stack
 
     graph = find_graph(args.file)
     errors = check_graph(graph)
@@ -71,13 +74,11 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from hylo.cli.evaluate import run_evaluation, run_options
-    from hylo.core.types import NodesetMode
-    from hylo.eval.resolve import EvalError
-    from hylo.eval.spec import EvalSpec
-    from hylo.graph.compile import GraphInvalid, compile_graph
-    from hylo.graph.model import NodesetOptions
-    from hylo.graph.store import find_graph
+    from hylo.eval.resolve import EvalError  # start-up time: the evaluation stack
+    from hylo.eval.spec import EvalSpec  # start-up time: the evaluation stack
+    from hylo.graph.compile import GraphInvalid, compile_graph  # start-up time: the graph stack
+    from hylo.graph.model import NodesetOptions  # start-up time: the graph stack
+    from hylo.graph.store import find_graph  # start-up time: the graph stack
 
     graph = find_graph(args.file)
     if args.server:
@@ -111,7 +112,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _nodes(args: argparse.Namespace) -> int:
-    from hylo.graph.nodesets import all_schemas
+    from hylo.graph.nodesets import all_schemas  # start-up time: every nodeset
 
     problems: list[str] = []
     schemas = all_schemas(args.nodeset or None, on_error=lambda name, exc: problems.append(f"{name}: {exc}"))

@@ -8,15 +8,28 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from hylo.cli.arguments import add_json, add_split
 from hylo.cli.output import console
+from hylo.core.conventions import ActionConvention
+from hylo.core.errors import HyloError, UnknownChoice
+from hylo.core.features import declared_text
 
 if TYPE_CHECKING:
+    from hylo.cli.arguments import Subparsers
     from hylo.envs.registry import BenchmarkInfo
 
 
-def run(args: argparse.Namespace) -> int:
-    from hylo.core.errors import HyloError
+def add_parser(commands: Subparsers) -> None:
+    """Add `list` to `hylo`'s commands."""
+    listing = commands.add_parser("list", help="what is registered; list tasks BENCH: a benchmark's tasks")
+    listing.add_argument("what", choices=("benchmarks", "agents", "protocols", "tasks"))
+    listing.add_argument("benchmark", nargs="?", help="list tasks: the benchmark (hylo list benchmarks)")
+    add_split(listing, "list tasks: only this split's (default: every split)")
+    add_json(listing)
 
+
+def run(args: argparse.Namespace) -> int:
+    """`hylo list benchmarks|agents|protocols|tasks`."""
     if args.what != "tasks" and (args.benchmark is not None or args.split is not None):
         given = repr(args.benchmark) if args.benchmark is not None else "--split"
         raise HyloError(
@@ -32,10 +45,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _benchmarks(args: argparse.Namespace) -> int:
-    from hylo.envs.benchmark import BenchmarkOption
-    from hylo.envs.gym_adapter import FEATURE_NAMES, GymBenchmark
-    from hylo.envs.gym_options import ENUMERATED, GYM_OPTIONS
-    from hylo.envs.registry import GYM_TARGET, describe_benchmark, listed_benchmarks
+    from hylo.envs.benchmark import BenchmarkOption  # start-up time: the benchmark registry
+    from hylo.envs.gym_adapter import FEATURE_NAMES, GymBenchmark  # start-up time: the benchmark registry
+    from hylo.envs.gym_options import ENUMERATED, GYM_OPTIONS  # start-up time: the benchmark registry
+    from hylo.envs.registry import (  # start-up time: the benchmark registry
+        GYM_TARGET,
+        describe_benchmark,
+        listed_benchmarks,
+    )
 
     rows: list[dict[str, Any]] = []
     for name in listed_benchmarks():
@@ -79,9 +96,6 @@ def _benchmarks(args: argparse.Namespace) -> int:
 
 def _declarations(out: Any, width: int, row: dict[str, Any]) -> None:
     """A benchmark's feature names and action convention, under its line."""
-    from hylo.core.conventions import ActionConvention
-    from hylo.core.features import declared_text
-
     if row.get("feature_names"):
         names = declared_text(tuple(row["feature_names"].items()))
         out.print(f"{'':<{width}}   LeRobot features: {names}", highlight=False, markup=False)
@@ -94,8 +108,7 @@ def _declarations(out: Any, width: int, row: dict[str, Any]) -> None:
 
 def _tasks(args: argparse.Namespace) -> int:
     """`hylo list tasks BENCH [--split S]`: each split's tasks with their step budget and fixed instruction."""
-    from hylo.core.errors import HyloError, UnknownChoice
-    from hylo.envs.registry import listed_benchmarks
+    from hylo.envs.registry import listed_benchmarks  # start-up time: the benchmark registry
 
     if args.benchmark is None:
         raise HyloError(
@@ -115,8 +128,9 @@ def _tasks(args: argparse.Namespace) -> int:
         data["unavailable_tasks"] = info.unavailable_tasks
         sys.stdout.write(json.dumps(data) + "\n")
         return 0
-    from rich.table import Table
+    from rich.table import Table  # start-up time: the tables
 
+    # start-up time: the tables
     from hylo.evallog.table_fit import add_name_column, add_number_column, compact_table, print_fitting
 
     out = console()
@@ -149,6 +163,7 @@ def _tasks(args: argparse.Namespace) -> int:
 
 def _described(name: str) -> BenchmarkInfo:
     """The benchmark `name` as `hylo list benchmarks` describes it (a `gym:<id>` too, built to list its task)."""
+    # start-up time: the benchmark registry
     from hylo.envs.registry import BenchmarkInfo, SplitInfo, TaskInfo, describe_benchmark, get_benchmark
 
     if not name.startswith("gym:"):
@@ -171,6 +186,7 @@ def _described(name: str) -> BenchmarkInfo:
 
 
 def _agents(args: argparse.Namespace) -> int:
+    # start-up time: the agent registry
     from hylo.agents.registry import EXPERT_TARGET, describe_agent, registered_agents
 
     agents = [describe_agent(name) for name in registered_agents()]
@@ -189,10 +205,8 @@ def _agents(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- demo --------------------------------------------------------------------------------------------------------------
-
-
 def _protocols(args: argparse.Namespace) -> int:
+    # start-up time: the evaluation stack
     from hylo.eval.protocols import describe_protocol, get_protocol, registered_protocols
 
     rows = [describe_protocol(get_protocol(name)).model_dump(mode="json") for name in registered_protocols()]

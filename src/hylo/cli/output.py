@@ -1,4 +1,5 @@
-"""What every `hylo` command shares: exit statuses, consoles, and one-line errors."""
+"""What every `hylo` command shares: exit statuses, the one mapping from exceptions to them, consoles, and one-line
+errors."""
 
 from __future__ import annotations
 
@@ -8,10 +9,40 @@ import sys
 from pydantic import ValidationError
 from rich.console import Console
 
-EXIT_BAD_INPUT = 2
-EXIT_ABORTED = 1
-EXIT_STRICT = 3
-EXIT_INTERRUPTED = 130
+from hylo.core.errors import HyloError, HyloFailure
+from hylo.exits import EXIT_ABORTED as EXIT_ABORTED
+from hylo.exits import EXIT_BAD_INPUT as EXIT_BAD_INPUT
+from hylo.exits import EXIT_INTERRUPTED as EXIT_INTERRUPTED
+from hylo.exits import EXIT_INVALID as EXIT_INVALID
+from hylo.exits import EXIT_STRICT as EXIT_STRICT
+
+INTERRUPTED_MESSAGE = "interrupted; re-run the same command to resume"
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit status `exc` ends a command with: `EXIT_INTERRUPTED` for Ctrl-C (and SIGTERM, raised as it);
+    `EXIT_BAD_INPUT` for a refusal of the input (a `HyloError`, `ValueError`, `LookupError` or pydantic
+    `ValidationError`); `EXIT_ABORTED` for anything else, a `HyloFailure` included: it broke at run time, and is
+    never reported as bad input."""
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if isinstance(exc, (HyloError, ValueError, LookupError)) and not isinstance(exc, HyloFailure):
+        return EXIT_BAD_INPUT  # ValidationError is a ValueError
+    return EXIT_ABORTED
+
+
+def error_message(exc: BaseException) -> str:
+    """What the one error line says of `exc`."""
+    if isinstance(exc, KeyboardInterrupt):
+        return INTERRUPTED_MESSAGE
+    if isinstance(exc, ValidationError):
+        return validation_message(exc)
+    return str(exc)
+
+
+def report(exc: BaseException) -> int:
+    """Print `exc` as one error line on stderr; returns its exit status (`exit_code`)."""
+    return fail(exit_code(exc), error_message(exc))
 
 
 UNBOUND_WIDTH = 160
@@ -41,6 +72,7 @@ def redirected_width() -> int:
 
 
 def fail(code: int, message: str) -> int:
+    """Print `message` as one error line on stderr (`hylo: error: ...`); returns `code`."""
     line = " ".join(message.split())
     print(f"hylo: error: {line}", file=sys.stderr)
     return code

@@ -12,14 +12,12 @@ import json
 import math
 import shutil
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hylo.stats.planning import (
-    mcnemar_pairs,
-    paired_by_correlation,
-    sequential_plan,
-    two_proportion_per_side,
-)
+from hylo.cli.arguments import add_json
+
+if TYPE_CHECKING:
+    from hylo.cli.arguments import Subparsers
 
 PILOT_HINT = (
     "Estimate r from a pilot: both agents on the same 30-50 episodes (hylo eval of each, same tasks and seed), then "
@@ -28,7 +26,24 @@ PILOT_HINT = (
 )
 
 
+def add_parser(commands: Subparsers) -> None:
+    """Add `plan` to `hylo`'s commands."""
+    plan = commands.add_parser("plan", help="episodes needed to tell two success rates apart")
+    plan.add_argument("--p-a", type=float, required=True, help="A's success rate")
+    plan.add_argument("--p-b", type=float, required=True, help="B's success rate")
+    plan.add_argument("--correlation", type=float, default=None,
+                      help="of A's and B's outcomes on a pair (phi: hylo compare of a pilot prints it); without it, "
+                      "the paired count at r = 0, 0.25, 0.5, 0.75")  # fmt: skip
+    plan.add_argument("--alpha", type=float, default=0.05, help="two-sided (default 0.05)")
+    plan.add_argument("--power", type=float, default=0.8, help="chance of deciding for the better one (default 0.8)")
+    add_json(plan)
+
+
 def run(args: argparse.Namespace) -> int:
+    """`hylo plan`: the counts, printed or as JSON."""
+    # start-up time: the statistics
+    from hylo.stats.planning import mcnemar_pairs, paired_by_correlation, sequential_plan, two_proportion_per_side
+
     options = {"alpha": args.alpha, "power": args.power}
     if not 0.0 < args.alpha < 1.0:
         raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")

@@ -6,15 +6,69 @@ import argparse
 import json
 import shlex
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from hylo.cli.arguments import add_json, add_log_dir
+from hylo.cli.evaluate import dataset_line
 from hylo.cli.output import EXIT_BAD_INPUT, console, fail
+from hylo.core.status import EpisodeStatus
+from hylo.evallog.logdir import delete_run, find_run
+
+if TYPE_CHECKING:
+    from hylo.cli.arguments import Subparsers
+
+
+def add_parser(commands: Subparsers) -> None:
+    """Add `runs` (with its actions `list`, `show`, `export` and `delete`) and `compare` to `hylo`'s commands."""
+    runs = commands.add_parser("runs", help="list, show, export or delete evaluation runs")
+    runs_commands = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True, parser_class=type(runs))
+    runs_list = runs_commands.add_parser("list", help="every run in the log dir")
+    add_log_dir(runs_list)
+    add_json(runs_list)
+    for name, help_ in (("show", "a run's summary"), ("export", "a run's full record"), ("delete", "delete a run")):
+        sub = runs_commands.add_parser(name, help=help_)
+        sub.add_argument("run", help="run id (or a unique prefix)")
+        add_log_dir(sub)
+        if name == "export":
+            sub.add_argument(
+                "--format",
+                choices=("json", "lerobot"),
+                default="json",
+                help="json: the run's record on stdout; lerobot: its recorded episodes as a LeRobot dataset (--out)",
+            )
+            sub.add_argument("--traces", action="store_true", help="json: include every episode's trace events")
+            sub.add_argument("--out", type=Path, default=None, metavar="DIR", help="lerobot: the new directory")
+            sub.add_argument(
+                "--status",
+                dest="statuses",
+                nargs="+",
+                action="extend",
+                default=None,
+                choices=[status.value for status in EpisodeStatus],
+                metavar="S",
+                help="lerobot: only the episodes of these statuses (success, failure, timeout, error, infra_invalid)",
+            )
+        if name == "show":
+            add_json(sub)
+
+    compare = commands.add_parser("compare", help="pair two runs' episodes and test the difference (McNemar)")
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    add_log_dir(compare)
+    add_json(compare)
+    compare.add_argument("--all-flips", action="store_true", help="list every flipped episode (default: 50)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """`hylo runs ACTION` or `hylo compare`."""
+    return run_compare(args) if args.command == "compare" else run_runs(args)
 
 
 def run_runs(args: argparse.Namespace) -> int:
-    from hylo.evallog.logdir import delete_run, find_run
-    from hylo.evallog.realtime_metrics import episode_realtime, run_realtime
-    from hylo.evallog.report import (
+    """`hylo runs list|show|export|delete`."""
+    from hylo.evallog.realtime_metrics import episode_realtime, run_realtime  # start-up time: the report tables
+    from hylo.evallog.report import (  # start-up time: the report tables
         detectable_note,
         print_reasons,
         print_summary,
@@ -22,12 +76,17 @@ def run_runs(args: argparse.Namespace) -> int:
         seeds_note,
         timing_note,
     )
-    from hylo.evallog.store import EvalLog, list_runs, records
-    from hylo.stats.planning import detectable_difference
-    from hylo.stats.success import seed_clusters, summarize, summarize_by_task, summary_json
+    from hylo.evallog.store import EvalLog, list_runs, records  # start-up time: the EvalLog reader
+    from hylo.stats.planning import detectable_difference  # start-up time: the statistics
+    from hylo.stats.success import (  # start-up time: the statistics
+        seed_clusters,
+        summarize,
+        summarize_by_task,
+        summary_json,
+    )
 
     if args.runs_command == "list":
-        from hylo.evallog.run_list import listed, print_runs
+        from hylo.evallog.run_list import listed, print_runs  # start-up time: the run list
 
         runs = list_runs(args.log_dir)
         if args.json:
@@ -52,8 +111,9 @@ def run_runs(args: argparse.Namespace) -> int:
         info = log.info()
         final = log.final_episodes()
         if args.runs_command == "show":
+            # start-up time: the evaluation stack
             from hylo.eval.code_identity import CodeIdentity, code_changes, code_note
-            from hylo.evallog.run_list import agent_text
+            from hylo.evallog.run_list import agent_text  # start-up time: the run list
 
             changes = code_changes(args.log_dir, info)
             recs = records(final)
@@ -106,9 +166,7 @@ def run_runs(args: argparse.Namespace) -> int:
 
 def _export_dataset(args: argparse.Namespace) -> int:
     """`hylo runs export RUN --format lerobot --out DIR [--status S ...]`."""
-    from hylo.cli.evaluate import dataset_line
-    from hylo.evallog.lerobot_dataset import export_dataset
-    from hylo.evallog.logdir import find_run
+    from hylo.evallog.lerobot_dataset import export_dataset  # start-up time: the dataset writer
 
     if args.traces:
         return fail(EXIT_BAD_INPUT, "--traces is --format json's; a LeRobot dataset holds the steps, not the events")
@@ -126,10 +184,11 @@ def _with_realtime(entry: dict[str, Any], realtime: dict[str, Any] | None) -> di
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    from hylo.evallog.logdir import find_run
+    """`hylo compare RUN_A RUN_B`."""
+    # start-up time: the report tables
     from hylo.evallog.report import no_pairs_message, pairing_note, print_comparison, run_timing, timing_note
-    from hylo.evallog.store import EvalLog, records
-    from hylo.stats.success import NoPairs, compare_runs, correlation_line
+    from hylo.evallog.store import EvalLog, records  # start-up time: the EvalLog reader
+    from hylo.stats.success import NoPairs, compare_runs, correlation_line  # start-up time: the statistics
 
     loaded = []
     for run in (args.run_a, args.run_b):

@@ -9,9 +9,12 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hylo.argtypes import port, positive_int
+from hylo.cli.arguments import add_log_dir
+from hylo.cli.operator_code import IMPORT_DIR_ENV, import_from_cwd
+from hylo.cli.output import report
 from hylo.secret_env import TOKEN_ENV
 from hylo.server.binding import (
     DEFAULT_HOST,
@@ -24,19 +27,18 @@ from hylo.server.binding import (
     token_url,
 )
 
-EXIT_BAD_INPUT = 2
+if TYPE_CHECKING:
+    from hylo.cli.arguments import Subparsers
 
 
-def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
-    """Add `serve` to a subparsers object (`hylo`'s commands); returns its parser."""
+def add_parser(commands: Subparsers) -> None:
+    """Add `serve` to a subparsers object (`hylo`'s commands)."""
     parser: argparse.ArgumentParser = commands.add_parser(
         "serve", help="evaluations, graphs and live sessions behind an HTTP API (docs/api.md, docs/live.md)"
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=port, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    parser.add_argument(
-        "--log-dir", type=Path, default=Path("hylo-runs"), help="where runs, the job queue and saved graphs are kept"
-    )
+    add_log_dir(parser, "where runs, the job queue and saved graphs are kept")
     parser.add_argument(
         "--token",
         default=None,
@@ -99,7 +101,6 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> argparse.ArgumentPa
         metavar="N",
         help=f"the most jobs waiting at once; more are answered 429 (default {DEFAULT_MAX_QUEUED})",
     )
-    return parser
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,9 +108,9 @@ def run(args: argparse.Namespace) -> int:
     given one or told `--no-token`); 2 with one line when refused (a token too short, no token off loopback or with
     --allow-import, a malformed --allow-* or --trusted-proxy flag, a port that cannot be bound, a log dir another
     scheduler owns)."""
-    from hylo.jobs.errors import SchedulerBusy
-    from hylo.server.access import ServerAccess
-    from hylo.server.serve import serve
+    from hylo.jobs.errors import SchedulerBusy  # start-up time: the server stack
+    from hylo.server.access import ServerAccess  # start-up time: the server stack
+    from hylo.server.serve import serve  # start-up time: the server stack
 
     from_env = os.environ.pop(TOKEN_ENV, None)  # no process the server starts inherits it
     try:
@@ -124,8 +125,7 @@ def run(args: argparse.Namespace) -> int:
             trusted_proxies=args.trusted_proxy,
         )
     except (ValueError, ServeRefused) as exc:
-        print(f"hylo: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return report(exc)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _interrupt)  # uvicorn re-raises the signal once it has shut down
 
@@ -159,8 +159,7 @@ def run(args: argparse.Namespace) -> int:
             docs=args.docs,
         )
     except (ServeRefused, SchedulerBusy) as exc:
-        print(f"hylo: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return report(exc)
     except KeyboardInterrupt:
         return 0
     except SystemExit as exc:  # uvicorn exits when its startup fails (the reason is logged)
@@ -201,8 +200,6 @@ def _warn_if_open(log_dir: Path) -> None:
 def _import_from_here() -> None:
     """`--allow-import`: a job's `module:Class` is checked here, on submission, and built in the job's own process
     (started in its job directory): both import from the directory the server was started in."""
-    from hylo.cli import IMPORT_DIR_ENV, import_from_cwd
-
     import_from_cwd()
     os.environ[IMPORT_DIR_ENV] = os.getcwd()
 

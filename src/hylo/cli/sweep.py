@@ -6,42 +6,35 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
 from hylo.argtypes import non_negative_int, positive_int
+from hylo.cli.arguments import JSON_HELP, add_agent, add_json, add_placement, add_run_options
+from hylo.cli.evaluate import abort_cause, run_options, spec_from_flags
 from hylo.cli.output import EXIT_ABORTED, console, fail
-from hylo.core.errors import HyloError, HyloFailure
+from hylo.evallog.logdir import SWEEPS_DIR
 
 if TYPE_CHECKING:
+    from hylo.cli.arguments import Subparsers
     from hylo.eval.runner import Evaluation
     from hylo.experiments.sweep import GridPoint
 
 
-def add_parser(
-    commands: argparse._SubParsersAction[Any], run_options: Callable[[argparse.ArgumentParser], None]
-) -> None:
-    """Add `sweep` to `hylo`'s commands; `run_options` adds the options it shares with `eval` (all but the single
-    `--latency-steps` and `--execution-steps`, which a sweep takes as lists)."""
+def add_parser(commands: Subparsers) -> None:
+    """Add `sweep` to `hylo`'s commands: the run options it shares with `eval`, but for the single `--latency-steps`
+    and `--execution-steps`, which a sweep takes as lists."""
     sweep = commands.add_parser(
         "sweep",
         help="success against latency: a run per latency d x execution horizon s (sweep show ID, sweep list)",
     )
     sweep.add_argument("benchmark", help="the benchmark (or `show`, then the sweep id; or `list`)")
     sweep.add_argument("sweep_id", nargs="?", help=argparse.SUPPRESS)
-    sweep.add_argument("-E", dest="env_args", action="append", default=[], metavar="K=V", help="benchmark option")
-    sweep.add_argument("--split", default=None, help="the split (default: the benchmark's)")
-    sweep.add_argument("--task", "--tasks", dest="tasks", nargs="+", action="extend", default=[], metavar="T",
-                       help="tasks to run")  # fmt: skip
-    sweep.add_argument("--agent", help="the agent (a chunked policy: it declares chunk_size H)")
-    sweep.add_argument(
-        "-A", dest="agent_args", action="append", default=[], metavar="K=V", help="agent argument (JSON literal)"
-    )
-    run_options(sweep)
+    add_placement(sweep, task_flags=("--task", "--tasks"))
+    add_agent(sweep, "the agent (a chunked policy: it declares chunk_size H)")
+    add_run_options(sweep, grid=False)
     sweep.add_argument(
         "--latency-steps", type=non_negative_int, nargs="+", default=None, metavar="D",
         help="the latencies d to sweep, in control steps (e.g. 0 1 2 3 4)",
@@ -54,11 +47,12 @@ def add_parser(
     sweep.add_argument(
         "--reuse-runs", action="store_true", help="run each point on the run hylo eval made for it, extending it"
     )
-    sweep.add_argument("--json", action="store_true", help="print one JSON object on stdout and nothing else")
+    add_json(sweep, JSON_HELP)
 
 
 def run(args: argparse.Namespace) -> int:
-    from hylo.experiments.sweep import SweepError, list_sweeps, read_sweep
+    """`hylo sweep`, `hylo sweep show ID` and `hylo sweep list`."""
+    from hylo.experiments.sweep import SweepError, list_sweeps, read_sweep  # start-up time: the experiments stack
 
     if args.benchmark == "show":
         if args.sweep_id is None:
@@ -74,8 +68,7 @@ def run(args: argparse.Namespace) -> int:
 def base_spec(args: argparse.Namespace) -> Any:
     """The sweep's base spec from the flags: every run option, the agent and its arguments, and the timing options
     each point keeps (strategy, ensemble_m, max_hold_steps)."""
-    from hylo.cli.evaluate import run_options, spec_from_flags
-    from hylo.experiments.sweep import SweepError
+    from hylo.experiments.sweep import SweepError  # start-up time: the experiments stack
 
     if args.sweep_id is not None:
         raise SweepError(f"hylo sweep takes one benchmark, got {args.benchmark!r} and {args.sweep_id!r}")
@@ -95,11 +88,10 @@ def base_spec(args: argparse.Namespace) -> Any:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from hylo.envs.quiet import stdout_to_stderr
-    from hylo.eval.progress import ProgressBar
-    from hylo.evallog.writer import RunAborted
-    from hylo.experiments.sweep import GridPoint, run_sweep
-    from hylo.experiments.sweep_plot import horizon_label
+    from hylo.envs.quiet import stdout_to_stderr  # start-up time: the envs package
+    from hylo.eval.progress import ProgressBar  # start-up time: the evaluation stack
+    from hylo.experiments.sweep import GridPoint, run_sweep  # start-up time: the experiments stack
+    from hylo.experiments.sweep_plot import horizon_label  # start-up time: matplotlib
 
     base = base_spec(args)
     current: list[Evaluation] = []
@@ -117,12 +109,9 @@ def _sweep(args: argparse.Namespace) -> int:
             result = run_sweep(base, args.latency_steps, args.execution_steps, watch=watch, reuse_runs=args.reuse_runs)
         except Exception as exc:
             evaluation = current[0] if current else None
-            bad_input = isinstance(exc, (HyloError, ValueError, LookupError, ValidationError)) and not isinstance(
-                exc, HyloFailure
-            )
-            if evaluation is None or (bad_input and not evaluation.started and not isinstance(exc, RunAborted)):
+            what = abort_cause(exc, evaluation)
+            if evaluation is None or what is None:
                 raise  # refused before anything ran: bad input, one line, exit 2
-            what = str(exc) if isinstance(exc, RunAborted) else f"{type(exc).__name__}: {exc}"
             return fail(EXIT_ABORTED, f"run {evaluation.run_id} of the sweep aborted: {what}; re-run to resume")
     if args.reuse_runs:
         out = console(stderr=args.json)  # --json: stdout holds the record alone
@@ -143,15 +132,13 @@ def reused_note(point: dict[str, Any], logged: int) -> str:
 
 
 def _print(record: dict[str, Any], log_dir: Path, *, json_out: bool) -> None:
-    from hylo.evallog.logdir import SWEEPS_DIR
-
     directory = log_dir.resolve() / SWEEPS_DIR / record["sweep_id"]
     if json_out:
         sys.stdout.write(json.dumps({**record, "directory": str(directory)}) + "\n")
         return
-    from rich.table import Table
+    from rich.table import Table  # start-up time: the tables
 
-    from hylo.experiments.sweep_plot import horizon_label
+    from hylo.experiments.sweep_plot import horizon_label  # start-up time: matplotlib
 
     out = console()
     chunk = f", H = {record['chunk_size']}" if record.get("chunk_size") is not None else ""

@@ -3,13 +3,6 @@
 from hylo.core.agent import Agent, AgentBase, AgentRequirements, BatchAgent, acts_in_batches, check_compatible
 from hylo.core.bus import EventBus, JsonlRecorder, MemoryRecorder
 from hylo.core.chunk import ActionChunk, ChunkExecutor
-from hylo.core.conformance import (
-    AgentConformance,
-    ConformanceError,
-    EnvironmentConformance,
-    check_agent,
-    check_environment,
-)
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
 from hylo.core.errors import (
@@ -37,7 +30,7 @@ from hylo.core.shield import (
 )
 from hylo.core.signals import ContainerSet, ContainerSpec, Lifetime, Reducer, Signal, StateContainer
 from hylo.core.status import EpisodeOutcome, EpisodeStatus
-from hylo.core.timing import Clock, RealtimeTiming, SyncTiming, Timing
+from hylo.core.timing import ChunkedTiming, Clock, RealtimeTiming, RefillTiming, SyncTiming, Timing, timing_from
 from hylo.core.types import (
     Action,
     EnvCapabilities,
@@ -54,7 +47,6 @@ __all__ = [
     "ActionChunk",
     "Agent",
     "AgentBase",
-    "AgentConformance",
     "AgentCrashed",
     "AgentRequirements",
     "AgentTimeout",
@@ -62,14 +54,13 @@ __all__ = [
     "BatchAgent",
     "BoundsGuard",
     "ChunkExecutor",
+    "ChunkedTiming",
     "Clock",
-    "ConformanceError",
     "ContainerSet",
     "ContainerSpec",
     "EnvCapabilities",
     "EnvSpec",
     "Environment",
-    "EnvironmentConformance",
     "EpisodeContext",
     "EpisodeOutcome",
     "EpisodeStatus",
@@ -90,6 +81,7 @@ __all__ = [
     "ProcessAgent",
     "RealtimeTiming",
     "Reducer",
+    "RefillTiming",
     "RotationGuard",
     "RotationRepr",
     "SafetyAbort",
@@ -104,9 +96,8 @@ __all__ = [
     "TaskInstance",
     "Timing",
     "acts_in_batches",
-    "check_agent",
     "check_compatible",
-    "check_environment",
     "derive_seed",
     "parse_event",
+    "timing_from",
 ]

@@ -30,8 +30,10 @@ class Agent(Protocol):
 
     An agent may also declare:
     - `Args: type[AgentArgs]` — the arguments its class accepts, with their bounds (checked before it is built)
-    - `requirements: AgentRequirements` — what it needs from the env (checked at bind time)
-    - `containers: Sequence[ContainerSpec]` — its state containers (on `ctx.containers`)
+    - `requirements: AgentRequirements` — what it needs from the env (checked at bind time); read it with
+      `requirements_of(agent)`, None for an agent that declares none
+    - `containers: Sequence[ContainerSpec]` — its state containers (on `ctx.containers`); read them with
+      `containers_of(agent)`, () for an agent that declares none
     - `on_signal(signal)` — to hear lifecycle signals (e.g. to forward them to another process)
     - `act_batch(observations, contexts) -> chunks` — see `BatchAgent`
     """
@@ -45,7 +47,7 @@ class BatchAgent(Agent, Protocol):
 
     `act_batch(observations, contexts)` gets one observation and the `EpisodeContext` of its episode for each of up
     to B episodes that run at the same time, and returns one chunk (or one action) per observation, in their order.
-    For a batch of one it must return what `act` returns (`hylo.core.conformance` checks it): a batched evaluation
+    For a batch of one it must return what `act` returns (`hylo.conformance` checks it): a batched evaluation
     then gives the episodes the actions an unbatched one gives, up to what floating-point batching changes (a matrix
     product over B rows may round differently from B products over one row; arithmetic that is exact per row, such
     as integer products, is unchanged).
@@ -169,16 +171,29 @@ class AgentRequirements:
     action_convention: ActionConvention | None = None
 
 
+def requirements_of(agent: object) -> AgentRequirements | None:
+    """What `agent` declares it needs (its `requirements`), None when it declares nothing (the default of this
+    optional member of the agent contract): a wrapper agent passes on what the agent it wraps declares with it.
+    `check_compatible` refuses a declaration of another type."""
+    requirements: AgentRequirements | None = getattr(agent, "requirements", None)
+    return requirements
+
+
+def containers_of(agent: object) -> tuple[ContainerSpec, ...]:
+    """The state containers `agent` declares (its `containers`), () when it declares none."""
+    return tuple(getattr(agent, "containers", ()) or ())
+
+
 def gets_images(agent: object) -> bool:
     """Whether `agent` is given camera images: unless it declares `needs_images=False` (an agent that declares
     nothing gets the whole observation)."""
-    requirements = getattr(agent, "requirements", None)
+    requirements = requirements_of(agent)
     return not (isinstance(requirements, AgentRequirements) and requirements.needs_images is False)
 
 
 def requires_images(agent: object) -> bool:
     """Whether `agent` declares `needs_images=True`: an env, or a run, without camera images cannot serve it."""
-    requirements = getattr(agent, "requirements", None)
+    requirements = requirements_of(agent)
     return isinstance(requirements, AgentRequirements) and requirements.needs_images is True
 
 

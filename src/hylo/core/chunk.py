@@ -1,4 +1,4 @@
-"""Action chunks and the executor that plays them out (004 §2.2)."""
+"""Action chunks and the executor that plays them out."""
 
 from __future__ import annotations
 

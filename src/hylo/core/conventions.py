@@ -107,28 +107,46 @@ def compare_conventions(
 ) -> ConventionCheck:
     """Compare `agent`'s declared convention with `env`'s (see the module's docstring)."""
     if wanted is None or given is None:
-        side = "agent " + repr(agent) if wanted is None else "env " + repr(env)
-        if wanted is None and given is None:
-            return ConventionCheck()
-        return ConventionCheck(warnings=(f"action convention unknown for {side}: actions are not checked",))
+        return _undeclared(agent, env, wanted, given)
     problems: list[str] = []
     warnings: list[str] = []
-    both = f"(agent {agent!r}: {wanted.summary()}; env {env!r}: {given.summary()})"
     for name in ("control", "rotation", "gripper", "frame", "units"):
-        a, e = getattr(wanted, name), getattr(given, name)
-        if a is None or e is None:
-            if a != e:
-                warnings.append(f"action {name} unknown for {'agent' if a is None else 'env'}: not checked")
-            continue
-        if a != e:
-            (problems if name in REFUSING else warnings).append(
-                f"action {name}: agent {agent!r} acts in {a}, env {env!r} takes {e}"
-            )
-    if wanted.labels and given.labels and len(wanted.labels) != len(given.labels):
-        problems.append(
-            f"agent {agent!r} acts in {len(wanted.labels)} dimensions ({', '.join(wanted.labels)}); env {env!r} "
-            f"takes {len(given.labels)} ({', '.join(given.labels)})"
-        )
+        finding = _field_finding(name, agent, env, getattr(wanted, name), getattr(given, name))
+        if finding is not None:
+            refuses, text = finding
+            (problems if refuses else warnings).append(text)
+    problems += _dimension_problems(agent, env, wanted.labels, given.labels)
     if problems:
+        both = f"(agent {agent!r}: {wanted.summary()}; env {env!r}: {given.summary()})"
         problems.append(f"the action conventions declared {both}")
     return ConventionCheck(tuple(problems), tuple(warnings))
+
+
+def _undeclared(
+    agent: str, env: str, wanted: ActionConvention | None, given: ActionConvention | None
+) -> ConventionCheck:
+    """The check when a side declares no convention: nothing when neither does, else a warning naming that side."""
+    if wanted is None and given is None:
+        return ConventionCheck()
+    side = "agent " + repr(agent) if wanted is None else "env " + repr(env)
+    return ConventionCheck(warnings=(f"action convention unknown for {side}: actions are not checked",))
+
+
+def _field_finding(name: str, agent: str, env: str, a: str | None, e: str | None) -> tuple[bool, str] | None:
+    """How the agent's and the env's values of field `name` differ: (whether that refuses the run, the message), or
+    None when they agree."""
+    if a is None or e is None:
+        return None if a == e else (False, f"action {name} unknown for {'agent' if a is None else 'env'}: not checked")
+    if a == e:
+        return None
+    return name in REFUSING, f"action {name}: agent {agent!r} acts in {a}, env {env!r} takes {e}"
+
+
+def _dimension_problems(agent: str, env: str, wanted: tuple[str, ...], given: tuple[str, ...]) -> list[str]:
+    """A refusal when both sides label their action's dimensions and their counts differ."""
+    if not (wanted and given and len(wanted) != len(given)):
+        return []
+    return [
+        f"agent {agent!r} acts in {len(wanted)} dimensions ({', '.join(wanted)}); env {env!r} "
+        f"takes {len(given)} ({', '.join(given)})"
+    ]

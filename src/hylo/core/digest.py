@@ -43,7 +43,7 @@ def _array(value: Any) -> np.ndarray[Any, Any]:
     if hasattr(value, "detach"):
         value = value.detach().cpu()
     if str(getattr(value, "dtype", "")) == "torch.bfloat16":  # numpy has no bfloat16: its bits as int16
-        import torch
+        import torch  # optional: only a torch tensor reaches here
 
         value = value.view(torch.int16)
     return np.asarray(value.numpy())

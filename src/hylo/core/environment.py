@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
+
+import numpy as np
 
 from hylo.core.errors import HyloError
 from hylo.core.types import Action, EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
+
+
+class VideoCamera(Protocol):
+    """Renders a frame of an env's first camera for a video alone (`video_frame`), at the size asked ((width,
+    height); None: the camera's own), outside any observation, without changing the env's state."""
+
+    def video_frame(self, size: tuple[int, int] | None) -> np.ndarray[Any, Any]: ...
 
 
 class Environment(abc.ABC):
@@ -22,6 +31,10 @@ class Environment(abc.ABC):
 
     Raise `SimulationDiverged` when the simulator's state became invalid, `InvalidAction` for an action the env
     refuses as malformed (the agent's fault); any other exception is counted against the infrastructure.
+
+    Every other member has a default, so a caller uses it without asking whether the env has it: `capabilities`,
+    `hold_action`, `privileged_state`, `prologue`, `close`, and the camera members `render_images` (whether camera
+    frames are rendered into the observations) and `video_camera` (what renders frames for a video alone).
     """
 
     @property
@@ -49,6 +62,26 @@ class Environment(abc.ABC):
         """Simulator state that only a benchmark's own expert may read (each read is traced)."""
         raise KeyError(f"environment {self.spec.name!r} exposes no privileged state {name!r}")
 
+    @property
+    def render_images(self) -> bool:
+        """Whether the observations carry camera frames (`images`) the env renders. The default: False.
+
+        Setting it is a request, never an error: an env that can render switches its rendering on or off (a change
+        may take effect at the next `reset`); one that cannot ignores it and keeps reporting what it does, so read it
+        back to know. An env that renders overrides both (a property, or a plain `render_images: bool` attribute
+        declared on its class: one assigned in `__init__` alone would go to this setter and be ignored)."""
+        return False
+
+    @render_images.setter
+    def render_images(self, on: bool) -> None:
+        return None
+
+    @property
+    def video_camera(self) -> VideoCamera | None:
+        """What renders this env's frames for a video alone (often the env itself), None when nothing does (the
+        default): a recorder then takes its frames from the observations."""
+        return None
+
     def prologue(self) -> Sequence[Action]:
         """The actions the last `reset` executed before handing the episode over: a benchmark protocol's settle steps
         (LIBERO's ten no-ops). They are traced (`env.prologue`), never counted against the agent."""
@@ -67,7 +100,7 @@ class Environment(abc.ABC):
 
 class EnvWrapper(Environment):
     """An env around another (`env`) that forwards every member to it: a subclass overrides only what it changes
-    (gymnasium's `Wrapper`). An optional member of the inner env (`render_images`) is forwarded where it has one."""
+    (gymnasium's `Wrapper`)."""
 
     def __init__(self, env: Environment) -> None:
         self.env = env
@@ -82,12 +115,15 @@ class EnvWrapper(Environment):
 
     @property
     def render_images(self) -> bool:
-        return bool(getattr(self.env, "render_images", False))
+        return self.env.render_images
 
     @render_images.setter
     def render_images(self, on: bool) -> None:
-        if hasattr(self.env, "render_images"):
-            self.env.render_images = on
+        self.env.render_images = on
+
+    @property
+    def video_camera(self) -> VideoCamera | None:
+        return self.env.video_camera
 
     def reset(self, task: TaskInstance) -> Observation:
         return self.env.reset(task)

@@ -15,7 +15,7 @@ import multiprocessing.connection as mpc
 from collections.abc import Callable
 from typing import Any
 
-from hylo.core.agent import AgentBase, AgentRequirements, agent_name
+from hylo.core.agent import AgentBase, AgentRequirements, agent_name, containers_of, requirements_of
 from hylo.core.bus import EventBus
 from hylo.core.child import RemoteError, error_payload, kill, reap, rebuild_error, spawn_process
 from hylo.core.context import EpisodeContext
@@ -48,64 +48,93 @@ def _child_main(conn: mpc.Connection, factory: Callable[[], Any]) -> None:
     # It leads its own process group (a kill also ends whatever the agent started: a server, a shell) and dies with
     # its parent (an orphaned agent must not keep a GPU or a CPU busy forever): `spawn_process` sees to both.
     try:
-        agent = factory()
-        requirements = getattr(agent, "requirements", None)
-        containers = ContainerSet(getattr(agent, "containers", ()) or ())
-        on_signal = getattr(agent, "on_signal", None)
-        hooks = {"on_step": _overrides(agent, "on_step"), "signals": bool(len(containers)) or on_signal is not None}
-        conn.send(("ready", (agent_name(agent), requirements, hooks)))
+        child = _ChildAgent(factory())
+        conn.send(("ready", child.hello()))
     except Exception as exc:
         conn.send(("err", error_payload(exc)))
         return
-    events: list[tuple[str, dict[str, Any]]] = []
-    bus = EventBus()
-    signal_error: dict[str, Any] | None = None
-
-    def collect(event: BaseEvent) -> None:
-        events.append((event.event, event.model_dump(include={"content", "name", "value"})))
-
     while True:
         try:
             op, payload = conn.recv()
         except EOFError:
             return
-        if op == "signal":
-            containers.on_signal(payload)
-            if on_signal is not None:
-                try:
-                    on_signal(Signal(payload))
-                except Exception as exc:  # reported with the next reply: the parent sends signals without waiting
-                    signal_error = error_payload(exc)
-            continue
         if op == "close":
             return
-        events.clear()
-        if signal_error is not None:  # the agent failed on a signal since the last call: that call fails with it
-            conn.send(("err", signal_error))
-            signal_error = None
-            continue
+        if op == "signal":
+            child.signal(payload)
+        else:
+            child.answer(conn, op, payload)
+
+
+class _ChildAgent:
+    """The agent in its child process, and what the child does with each message the parent sends it."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.requirements = requirements_of(agent)
+        self.containers = ContainerSet(containers_of(agent))
+        self.on_signal: Callable[[Signal], Any] | None = getattr(agent, "on_signal", None)
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.bus = EventBus()
+        self.signal_error: dict[str, Any] | None = None
+        self.collect = self._collect  # one bound method: subscribed and unsubscribed as the same subscriber
+
+    def hello(self) -> tuple[str, AgentRequirements | None, dict[str, bool]]:
+        """The agent's name, requirements and hooks, for the parent."""
+        signals = bool(len(self.containers)) or self.on_signal is not None
+        return (
+            agent_name(self.agent),
+            self.requirements,
+            {"on_step": _overrides(self.agent, "on_step"), "signals": signals},
+        )
+
+    def _collect(self, event: BaseEvent) -> None:
+        self.events.append((event.event, event.model_dump(include={"content", "name", "value"})))
+
+    def signal(self, payload: Any) -> None:
+        self.containers.on_signal(payload)
+        if self.on_signal is not None:
+            try:
+                self.on_signal(Signal(payload))
+            except Exception as exc:  # reported with the next reply: the parent sends signals without waiting
+                self.signal_error = error_payload(exc)
+
+    def answer(self, conn: mpc.Connection, op: str, payload: Any) -> None:
+        """Run the call `op` and send its value with the events it emitted, or the error it raised."""
+        self.events.clear()
+        if self.signal_error is not None:  # the agent failed on a signal since the last call: that call fails with it
+            conn.send(("err", self.signal_error))
+            self.signal_error = None
+            return
         try:
-            if op == "reset":
-                seed, env_spec, task, tracing, clock = payload
-                if tracing and not bus.active:
-                    bus.subscribe(collect)
-                elif not tracing and bus.active:
-                    bus.unsubscribe(collect)
-                bus.begin_episode(task.episode_id)
-                value = getattr(agent, "reset", lambda ctx: None)(
-                    EpisodeContext(seed=seed, env_spec=env_spec, task=task, containers=containers, bus=bus, clock=clock)
-                )
-            elif op == "act":
-                value = agent.act(payload)
-            elif op == "on_step":
-                value = getattr(agent, "on_step", lambda r: None)(payload)
-            elif op == "on_episode_end":
-                value = getattr(agent, "on_episode_end", lambda o: None)(payload)
-            else:
-                raise ValueError(f"unknown operation {op!r}")
-            conn.send(("ok", (value, list(events))))
+            value = self._call(op, payload)
+            conn.send(("ok", (value, list(self.events))))
         except Exception as exc:
             conn.send(("err", error_payload(exc)))
+
+    def _call(self, op: str, payload: Any) -> Any:
+        if op == "reset":
+            return self._reset(payload)
+        if op == "act":
+            return self.agent.act(payload)
+        if op == "on_step":
+            return getattr(self.agent, "on_step", lambda r: None)(payload)
+        if op == "on_episode_end":
+            return getattr(self.agent, "on_episode_end", lambda o: None)(payload)
+        raise ValueError(f"unknown operation {op!r}")
+
+    def _reset(self, payload: Any) -> Any:
+        seed, env_spec, task, tracing, clock = payload
+        bus = self.bus
+        if tracing and not bus.active:
+            bus.subscribe(self.collect)
+        elif not tracing and bus.active:
+            bus.unsubscribe(self.collect)
+        bus.begin_episode(task.episode_id)
+        context = EpisodeContext(
+            seed=seed, env_spec=env_spec, task=task, containers=self.containers, bus=bus, clock=clock
+        )
+        return getattr(self.agent, "reset", lambda ctx: None)(context)
 
 
 class ProcessAgent:

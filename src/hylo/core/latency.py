@@ -6,8 +6,8 @@
 - `EmpiricalLatency`: latencies measured from a real policy server, drawn uniformly with replacement.
 
 A model draws from a generator seeded per episode (`episode_rng`), from the episode's seed alone, so jitter is the
-same for the same episode whatever the worker, backend or batch. `to_json` / `parse_latency_model` give the form a
-spec's `timing_options["latency_model"]` holds.
+same for the same episode whatever the worker, backend or batch. `to_json` / `parse_latency_model` give the JSON form;
+`check_latency_model` is the one a timing's `latency_model` (a spec's `timing_options["latency_model"]`) takes.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from hylo.core.errors import shown
 
 MAX_SAMPLES = 100_000
 """The most measured latencies an empirical model holds."""
@@ -42,8 +44,8 @@ def steps_for(latency_s: float, dt: float) -> int:
 
 
 def _seconds(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0):
-        raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 <= value <= MAX_LATENCY_S):
+        raise ValueError(f"{name} must be a finite number of seconds in [0, {MAX_LATENCY_S:g}], got {shown(value)}")
     return float(value)
 
 
@@ -156,3 +158,15 @@ def parse_latency_model(value: LatencyModel | Mapping[str, Any]) -> LatencyModel
     if kind == "fixed":
         return FixedLatency(**fields)
     return LognormalLatency(**fields)
+
+
+def check_latency_model(value: object) -> LatencyModel:
+    """The latency model of the JSON form a timing's `latency_model` takes: `{"kind": "lognormal", "median_s": M,
+    "sigma": S}` (0 < M <= one day, 0 <= S <= 5) or `{"kind": "empirical", "samples_s": [...]}` (1 to 100,000
+    latencies in [0, one day] s); a fixed latency is `latency_s` or `latency_steps`. Raises ValueError naming what is
+    wrong."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"latency_model is an object with a kind (lognormal or empirical), got {shown(value)}")
+    if value.get("kind") not in ("lognormal", "empirical"):
+        raise ValueError(f"latency_model kind must be 'lognormal' or 'empirical', got {shown(value.get('kind'))}")
+    return parse_latency_model(value)

@@ -1,21 +1,26 @@
 """The episode scaffold: what every episode loop shares — the Kernel's, a graph runner's, a served session's.
 
-Each loop keeps only what is its own (how it asks its agent, steps its env, paces itself); the scaffold holds the
-rest, once: opening an execution (the placement's `episode_reset`, `run_start`, `episode.start`), accepting a chunk
-into the `ChunkExecutor`, reviewing an action through the `SafetyShield` (one mapping from a review's fault to the
-episode's status), the per-step trace, the signals (and those sent after the verdict, which cannot change it), and
-ending the episode (`episode.end`, telling the agent, `run_end`). A failure anywhere ends the episode by raising
-`EndEpisode` with its outcome, which the loop catches once.
+Each loop keeps only what is its own (how it steps its env, paces itself, fires its nodes); the scaffold holds the
+rest, once: opening an execution (the placement's `episode_reset`, `run_start`, `episode.start`), the exchange with
+the agent (asking it inline, timing and checking its answer, loading the chunk into the `ChunkExecutor`), reviewing
+an action through the `SafetyShield` (one mapping from a review's fault to the episode's status), the per-step
+trace, the signals (and those sent after the verdict, which cannot change it), the verdicts by name (`success`,
+`termination`, `truncation`, `step_limit`, ..., as dm_env's named time steps: one mapping from a step's flags to
+the episode's status), and ending the episode (`episode.end`, telling the agent, `run_end`). A failure anywhere ends
+the episode by raising `EndEpisode` with its outcome, which the loop catches once (core/episode_loop.py holds the
+frame that does, for the loops that run their own episodes).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hylo.core.bus import EventBus
 from hylo.core.chunk import ActionChunk, ChunkExecutor, as_chunk
+from hylo.core.context import EpisodeContext
 from hylo.core.episode import FAULTS, EndEpisode, detail_of, noted, raised, unrecorded
 from hylo.core.errors import AgentTimeout, InvalidAction, OverLimit, SafetyAbort
 from hylo.core.events import (
@@ -55,6 +60,7 @@ class EpisodeScaffold:
     - `auto_episode_reset`: send `episode_reset` when `open` is given a different task than last time
     - `act_timeout_s`: an agent answer slower than this ends the episode as `error`, reason `timeout`
     - `dt`: the env's control period (the trace's simulated time is `steps * dt`)
+    - `clock`: what an inline `act`'s latency is measured with (seconds)
 
     `steps`, `interventions` and `total_return` count the open episode; `step_open` says whether an iteration is
     open (its `step_end` is still due); `scope`, when set, is the scope id of the iteration's signals (by default
@@ -62,7 +68,7 @@ class EpisodeScaffold:
     """
 
     __slots__ = (
-        "_placed", "_recorded", "act_timeout_s", "auto_episode_reset", "bus", "deliver", "dt", "executor",
+        "_placed", "_recorded", "act_timeout_s", "auto_episode_reset", "bus", "clock", "deliver", "dt", "executor",
         "interventions", "lifecycle", "realtime", "scope", "shield", "space", "step_open", "steps", "total_return",
     )  # fmt: skip
 
@@ -77,6 +83,7 @@ class EpisodeScaffold:
         auto_episode_reset: bool = True,
         act_timeout_s: float | None = None,
         dt: float = 0.0,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.bus = bus
         self.shield = shield
@@ -86,6 +93,7 @@ class EpisodeScaffold:
         self.auto_episode_reset = auto_episode_reset
         self.act_timeout_s = act_timeout_s
         self.dt = dt
+        self.clock = clock
         self.executor = ChunkExecutor()
         self.realtime: RealtimeCounts | None = None
         """What a realtime loop counts per episode (set by it); None under sync timing."""
@@ -132,7 +140,7 @@ class EpisodeScaffold:
         lost = unrecorded(bus)  # a critical recorder that failed before records nothing now
         self._recorded = lost is None
         if lost is not None:
-            raise EndEpisode(self.ended(EpisodeStatus.INFRA_INVALID, *lost))
+            raise EndEpisode(self.infra_invalid(*lost))
         digest = task.digest if digest is None else digest
         if self.lifecycle:
             placed = (episode_id, digest)
@@ -165,6 +173,15 @@ class EpisodeScaffold:
                 **more,
             )
 
+    def reset_agent(self, agent: Any, ctx: EpisodeContext) -> None:
+        """Hand the agent the episode's context (its `reset`, when it has one); its failure ends the episode."""
+        reset = getattr(agent, "reset", None)
+        if reset is not None:
+            try:
+                reset(ctx)
+            except FAULTS as exc:
+                raise EndEpisode(self.agent_failed(exc, "agent reset")) from None
+
     # -- chunks ---------------------------------------------------------------------------------------------------
 
     def check_latency(self, latency: float) -> None:
@@ -177,8 +194,35 @@ class EpisodeScaffold:
         try:
             return as_chunk(raw)
         except (TypeError, ValueError) as exc:
-            invalid = self.ended(EpisodeStatus.ERROR, f"{who} an invalid chunk: {exc}", detail_of(exc))
+            invalid = self.error(f"{who} an invalid chunk: {exc}", detail_of(exc))
             raise EndEpisode(invalid) from None
+
+    def answered(self, raw: object, latency: float, who: str = "agent returned") -> ActionChunk:
+        """The agent's answer, which took `latency` seconds, as a chunk; or the end of the episode (too late: `timeout`;
+        not a chunk: `error`)."""
+        self.check_latency(latency)
+        return self.chunk_of(raw, who)
+
+    def ask(self, act: Callable[[Any], object], obs: Any) -> tuple[ActionChunk, float]:
+        """Ask the agent for a chunk, inline, timing the call: (the chunk, the latency), or the end of the episode
+        (the agent raised, answered too late or answered no chunk)."""
+        clock = self.clock
+        t0 = clock()
+        try:
+            raw = act(obs)
+        except FAULTS as exc:
+            raise EndEpisode(self.agent_failed(exc)) from None
+        latency = clock() - t0
+        return self.answered(raw, latency), latency
+
+    def next_action(self, act: Callable[[Any], object], obs: Any) -> Action:
+        """The plan's next action; when the plan is used up, the agent is asked for a chunk first (`ask`), and its
+        chunk loaded for this step."""
+        executor = self.executor
+        if executor.empty:
+            chunk, latency = self.ask(act, obs)
+            self.load(chunk, latency, self.steps)
+        return executor.next()
 
     def load(
         self,
@@ -196,7 +240,7 @@ class EpisodeScaffold:
         try:
             dropped = self.executor.load(chunk, skip=delay, whole=whole)
         except ValueError as exc:
-            refused = self.ended(EpisodeStatus.ERROR, f"agent returned a chunk the plan cannot take: {exc}")
+            refused = self.error(f"agent returned a chunk the plan cannot take: {exc}")
             raise EndEpisode(refused) from None
         counts = self.realtime
         if counts is not None:
@@ -253,9 +297,9 @@ class EpisodeScaffold:
         if isinstance(exc, SafetyAbort):
             return self.ended(EpisodeStatus.SAFETY_ABORT, f"{exc.guard}: {exc.reason}")
         if isinstance(exc, InvalidAction):  # not unsafe but malformed: the agent's bug, not a safety event
-            return self.ended(EpisodeStatus.ERROR, f"agent returned a malformed action: {exc}")
+            return self.error(f"agent returned a malformed action: {exc}")
         # a guard choked on the action's form
-        return self.ended(EpisodeStatus.ERROR, raised("shield review of the agent's action", exc), detail_of(exc))
+        return self.error(raised("shield review of the agent's action", exc), detail_of(exc))
 
     # -- the step's trace -----------------------------------------------------------------------------------------
 
@@ -320,6 +364,20 @@ class EpisodeScaffold:
         if bus.active:
             bus.emit_trusted(SignalEvent, signal=_SIGNAL_VALUES[signal], scope_id=scope or bus.episode_id)
 
+    def step_start(self) -> None:
+        """Open an iteration: `step_start`, sent only when someone hears it (a listener, or the trace)."""
+        if self.deliver is not None or self.bus.active:
+            self.signal(Signal.STEP_START)
+        else:
+            self.step_open = True
+
+    def step_end(self) -> None:
+        """Close an iteration: `step_end`, sent only when someone hears it."""
+        if self.deliver is not None or self.bus.active:
+            self.signal(Signal.STEP_END)
+        else:
+            self.step_open = False
+
     def closing_signal(self, signal: Signal, outcome: EpisodeOutcome) -> EpisodeOutcome:
         """A signal after the verdict: a listener that fails here cannot change the verdict, only add to it."""
         try:
@@ -378,6 +436,10 @@ class EpisodeScaffold:
                 return noted(outcome, raised(who, exc))
         return outcome
 
+    def tell_agent(self, agent: Any, outcome: EpisodeOutcome) -> EpisodeOutcome:
+        """Tell `agent` the verdict (its `on_episode_end`, when it has one); its failure is noted."""
+        return self.told(outcome, getattr(agent, "on_episode_end", None), "agent on_episode_end")
+
     # -- outcomes -------------------------------------------------------------------------------------------------
 
     def tally(self) -> dict[str, Any]:
@@ -399,18 +461,63 @@ class EpisodeScaffold:
             self.tally() if not metrics else {**self.tally(), **metrics},
         )
 
+    # the verdicts by name, as dm_env's `termination` and `truncation` name a time step
+
+    def success(self, *, metrics: dict[str, Any] | None = None) -> EpisodeOutcome:
+        """The episode's task is done."""
+        return self.ended(EpisodeStatus.SUCCESS, "success", metrics=metrics)
+
+    def failure(
+        self, reason: str, detail: str | None = None, *, metrics: dict[str, Any] | None = None
+    ) -> EpisodeOutcome:
+        """The episode ended without its task done (`reason` says how)."""
+        return self.ended(EpisodeStatus.FAILURE, reason, detail, metrics=metrics)
+
+    def termination(self, *, metrics: dict[str, Any] | None = None) -> EpisodeOutcome:
+        """The env ended the episode (a terminal state) without success."""
+        return self.failure("terminated", metrics=metrics)
+
+    def truncation(self, *, metrics: dict[str, Any] | None = None) -> EpisodeOutcome:
+        """The env cut the episode short (its own time limit) without success."""
+        return self.failure("truncated", metrics=metrics)
+
+    def step_limit(self, *, metrics: dict[str, Any] | None = None) -> EpisodeOutcome:
+        """The loop's step budget (`max_steps`) ran out."""
+        return self.failure("max_steps", metrics=metrics)
+
+    def after_step(
+        self, success: bool, terminated: bool, truncated: bool, *, metrics: dict[str, Any] | None = None
+    ) -> EpisodeOutcome | None:
+        """The one mapping from a step's flags to the verdict: success first, then termination, then truncation;
+        None while the episode goes on."""
+        if success:
+            return self.success(metrics=metrics)
+        if terminated:
+            return self.termination(metrics=metrics)
+        if truncated:
+            return self.truncation(metrics=metrics)
+        return None
+
+    def error(self, reason: str, detail: str | None = None) -> EpisodeOutcome:
+        """The agent (or a node standing for it) failed: the episode abstains."""
+        return self.ended(EpisodeStatus.ERROR, reason, detail)
+
+    def infra_invalid(self, reason: str, detail: str | None = None) -> EpisodeOutcome:
+        """The env, the harness or hylo itself failed: the episode abstains."""
+        return self.ended(EpisodeStatus.INFRA_INVALID, reason, detail)
+
     def agent_failed(self, exc: BaseException, who: str = "agent") -> EpisodeOutcome:
         """The agent raised (or answered too late): `error`, reason `timeout` for a timeout."""
         if isinstance(exc, AgentTimeout):
-            return self.ended(EpisodeStatus.ERROR, "timeout", str(exc))
-        return self.ended(EpisodeStatus.ERROR, raised(who, exc), detail_of(exc))
+            return self.error("timeout", str(exc))
+        return self.error(raised(who, exc), detail_of(exc))
 
     def over_limit(self, over: OverLimit) -> EpisodeOutcome:
         """A harness limit passed (the env call, the episode's time): its own status and reason."""
         return self.ended(EpisodeStatus(over.status), over.reason, over.detail)
 
     def hold_failed(self, why: str) -> EpisodeOutcome:
-        return self.ended(EpisodeStatus.INFRA_INVALID, f"env hold action failed: {why}")
+        return self.infra_invalid(f"env hold action failed: {why}")
 
 
 class RealtimeCounts:

@@ -101,41 +101,50 @@ class BoundsGuard:
 
     def check(self, action: Action, space: spaces.Space[Any]) -> tuple[Action, str | None]:
         if isinstance(space, spaces.Box):
-            array = _as_float_array(action, self.name)
-            if array.shape != space.shape:
-                raise InvalidAction(f"action shape {array.shape} does not match the space's {space.shape}")
-            low, high = space.low, space.high
-            if ((array >= low) & (array <= high)).all():
-                return (action if isinstance(action, np.ndarray) else array.astype(space.dtype)), None
-            if self.mode is GuardMode.REJECT or np.isnan(array).any():
-                raise SafetyAbort(self.name, f"action {np.array2string(array, precision=3)} outside {space}")
-            clipped = np.clip(array, low, high).astype(space.dtype)
-            worst = float(np.max(np.maximum(array - high, low - array)))
-            return clipped, f"bounds: clipped to the action space (largest excess {worst:.4g})"
+            return self._check_box(action, space)
         if isinstance(space, spaces.Discrete):
-            if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
-                if isinstance(action, np.ndarray) and action.shape == () and np.issubdtype(action.dtype, np.integer):
-                    action = int(action)
-                else:
-                    raise InvalidAction(f"action {action!r} is not an integer for {space}")
-            start = int(space.start)
-            if not start <= action < start + int(space.n):
-                raise SafetyAbort(self.name, f"action {action} outside {space}")
-            return action, None
+            return self._check_discrete(action, space), None
         if isinstance(space, spaces.Dict):
-            if not isinstance(action, dict) or set(action) != set(space.spaces):
-                keys = sorted(action) if isinstance(action, dict) else action
-                raise InvalidAction(f"action keys {keys!r} do not match {sorted(space.spaces)}")
-            out: dict[str, Any] = {}
-            reasons: list[str] = []
-            for key, sub in space.spaces.items():
-                out[key], reason = self.check(action[key], sub)
-                if reason:
-                    reasons.append(f"{key}: {reason}")
-            return out, "; ".join(reasons) or None
+            return self._check_dict(action, space)
         if not space.contains(action):
             raise SafetyAbort(self.name, f"action {action!r} outside {space}")
         return action, None
+
+    def _check_box(self, action: Action, space: spaces.Box) -> tuple[Action, str | None]:
+        array = _as_float_array(action, self.name)
+        if array.shape != space.shape:
+            raise InvalidAction(f"action shape {array.shape} does not match the space's {space.shape}")
+        low, high = space.low, space.high
+        if ((array >= low) & (array <= high)).all():
+            return (action if isinstance(action, np.ndarray) else array.astype(space.dtype)), None
+        if self.mode is GuardMode.REJECT or np.isnan(array).any():
+            raise SafetyAbort(self.name, f"action {np.array2string(array, precision=3)} outside {space}")
+        clipped = np.clip(array, low, high).astype(space.dtype)
+        worst = float(np.max(np.maximum(array - high, low - array)))
+        return clipped, f"bounds: clipped to the action space (largest excess {worst:.4g})"
+
+    def _check_discrete(self, action: Action, space: spaces.Discrete[Any]) -> Action:
+        if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
+            if isinstance(action, np.ndarray) and action.shape == () and np.issubdtype(action.dtype, np.integer):
+                action = int(action)
+            else:
+                raise InvalidAction(f"action {action!r} is not an integer for {space}")
+        start = int(space.start)
+        if not start <= action < start + int(space.n):
+            raise SafetyAbort(self.name, f"action {action} outside {space}")
+        return action
+
+    def _check_dict(self, action: Action, space: spaces.Dict) -> tuple[Action, str | None]:
+        if not isinstance(action, dict) or set(action) != set(space.spaces):
+            keys = sorted(action) if isinstance(action, dict) else action
+            raise InvalidAction(f"action keys {keys!r} do not match {sorted(space.spaces)}")
+        out: dict[str, Any] = {}
+        reasons: list[str] = []
+        for key, sub in space.spaces.items():
+            out[key], reason = self.check(action[key], sub)
+            if reason:
+                reasons.append(f"{key}: {reason}")
+        return out, "; ".join(reasons) or None
 
 
 class RotationRepr(StrEnum):

@@ -1,4 +1,4 @@
-"""The five lifecycle signals and the state containers they clear (000 §2).
+"""The five lifecycle signals and the state containers they clear.
 
 A container declares a lifetime; only the matching signal clears it. No node or agent wipes a container by hand, so
 memory behaves the same on the canvas, in the Kernel and in batch evaluation.
@@ -32,7 +32,7 @@ CLEARED_BY: dict[Lifetime, Signal] = {
     Lifetime.EPISODE: Signal.EPISODE_RESET,
     Lifetime.RUN: Signal.RUN_START,
 }
-"""Which signal clears which lifetime (000 §2): run at run_start, step at step_end, episode at episode_reset."""
+"""Which signal clears which lifetime: run at run_start, step at step_end, episode at episode_reset."""
 
 
 class Reducer(StrEnum):

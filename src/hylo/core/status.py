@@ -1,10 +1,12 @@
-"""Episode statuses and outcomes (004 §2.1)."""
+"""Episode statuses and outcomes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, overload
+from typing import Any
+
+from hylo.core.jsonable import jsonable
 
 
 class EpisodeStatus(StrEnum):
@@ -32,17 +34,13 @@ class EpisodeStatus(StrEnum):
 _SCORED = frozenset({EpisodeStatus.SUCCESS, EpisodeStatus.FAILURE, EpisodeStatus.SAFETY_ABORT})
 
 
-_FIELDS = ("steps", "reason", "safety_interventions", "detail", "metrics")
-
-
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class EpisodeOutcome:
     """The verdict of one episode.
 
     `reason` is short and stable (`success`, `max_steps`, `truncated`, `terminated`, `watchdog`, `timeout`, or
     what raised, e.g. `agent raised ValueError: ...`); `detail` holds the long form (a traceback) when there is one.
-    `success` follows from the status. The older form `EpisodeOutcome(status, success, steps, reason, ...)` (or
-    `success=` by keyword) is still accepted; a `success` that contradicts the status is refused.
+    `success` follows from the status.
     """
 
     status: EpisodeStatus
@@ -51,55 +49,6 @@ class EpisodeOutcome:
     safety_interventions: int = 0
     detail: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
-
-    @overload
-    def __init__(
-        self,
-        status: EpisodeStatus,
-        steps: int,
-        reason: str,
-        safety_interventions: int = 0,
-        detail: str | None = None,
-        metrics: dict[str, Any] | None = None,
-    ) -> None: ...
-
-    @overload
-    def __init__(
-        self,
-        status: EpisodeStatus,
-        success: bool,
-        steps: int,
-        reason: str,
-        safety_interventions: int = 0,
-        detail: str | None = None,
-        metrics: dict[str, Any] | None = None,
-    ) -> None: ...
-
-    def __init__(self, status: EpisodeStatus, *args: Any, success: bool | None = None, **named: Any) -> None:
-        if args and isinstance(args[0], bool):  # the older form: `success` second
-            success, args = args[0], args[1:]
-        if len(args) > len(_FIELDS):
-            raise TypeError(f"EpisodeOutcome takes at most {len(_FIELDS) + 1} positional arguments")
-        unknown = sorted(set(named) - set(_FIELDS))
-        if unknown:
-            raise TypeError(f"EpisodeOutcome got unexpected keyword arguments {unknown}")
-        values: dict[str, Any] = {"safety_interventions": 0, "detail": None, "metrics": None}
-        for name, value in zip(_FIELDS, args, strict=False):
-            if name in named:
-                raise TypeError(f"EpisodeOutcome got multiple values for {name!r}")
-            values[name] = value
-        values.update(named)
-        missing = [name for name in ("steps", "reason") if name not in values]
-        if missing:
-            raise TypeError(f"EpisodeOutcome is missing {missing}")
-        if success is not None and bool(success) != (status is EpisodeStatus.SUCCESS):
-            raise ValueError(f"success={success} contradicts status {EpisodeStatus(status).value!r}")
-        setattr_ = object.__setattr__
-        setattr_(self, "status", status)
-        for name in _FIELDS:
-            setattr_(self, name, values[name])
-        if values["metrics"] is None:
-            setattr_(self, "metrics", {})
 
     @property
     def success(self) -> bool:
@@ -118,11 +67,10 @@ class EpisodeOutcome:
         metrics: dict[str, Any] | None = None,
     ) -> EpisodeOutcome:
         """The outcome of an episode that ended with `status`."""
-        return cls(status, steps, reason, safety_interventions, detail, metrics)
+        return cls(status, steps, reason, safety_interventions, detail, {} if metrics is None else metrics)
 
     def to_json(self) -> dict[str, Any]:
         """The outcome as JSON-ready values (the status by name)."""
-        from hylo.core.jsonable import jsonable
 
         return {
             "status": self.status.value,

@@ -20,7 +20,7 @@ from minigrid.utils.baby_ai_bot import BabyAIBot
 from hylo.core.agent import AgentArgs, AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
-from hylo.core.environment import Environment
+from hylo.core.environment import Environment, VideoCamera
 from hylo.core.errors import InvalidAction, UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.envs.benchmark import Benchmark
@@ -67,6 +67,8 @@ class BabyAIEnvironment(Environment):
     scaled by an integer factor to fit a square canvas of `22 * tile_size` pixels and centred on black, so that every
     level gives frames of one shape.
     """
+
+    render_images: bool = False  # `Environment.render_images`, as a plain attribute
 
     def __init__(self, render_images: bool = False, tile_size: int = 8) -> None:
         if tile_size < 1:
@@ -144,6 +146,10 @@ class BabyAIEnvironment(Environment):
         self._envs.clear()
         self._env = None
         self._obs = None
+
+    @property
+    def video_camera(self) -> VideoCamera:
+        return self
 
     def video_frame(self, size: tuple[int, int] | None) -> np.ndarray[Any, Any]:
         """The grid as `images["view"]` draws it, on a canvas of `size` (width, height; None: the observation's), for

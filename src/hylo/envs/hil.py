@@ -50,7 +50,7 @@ closed (2), kept (1) or opened (0) by a full stroke (`EEActionWrapper`, `FrankaG
 def cheap_render(env: Any) -> None:
     """Make the gym-hil env `env` (its wrappers are looked through) render without shadows or multisampling. Its
     renderer was made with the model's quality settings when the env was built: it is made again."""
-    import mujoco
+    import mujoco  # optional: the hil extra
 
     sim = env.unwrapped
     quality = sim.model.vis.quality

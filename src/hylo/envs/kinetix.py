@@ -101,7 +101,7 @@ import gymnasium.spaces as spaces
 import numpy as np
 
 from hylo.core.conventions import ActionConvention
-from hylo.core.environment import Environment
+from hylo.core.environment import Environment, VideoCamera
 from hylo.core.errors import HyloError, SimulationDiverged, UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.envs.actions import finite_vector
@@ -438,6 +438,8 @@ class KinetixEnvironment(Environment):
     steps. `env_state()` / `set_env_state()` read and replace the package's `EnvState`.
     """
 
+    render_images: bool = False  # `Environment.render_images`, as a plain attribute
+
     def __init__(
         self, render_images: bool = False, action_noise_std: float = DEFAULT_NOISE_STD, compilation_cache: bool = True
     ) -> None:
@@ -539,6 +541,10 @@ class KinetixEnvironment(Environment):
         if jax.tree.structure(state) != jax.tree.structure(self._state):
             raise ValueError("set_env_state takes an EnvState of the same structure as env_state()'s")
         self._state = jax.device_put(state, self._programs.device)
+
+    @property
+    def video_camera(self) -> VideoCamera:
+        return self
 
     def video_frame(self, size: tuple[int, int] | None) -> np.ndarray[Any, Any]:
         """The scene at `size` (width, height; None: 125 x 125), padded to keep its aspect, for a video alone: it

@@ -36,12 +36,13 @@ import gymnasium.spaces as spaces
 import numpy as np
 
 from hylo.core.conventions import ActionConvention
-from hylo.core.environment import Environment
+from hylo.core.environment import Environment, VideoCamera
 from hylo.core.errors import HyloError, UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.envs import headless
 from hylo.envs.actions import finite_vector
 from hylo.envs.benchmark import Benchmark, BenchmarkOption
+from hylo.envs.libero_expert import LiberoExpert
 from hylo.envs.mujoco_watch import DivergenceWatch, route_mujoco_warnings
 from hylo.envs.quiet import stdout_to_stderr
 
@@ -314,6 +315,8 @@ class LiberoEnvironment(Environment):
     task builds its own: 1.5-1.9 GB each). `mjdata()` is the current `mujoco.MjData`.
     """
 
+    render_images: bool = False  # `Environment.render_images`, as a plain attribute
+
     def __init__(self, render_images: bool = False, image_size: int = 256) -> None:
         # per suite: see LiberoBenchmark.default_step_budget
         self._spec = osc_pose_spec("libero", render_images=render_images, image_size=image_size,
@@ -415,6 +418,10 @@ class LiberoEnvironment(Environment):
         if self._control is None:
             raise RuntimeError("no simulator before the first reset")
         return self._control.sim.data._data
+
+    @property
+    def video_camera(self) -> VideoCamera:
+        return self
 
     def video_frame(self, size: tuple[int, int] | None) -> np.ndarray[Any, Any]:
         """The current scene from the front camera (`images/agentview`) at `size` (width, height; None: the
@@ -543,7 +550,6 @@ class LiberoBenchmark(Benchmark):
 
     def expert(self) -> Any:
         """A scripted controller that reads the simulator (privileged): pick-and-place goals (`In` / `On`)."""
-        from hylo.envs.libero_expert import LiberoExpert  # its module imports no libero either
 
         return LiberoExpert()
 

@@ -46,6 +46,7 @@ from hylo.core.errors import HyloError, SimulationDiverged, UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.envs.actions import finite_vector
 from hylo.envs.benchmark import Benchmark, BenchmarkOption
+from hylo.envs.maniskill_expert import ManiSkillExpert
 from hylo.envs.maniskill_robots import ACTION_CONVENTIONS, PANDAS
 from hylo.envs.maniskill_setup import COMMAND as SETUP_COMMAND
 from hylo.envs.maniskill_setup import ICD_FILE
@@ -59,57 +60,60 @@ SIM_BACKEND = "physx_cpu"
 class Task:
     split: str
     instruction: str
+    budget: int
+    """The task's registered `max_episode_steps` (ManiSkill's RL horizon): known without importing the package, so
+    listing the benchmark stays instant; a test checks it against the registry."""
 
 
 TASKS: dict[str, Task] = {
     # tabletop: the Panda (and SO-100) manipulation tasks whose assets ship in the package
-    "PickCube-v1": Task("tabletop", "pick up the red cube and move it to the green goal"),
-    "PushCube-v1": Task("tabletop", "push the cube to the red and white target on the table"),
-    "PullCube-v1": Task("tabletop", "pull the cube back to the red and white target on the table"),
-    "PokeCube-v1": Task("tabletop", "use the peg to push the cube to the goal"),
-    "StackCube-v1": Task("tabletop", "stack the red cube on top of the green cube"),
-    "StackPyramid-v1": Task("tabletop", "stack the three cubes into a pyramid"),
-    "LiftPegUpright-v1": Task("tabletop", "lift the peg lying on the table and stand it upright"),
-    "PegInsertionSide-v1": Task("tabletop", "pick up the peg and insert it sideways into the hole of the box"),
-    "PlugCharger-v1": Task("tabletop", "pick up the charger and plug it into the receptacle"),
-    "PlaceSphere-v1": Task("tabletop", "pick up the ball and place it in the bin"),
-    "PullCubeTool-v1": Task("tabletop", "use the tool to pull the cube within reach"),
-    "RollBall-v1": Task("tabletop", "push the ball so that it rolls to the goal region"),
-    "PushT-v1": Task("tabletop", "push the T-shaped block onto the T-shaped target"),
-    "TwoRobotPickCube-v1": Task("tabletop", "with two arms, pass the cube over and lift it to the goal"),
-    "TwoRobotStackCube-v1": Task("tabletop", "with two arms, stack one cube on the other"),
-    "DrawTriangle-v1": Task("tabletop", "draw the triangle on the canvas with the stick"),
-    "TableTopFreeDraw-v1": Task("tabletop", "draw freely on the table with the stick"),
-    "SO100GraspCube-v1": Task("tabletop", "grasp the cube with the SO-100 arm and lift it"),
-    "PickCubeSO100-v1": Task("tabletop", "pick up the cube with the SO-100 arm and move it to the goal"),
-    "FMBAssembly1Easy-v1": Task("tabletop", "insert the peg into the assembly board"),
+    "PickCube-v1": Task("tabletop", "pick up the red cube and move it to the green goal", 50),
+    "PushCube-v1": Task("tabletop", "push the cube to the red and white target on the table", 50),
+    "PullCube-v1": Task("tabletop", "pull the cube back to the red and white target on the table", 50),
+    "PokeCube-v1": Task("tabletop", "use the peg to push the cube to the goal", 50),
+    "StackCube-v1": Task("tabletop", "stack the red cube on top of the green cube", 50),
+    "StackPyramid-v1": Task("tabletop", "stack the three cubes into a pyramid", 250),
+    "LiftPegUpright-v1": Task("tabletop", "lift the peg lying on the table and stand it upright", 50),
+    "PegInsertionSide-v1": Task("tabletop", "pick up the peg and insert it sideways into the hole of the box", 100),
+    "PlugCharger-v1": Task("tabletop", "pick up the charger and plug it into the receptacle", 200),
+    "PlaceSphere-v1": Task("tabletop", "pick up the ball and place it in the bin", 50),
+    "PullCubeTool-v1": Task("tabletop", "use the tool to pull the cube within reach", 100),
+    "RollBall-v1": Task("tabletop", "push the ball so that it rolls to the goal region", 80),
+    "PushT-v1": Task("tabletop", "push the T-shaped block onto the T-shaped target", 100),
+    "TwoRobotPickCube-v1": Task("tabletop", "with two arms, pass the cube over and lift it to the goal", 100),
+    "TwoRobotStackCube-v1": Task("tabletop", "with two arms, stack one cube on the other", 100),
+    "DrawTriangle-v1": Task("tabletop", "draw the triangle on the canvas with the stick", 300),
+    "TableTopFreeDraw-v1": Task("tabletop", "draw freely on the table with the stick", 1000),
+    "SO100GraspCube-v1": Task("tabletop", "grasp the cube with the SO-100 arm and lift it", 64),
+    "PickCubeSO100-v1": Task("tabletop", "pick up the cube with the SO-100 arm and move it to the goal", 50),
+    "FMBAssembly1Easy-v1": Task("tabletop", "insert the peg into the assembly board", 500),
     # dexterous: hands and TriFinger
-    "RotateValveLevel0-v1": Task("dexterous", "turn the valve with the three-fingered hand"),
-    "RotateValveLevel1-v1": Task("dexterous", "turn the valve with the three-fingered hand"),
-    "RotateValveLevel2-v1": Task("dexterous", "turn the valve with the three-fingered hand"),
-    "RotateValveLevel3-v1": Task("dexterous", "turn the valve with the three-fingered hand"),
-    "RotateValveLevel4-v1": Task("dexterous", "turn the valve with the three-fingered hand"),
-    "RotateSingleObjectInHandLevel0-v1": Task("dexterous", "rotate the object in the hand"),
-    "RotateSingleObjectInHandLevel1-v1": Task("dexterous", "rotate the object in the hand"),
-    "TriFingerRotateCubeLevel0-v1": Task("dexterous", "rotate the cube to the goal pose with the three fingers"),
-    "TriFingerRotateCubeLevel1-v1": Task("dexterous", "rotate the cube to the goal pose with the three fingers"),
-    "TriFingerRotateCubeLevel2-v1": Task("dexterous", "rotate the cube to the goal pose with the three fingers"),
-    "TriFingerRotateCubeLevel3-v1": Task("dexterous", "rotate the cube to the goal pose with the three fingers"),
-    "TriFingerRotateCubeLevel4-v1": Task("dexterous", "rotate the cube to the goal pose with the three fingers"),
+    "RotateValveLevel0-v1": Task("dexterous", "turn the valve with the three-fingered hand", 80),
+    "RotateValveLevel1-v1": Task("dexterous", "turn the valve with the three-fingered hand", 150),
+    "RotateValveLevel2-v1": Task("dexterous", "turn the valve with the three-fingered hand", 150),
+    "RotateValveLevel3-v1": Task("dexterous", "turn the valve with the three-fingered hand", 150),
+    "RotateValveLevel4-v1": Task("dexterous", "turn the valve with the three-fingered hand", 300),
+    "RotateSingleObjectInHandLevel0-v1": Task("dexterous", "rotate the object in the hand", 300),
+    "RotateSingleObjectInHandLevel1-v1": Task("dexterous", "rotate the object in the hand", 300),
+    "TriFingerRotateCubeLevel0-v1": Task("dexterous", "rotate the cube to the goal pose with the three fingers", 250),
+    "TriFingerRotateCubeLevel1-v1": Task("dexterous", "rotate the cube to the goal pose with the three fingers", 250),
+    "TriFingerRotateCubeLevel2-v1": Task("dexterous", "rotate the cube to the goal pose with the three fingers", 250),
+    "TriFingerRotateCubeLevel3-v1": Task("dexterous", "rotate the cube to the goal pose with the three fingers", 250),
+    "TriFingerRotateCubeLevel4-v1": Task("dexterous", "rotate the cube to the goal pose with the three fingers", 250),
     # control: the DeepMind-control ports
-    "MS-CartpoleBalance-v1": Task("control", "keep the pole balanced upright"),
-    "MS-CartpoleSwingUp-v1": Task("control", "swing the pole up and balance it"),
-    "MS-HopperStand-v1": Task("control", "stand the hopper upright"),
-    "MS-HopperHop-v1": Task("control", "make the hopper hop forward"),
-    "MS-AntWalk-v1": Task("control", "make the ant walk forward"),
-    "MS-AntRun-v1": Task("control", "make the ant run forward"),
+    "MS-CartpoleBalance-v1": Task("control", "keep the pole balanced upright", 1000),
+    "MS-CartpoleSwingUp-v1": Task("control", "swing the pole up and balance it", 1000),
+    "MS-HopperStand-v1": Task("control", "stand the hopper upright", 600),
+    "MS-HopperHop-v1": Task("control", "make the hopper hop forward", 600),
+    "MS-AntWalk-v1": Task("control", "make the ant walk forward", 1000),
+    "MS-AntRun-v1": Task("control", "make the ant run forward", 1000),
     # humanoid
-    "MS-HumanoidStand-v1": Task("humanoid", "stand the humanoid upright"),
-    "MS-HumanoidWalk-v1": Task("humanoid", "make the humanoid walk forward"),
-    "MS-HumanoidRun-v1": Task("humanoid", "make the humanoid run forward"),
-    "UnitreeG1Stand-v1": Task("humanoid", "keep the Unitree G1 standing"),
-    "UnitreeG1PlaceAppleInBowl-v1": Task("humanoid", "pick up the apple and place it in the bowl"),
-    "UnitreeG1TransportBox-v1": Task("humanoid", "carry the box from one table to the other"),
+    "MS-HumanoidStand-v1": Task("humanoid", "stand the humanoid upright", 1000),
+    "MS-HumanoidWalk-v1": Task("humanoid", "make the humanoid walk forward", 1000),
+    "MS-HumanoidRun-v1": Task("humanoid", "make the humanoid run forward", 1000),
+    "UnitreeG1Stand-v1": Task("humanoid", "keep the Unitree G1 standing", 1000),
+    "UnitreeG1PlaceAppleInBowl-v1": Task("humanoid", "pick up the apple and place it in the bowl", 100),
+    "UnitreeG1TransportBox-v1": Task("humanoid", "carry the box from one table to the other", 100),
 }
 """The tasks that build and step offline (measured on mani-skill 3.0.1), with their split and instruction: 44 of
 the 45 that do (`Empty-v1`, a scene with nothing to do, is left out)."""
@@ -218,6 +222,8 @@ def _numpy(value: Any) -> np.ndarray[Any, Any]:
 
 class ManiSkillEnvironment(Environment):
     """Any offline ManiSkill3 task, chosen by `task.task` on reset; see the module's doc for the observation."""
+
+    render_images: bool = False  # `Environment.render_images`, as a plain attribute
 
     def __init__(self, render_images: bool = False, control_mode: str | None = None, image_size: int = 128) -> None:
         if image_size < 16 or image_size > 1024:
@@ -442,11 +448,10 @@ class ManiSkillBenchmark(Benchmark):
         return ManiSkillEnvironment(render_images, self.control_mode, self.image_size)
 
     def default_step_budget(self, task: str) -> int:
-        self._require()
-        spec = _mani_skill().get(task)
-        if spec is None or not spec.max_episode_steps:
+        entry = TASKS.get(task)
+        if entry is None:
             raise UnknownChoice("ManiSkill task", task, sorted(TASKS))
-        return int(spec.max_episode_steps)
+        return entry.budget
 
     def instruction(self, task: str) -> str | None:
         entry = TASKS.get(task)
@@ -454,7 +459,6 @@ class ManiSkillBenchmark(Benchmark):
 
     def expert(self) -> Any:
         """mani-skill's motion-planning solutions, in `pd_joint_pos` (`-E control_mode=pd_joint_pos`)."""
-        from hylo.envs.maniskill_expert import ManiSkillExpert
 
         return ManiSkillExpert()
 

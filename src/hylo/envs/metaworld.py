@@ -25,7 +25,7 @@ from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase, AgentRequirements
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.conventions import ActionConvention
-from hylo.core.environment import Environment
+from hylo.core.environment import Environment, VideoCamera
 from hylo.core.errors import UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.envs.actions import finite_vector
@@ -141,6 +141,8 @@ class MetaWorldEnvironment(Environment):
     `info["success"]`; episodes are truncated at 500 steps. `mjdata()` is the current task's `mujoco.MjData`.
     """
 
+    render_images: bool = False  # `Environment.render_images`, as a plain attribute
+
     def __init__(
         self, render_images: bool = False, camera: str = "corner", width: int = 128, height: int = 128
     ) -> None:
@@ -232,6 +234,10 @@ class MetaWorldEnvironment(Environment):
             raise RuntimeError("no simulator before the first reset")
         return self._sim.data
 
+    @property
+    def video_camera(self) -> VideoCamera:
+        return self
+
     def video_frame(self, size: tuple[int, int] | None) -> np.ndarray[Any, Any]:
         """The current scene from the observation's camera at `size` (width, height; None: the observation's), for a
         video alone: it renders whether or not the observations carry frames."""
@@ -287,13 +293,13 @@ class MetaWorldEnvironment(Environment):
 def _gl_context_as_configured() -> Iterator[None]:
     """Make `mujoco.Renderer` use EGL when MUJOCO_GL says so, even if mujoco was imported before it was set (and so
     chose GLFW, which needs a display). Only the renderer made inside is affected: it keeps its context."""
-    from mujoco import gl_context
+    from mujoco import gl_context  # optional: the metaworld extra
 
     chosen = getattr(gl_context, "GLContext", None)
     if os.environ.get("MUJOCO_GL") != "egl" or getattr(chosen, "__module__", "") == "mujoco.egl":
         yield
         return
-    from mujoco.egl import GLContext
+    from mujoco.egl import GLContext  # optional: the metaworld extra
 
     gl_context.GLContext = GLContext
     try:

@@ -51,7 +51,7 @@ def read(stream: IO[bytes]) -> Any:
 
 
 def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    import mplib
+    import mplib  # optional: the maniskill extra, on the planner's own path
 
     planners: dict[int, Any] = {}  # the latest few: a planner serves one episode
     made = 0

@@ -31,7 +31,7 @@ def route_mujoco_warnings() -> None:
     global _routed
     if _routed:
         return
-    import mujoco
+    import mujoco  # optional: the MuJoCo benchmarks' extras
 
     mujoco.set_mju_user_warning(_log_warning)
     _routed = True
@@ -44,7 +44,7 @@ def _log_warning(message: str) -> None:
 def find_mjdata(env: Any) -> Any | None:
     """The `mujoco.MjData` behind a (possibly wrapped) gymnasium env, or None when it has none."""
     try:
-        import mujoco
+        import mujoco  # optional: the MuJoCo benchmarks' extras
     except ImportError:
         return None
     seen: set[int] = set()
@@ -74,7 +74,7 @@ class DivergenceWatch:
     """
 
     def __init__(self, data: Any) -> None:
-        import mujoco
+        import mujoco  # optional: the MuJoCo benchmarks' extras
 
         self._data = data if callable(data) else (lambda: data)
         self._names = (*DIVERGENCE_WARNINGS, *AGENT_WARNINGS)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from hylo.core.environment import Environment
+from hylo.core.environment import Environment, VideoCamera
 from hylo.core.errors import HyloError, SimulationDiverged, UnknownChoice
 from hylo.core.types import EnvCapabilities, EnvSpec, Observation, StepResult, TaskInstance
 from hylo.envs.benchmark import Benchmark, BenchmarkOption
@@ -36,6 +36,7 @@ from hylo.envs.libero import (
 )
 from hylo.envs.mujoco_watch import DivergenceWatch, route_mujoco_warnings
 from hylo.envs.quiet import stdout_to_stderr
+from hylo.envs.robomimic_expert import RobomimicExpert
 
 INSTALL_HINT = "pip install 'hylo[libero]'"
 ROBOSUITE_SERIES = "1.4."
@@ -110,6 +111,8 @@ class RobomimicEnvironment(Environment):
     checked after every step. Each task's simulator is built on first use and kept. `mjdata()` is the current
     `mujoco.MjData`.
     """
+
+    render_images: bool = False  # `Environment.render_images`, as a plain attribute
 
     def __init__(self, render_images: bool = False, image_size: int = DEFAULT_IMAGE_SIZE) -> None:
         # per task: see RobomimicBenchmark.default_step_budget
@@ -202,6 +205,10 @@ class RobomimicEnvironment(Environment):
         if self._sim is None:
             raise RuntimeError("no simulator before the first reset")
         return self._sim.sim.data._data
+
+    @property
+    def video_camera(self) -> VideoCamera:
+        return self
 
     def video_frame(self, size: tuple[int, int] | None) -> np.ndarray[Any, Any]:
         """The current scene from the front camera (`images/agentview`) at `size` (width, height; None: the
@@ -308,7 +315,6 @@ class RobomimicBenchmark(Benchmark):
 
     def expert(self) -> Any:
         """A scripted controller that reads the simulator (privileged): grasp, carry, place."""
-        from hylo.envs.robomimic_expert import RobomimicExpert
 
         return RobomimicExpert()
 

@@ -68,7 +68,7 @@ class SO101PickPlaceExpert(AgentBase):
         self._ctx: EpisodeContext | None = None
 
     def reset(self, ctx: EpisodeContext) -> None:
-        from lerobot_env_so101.scripted import PickPlaceController
+        from lerobot_env_so101.scripted import PickPlaceController  # optional: the so101 extra
 
         self._ctx = ctx
         self._controller = PickPlaceController(action_scale=float(ctx.privileged("action_scale")))

@@ -16,9 +16,10 @@ from hylo.core.agent import acts_in_batches
 from hylo.eval.batching import BatchFigures, HostFailed, PolicyHost
 from hylo.eval.limits import EpisodeLimits
 from hylo.eval.pool import Pool
+from hylo.eval.process_setup import WorkerFailed, host_threads, set_threads
 from hylo.eval.resolve import EvalError, Resolved, resolve
 from hylo.eval.spec import EvalSpec
-from hylo.eval.worker import EpisodeJob, EpisodeResult, WorkerFailed, host_threads, set_threads
+from hylo.eval.worker import EpisodeJob, EpisodeResult
 
 
 def build_agent(spec: EvalSpec) -> Any:
@@ -75,7 +76,7 @@ def policy_host(spec: EvalSpec, backend: str, limits: Iterable[EpisodeLimits] = 
     serves = (functools.partial(build_agent, spec), spec.batch, spec.batch_wait_ms / 1000.0)
     overdue = overdue_limit(limits)
     if backend == "ray":
-        try:
+        try:  # optional: Ray, the `ray` extra
             from hylo.eval.rayhost import HOST_CPUS, RayPolicyHost
         except ImportError as exc:
             raise EvalError(f"--backend ray needs Ray ({exc}): pip install 'hylo[ray]'") from None

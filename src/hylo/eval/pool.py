@@ -25,16 +25,8 @@ from hylo.core.child import kill, signal_name, spawn_process
 from hylo.core.errors import HyloError, HyloFailure
 from hylo.core.status import EpisodeStatus
 from hylo.eval.limits import RECORD_SIZE, EpisodeLimits, headroom, judge, read
-from hylo.eval.worker import (
-    EpisodeJob,
-    EpisodeResult,
-    EpisodeWorker,
-    WorkerConfig,
-    WorkerFailed,
-    limit_threads,
-    lost_episode,
-    serve_as_batched_worker,
-)
+from hylo.eval.process_setup import WorkerFailed, limit_threads, serve_as_batched_worker
+from hylo.eval.worker import EpisodeJob, EpisodeResult, EpisodeWorker, WorkerConfig, lost_episode
 
 START_ATTEMPTS = 3
 """How often a worker that dies while starting is spawned again before the pool gives up."""

@@ -13,25 +13,21 @@ entry-point group `hylo.protocols`, whose entry points name a `Protocol` or a ze
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hylo.core.agent import MAX_CHUNK
 from hylo.core.errors import shown
 from hylo.core.latency import steps_for
 from hylo.core.registry import Registry, RegistryError
-from hylo.core.timing import check_horizon
-from hylo.eval.spec import MAX_NAME, MAX_SECONDS, MAX_STEPS, check_latency_model
+from hylo.core.timing import CHUNKED_OPTIONS, check_horizon, timing_from
+from hylo.eval.spec import MAX_NAME
 
 ENTRY_POINT_GROUP = "hylo.protocols"
 
 MAX_DESCRIPTION = 2000
 """The longest description a protocol may carry."""
-
-CHUNKED = {"schedule": "chunked", "adaptive_refill": False, "clock": "virtual"}
-"""What every realtime protocol fixes besides its latency: the chunked-execution schedule on the virtual clock."""
 
 
 class ProtocolError(RegistryError):
@@ -50,31 +46,21 @@ class Protocol(BaseModel):
     timing: Literal["sync", "realtime"]
     clock: Literal["virtual"] | None = None
     """The realtime clock: always the virtual one (a fixed or seeded latency makes runs repeatable); None for sync."""
-    latency_steps: int | None = Field(default=None, ge=0, le=MAX_STEPS)
-    latency_s: float | None = Field(default=None, ge=0, le=MAX_SECONDS)
+    latency_steps: int | None = None
+    latency_s: float | None = None
     latency_model: dict[str, Any] | None = None
-    execution_steps: int | None = Field(default=None, ge=1, le=MAX_CHUNK)
+    execution_steps: int | None = None
     chunk_size: int | None = Field(default=None, ge=1, le=MAX_CHUNK)
     """The chunk size H an agent must declare to run under it (None: any)."""
-    max_hold_steps: int | None = Field(default=None, ge=1, le=MAX_STEPS)
+    max_hold_steps: int | None = None
     strategy: Literal["naive", "ensemble"] | None = None
     families: tuple[str, ...] = ()
     """The benchmarks it is meant for (empty: any); a run on another is refused."""
 
-    @field_validator("latency_s")
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError(f"latency_s must be a finite number of seconds, got {value}")
-        return value
-
-    @field_validator("latency_model")
-    @classmethod
-    def _model(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if value is None else check_latency_model(value)
-
     @model_validator(mode="after")
     def _consistent(self) -> Protocol:
+        """What a protocol fixes besides the timing it makes (`timing_from` validates that): the virtual clock and
+        exactly one latency for a realtime one, no realtime field for a sync one, s within the rule for its H."""
         latencies = [key for key in ("latency_steps", "latency_s", "latency_model") if getattr(self, key) is not None]
         if self.timing == "sync":
             fields = ("clock", "execution_steps", "max_hold_steps", "strategy")
@@ -89,18 +75,19 @@ class Protocol(BaseModel):
                 f"realtime protocol {self.name!r} sets exactly one of latency_steps, latency_s, latency_model; "
                 f"got {latencies or 'none'}"
             )
-        if self.execution_steps is not None and self.latency_steps is not None:
-            try:
+        try:
+            timing_from(*self.fixed_timing())
+            if self.execution_steps is not None and self.latency_steps is not None:
                 check_horizon(self.chunk_size, self.latency_steps, self.execution_steps)
-            except ValueError as exc:
-                raise ValueError(f"protocol {self.name!r}: {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"protocol {self.name!r}: {exc}") from None
         return self
 
     def fixed_timing(self) -> tuple[Literal["sync", "realtime"], dict[str, Any]]:
         """The spec's `timing` and `timing_options` this protocol fixes."""
         if self.timing == "sync":
             return "sync", {}
-        options: dict[str, Any] = dict(CHUNKED)
+        options: dict[str, Any] = dict(CHUNKED_OPTIONS)
         for key in ("latency_steps", "latency_s", "latency_model", "execution_steps", "max_hold_steps", "strategy"):
             value = getattr(self, key)
             if value is not None:

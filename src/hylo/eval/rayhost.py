@@ -33,8 +33,8 @@ from hylo.eval.batching import HostEndpoint, HostFailed, PolicyHost
 from hylo.eval.batching.batcher import Batcher
 from hylo.eval.batching.host import CALL_STARTED, FIGURES_SIZE, Host
 from hylo.eval.batching.supervisor import START_TIMEOUT_S, build_failure
+from hylo.eval.process_setup import WorkerFailed
 from hylo.eval.raypool import join_ray
-from hylo.eval.worker import WorkerFailed
 
 logger = logging.getLogger(__name__)
 

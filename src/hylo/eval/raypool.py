@@ -23,16 +23,8 @@ from hylo.core.status import EpisodeStatus
 from hylo.cpus import usable_cpus
 from hylo.eval.limits import EpisodeLimits, Verdict, aged, dated, headroom, judge, read, silent
 from hylo.eval.pool import LOOK_AGAIN_S, START_ATTEMPTS, START_TIMEOUT_S, STOP_GRACE_S, SlotPool
-from hylo.eval.worker import (
-    EpisodeJob,
-    EpisodeResult,
-    EpisodeWorker,
-    WorkerConfig,
-    WorkerFailed,
-    limit_threads,
-    lost_episode,
-    serve_as_batched_worker,
-)
+from hylo.eval.process_setup import WorkerFailed, limit_threads, serve_as_batched_worker
+from hylo.eval.worker import EpisodeJob, EpisodeResult, EpisodeWorker, WorkerConfig, lost_episode
 
 LOCAL = "local"
 """The Ray address that starts a Ray of this run's own (what no address means)."""

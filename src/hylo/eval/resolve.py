@@ -18,7 +18,7 @@ import psutil
 
 from hylo.agents.registry import agent_factory, args_model, vet_agent
 from hylo.core.errors import HyloError, UnknownChoice
-from hylo.core.timing import RealtimeTiming, SyncTiming, Timing, check_horizon
+from hylo.core.timing import SyncTiming, Timing, check_horizon, timing_from
 from hylo.core.types import NodesetMode
 from hylo.cpus import usable_cpus
 from hylo.envs.benchmark import Benchmark, BenchmarkOptionError
@@ -34,7 +34,6 @@ from hylo.graph.compile import GraphInvalid, Plan, compile_graph
 from hylo.graph.model import Graph
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.budget import resolve_step_budget
-from hylo.panels.placement import PanelDriver
 
 
 class EvalError(HyloError):
@@ -140,18 +139,13 @@ def resolve(spec: EvalSpec, *, allow_import: bool = True, request: bool | None =
     plan = compile_spec_graph(spec, benchmark, allow_import=allow_import)
     graph_budget = plan.graph.step_budget if plan is not None else None
     panel = BenchmarkPanel(benchmark, split=split, task=tasks[0], default_step_budget=graph_budget)
-    driver = PanelDriver(panel)
     budgets: dict[str, int] = {}
-    try:
-        for task in tasks:
-            driver.set_field("task", task)
-            loaded = driver.load()
-            try:
-                budgets[task] = resolve_step_budget(spec.max_steps, loaded, benchmark.default_step_budget(task))
-            except ValueError as exc:
-                raise EvalError(str(exc), field="max_steps") from None
-    finally:
-        driver.close()
+    for task in tasks:
+        panel.change("task", task)
+        try:
+            budgets[task] = resolve_step_budget(spec.max_steps, panel.state(), benchmark.default_step_budget(task))
+        except ValueError as exc:
+            raise EvalError(str(exc), field="max_steps") from None
     spec = spec.model_copy(update={"split": split, "tasks": tasks})
     return Resolved(benchmark, split, tasks, budgets, spec, plan, package_versions_of(benchmark.result_packages))
 
@@ -427,6 +421,6 @@ def make_timing(spec: EvalSpec) -> Timing:
             )
         return SyncTiming()
     try:
-        return RealtimeTiming(**spec.timing_options)
+        return timing_from("realtime", spec.timing_options)
     except (TypeError, ValueError) as exc:
         raise EvalError(f"bad realtime timing options {spec.timing_options}: {exc}", field="timing_options") from None

@@ -30,9 +30,10 @@ from hylo.eval.code_identity import CodeIdentity, changes_text, diff_code, live_
 from hylo.eval.episode_plan import EpisodePlan
 from hylo.eval.limits import EpisodeLimits, task_limits
 from hylo.eval.pool import InlinePool, Pool, ProcessPool
+from hylo.eval.process_setup import WorkerFailed
 from hylo.eval.resolve import EvalError, check_memory, choose_backend, code_of, make_timing, resolve, run_id_for
 from hylo.eval.spec import MAX_NAME, EvalSpec
-from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig, WorkerFailed
+from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig
 from hylo.evallog.logdir import FILENAME, check_log_dir
 from hylo.evallog.provenance import Background, git_commit, package_versions
 from hylo.evallog.realtime_metrics import RealtimeFigures, episode_realtime, run_realtime
@@ -468,9 +469,9 @@ class Evaluation:
     def _workers(self, config: WorkerConfig) -> Pool:
         backend = self.backend()
         if backend == "inline":
-            return InlinePool(EpisodeWorker(config, agent=self.agent))
+            return InlinePool(EpisodeWorker(config, agent=self.agent, resolved=self.resolved))
         if backend == "ray":
-            try:
+            try:  # optional: Ray, the `ray` extra
                 from hylo.eval.raypool import RayPool
             except ImportError as exc:
                 raise EvalError(f"--backend ray needs Ray ({exc}): pip install 'hylo[ray]'") from None

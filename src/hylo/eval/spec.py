@@ -23,8 +23,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from hylo.core.agent import MAX_CHUNK
 from hylo.core.errors import shown
+from hylo.core.latency import MAX_SAMPLES
+from hylo.core.timing import MAX_STEPS as MAX_STEPS
+from hylo.core.timing import TIMING_OPTIONS as TIMING_OPTIONS
+from hylo.core.timing import check_timing_options, timing_from
 from hylo.core.types import MAX_SEED
 from hylo.evallog.logdir import NAME_MAX_BYTES, is_run_name
 from hylo.graph.model import parse_graph
@@ -53,8 +56,6 @@ MAX_EPISODES = 100_000
 """The most episodes per task a run may plan."""
 MAX_TASKS = 10_000
 """The most tasks a run may name."""
-MAX_STEPS = 10_000_000
-"""The largest step budget per episode."""
 MAX_SECONDS = 86_400.0
 """The longest any time limit may be: one day."""
 MAX_RAY_WORKERS = 1024
@@ -91,74 +92,10 @@ _RANGES: dict[str, tuple[int, int, str]] = {
 }
 """The integer fields' bounds, and how an error names them."""
 
-TIMING_OPTIONS = (
-    "refill_steps",
-    "max_hold_steps",
-    "latency_s",
-    "clock",
-    "adaptive_refill",
-    "schedule",
-    "execution_steps",
-    "latency_steps",
-    "latency_model",
-    "strategy",
-    "ensemble_m",
-)
-"""The keys of `timing_options`: `RealtimeTiming`'s keyword arguments (docs/protocols.md)."""
 MAX_TIMING_BYTES = 4 * 1024 * 1024
 """The largest `timing_options`, as JSON: room for an empirical latency model's samples."""
-MAX_LATENCY_SAMPLES = 100_000
+MAX_LATENCY_SAMPLES = MAX_SAMPLES
 """The most latencies an empirical latency model may hold."""
-MAX_SIGMA = 5.0
-"""The largest spread (sigma of the log) a lognormal latency model may have."""
-MAX_ENSEMBLE_M = 100.0
-"""The largest ensemble weight decay `ensemble_m`."""
-_CHOICES = {"schedule": ("refill", "chunked"), "strategy": ("naive", "ensemble")}
-_INT_OPTIONS = {"refill_steps": (0, MAX_STEPS), "max_hold_steps": (1, MAX_STEPS),
-                "execution_steps": (1, MAX_CHUNK), "latency_steps": (0, MAX_STEPS)}  # fmt: skip
-_LATENCIES = ("latency_s", "latency_steps", "latency_model")
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def check_latency_model(value: Any) -> dict[str, Any]:
-    """A latency model as `timing_options.latency_model` holds it: `{"kind": "lognormal", "median_s": M,
-    "sigma": S}` (M > 0 seconds, 0 <= S <= 5) or `{"kind": "empirical", "samples_s": [...]}` (1 to 100,000 finite
-    latencies >= 0 in seconds). Raises `ValueError` naming what is wrong."""
-    if not isinstance(value, dict):
-        raise ValueError(f"latency_model is an object with a kind (lognormal or empirical), got {shown(value)}")
-    kind = value.get("kind")
-    fields = (
-        {"lognormal": ("median_s", "sigma"), "empirical": ("samples_s",)}.get(kind) if isinstance(kind, str) else None
-    )
-    if fields is None:
-        raise ValueError(f"latency_model kind must be 'lognormal' or 'empirical', got {shown(kind)}")
-    unknown = sorted(set(value) - {"kind", *fields})
-    missing = [name for name in fields if name not in value]
-    if unknown or missing:
-        wrong = f"unknown {unknown}" if unknown else f"missing {missing}"
-        raise ValueError(f"a {kind} latency_model holds {['kind', *fields]}: {wrong}")
-    if kind == "lognormal":
-        median, sigma = value["median_s"], value["sigma"]
-        if not (_number(median) and 0 < median <= MAX_SECONDS):
-            raise ValueError(f"latency_model median_s must be a number of seconds in (0, {MAX_SECONDS:g}], "
-                             f"got {shown(median)}")  # fmt: skip
-        if not (_number(sigma) and 0 <= sigma <= MAX_SIGMA):
-            raise ValueError(f"latency_model sigma must be a number in [0, {MAX_SIGMA:g}], got {shown(sigma)}")
-        return value
-    samples = value["samples_s"]
-    if not isinstance(samples, list) or not 1 <= len(samples) <= MAX_LATENCY_SAMPLES:
-        size = f"{len(samples):,} samples" if isinstance(samples, list) else shown(samples)
-        raise ValueError(f"latency_model samples_s is a list of 1 to {MAX_LATENCY_SAMPLES:,} latencies, got {size}")
-    for index, sample in enumerate(samples):
-        if not (_number(sample) and 0 <= sample <= MAX_SECONDS):
-            raise ValueError(
-                f"latency_model samples_s[{index}] must be a finite number of seconds in [0, {MAX_SECONDS:g}], "
-                f"got {shown(sample)}"
-            )
-    return value
 
 
 class EvalSpec(BaseModel):
@@ -266,10 +203,28 @@ class EvalSpec(BaseModel):
         try:
             check_run_size(self.episodes, len(self.seed_list), max(1, len(self.tasks)))
         except ValueError as exc:
-            error = PydanticCustomError("value_error", "{reason}", {"reason": str(exc)})
-            details = InitErrorDetails(type=error, loc=("episodes",), input=self.episodes)
-            raise ValidationError.from_exception_data(type(self).__name__, [details]) from None
+            raise self._refused("episodes", exc) from None
         return self
+
+    @model_validator(mode="after")
+    def _timing_holds(self) -> EvalSpec:
+        """`timing_options` as the timing they make (`hylo.core.timing.timing_from`): a realtime timing no protocol
+        completes is built; options a protocol, `--timing realtime` or a sweep completes later are checked each on
+        its own (sync timing still holding options when it runs is refused then, `hylo.eval.resolve.make_timing`)."""
+        try:
+            if self.timing == "realtime" and self.protocol is None:
+                timing_from(self.timing, self.timing_options)
+            else:
+                check_timing_options(self.timing_options)
+        except ValueError as exc:
+            raise self._refused("timing_options", exc) from None
+        return self
+
+    def _refused(self, field: str, exc: ValueError) -> ValidationError:
+        """A refusal found when the spec is validated as a whole, as `field`'s (named by its loc)."""
+        error = PydanticCustomError("value_error", "{reason}", {"reason": str(exc)})
+        details = InitErrorDetails(type=error, loc=(field,), input=getattr(self, field))
+        return ValidationError.from_exception_data(type(self).__name__, [details])
 
     @property
     def seed_list(self) -> list[int]:
@@ -307,40 +262,6 @@ class EvalSpec(BaseModel):
             raise ValueError(f"{label} must be a finite number of seconds > 0, got {value}")
         if value is not None and value > MAX_SECONDS:
             raise ValueError(f"{label} must be at most {MAX_SECONDS:g} seconds (one day), got {value:g}")
-        return value
-
-    @field_validator("timing_options")
-    @classmethod
-    def _timing_options(cls, value: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(value) - set(TIMING_OPTIONS))
-        if unknown:
-            raise ValueError(f"unknown timing options {unknown}; choose from {list(TIMING_OPTIONS)}")
-        for name, (minimum, maximum) in _INT_OPTIONS.items():
-            given = value.get(name)
-            if isinstance(given, (int, float)) and not isinstance(given, bool) and given > maximum:
-                raise ValueError(f"timing option {name} must be at most {maximum}, got {shown(given)}")
-            new = name in ("execution_steps", "latency_steps") and given is not None
-            if new and (isinstance(given, bool) or not isinstance(given, int) or not minimum <= given <= maximum):
-                raise ValueError(
-                    f"timing option {name} must be an integer in [{minimum}, {maximum}], got {shown(given)}"
-                )
-        latency_s = value.get("latency_s")
-        if isinstance(latency_s, (int, float)) and not isinstance(latency_s, bool) and latency_s > MAX_SECONDS:
-            raise ValueError(f"timing option latency_s must be at most {MAX_SECONDS}, got {shown(latency_s)}")
-        for name, choices in _CHOICES.items():
-            if name in value and value[name] not in choices:
-                raise ValueError(f"timing option {name} must be one of {list(choices)}, got {shown(value[name])}")
-        weight = value.get("ensemble_m", 0.0)
-        if not (_number(weight) and 0 <= weight <= MAX_ENSEMBLE_M):
-            raise ValueError(
-                f"timing option ensemble_m must be a number in [0, {MAX_ENSEMBLE_M:g}], got {shown(weight)}"
-            )
-        if value.get("latency_model") is not None:
-            check_latency_model(value["latency_model"])
-        latencies = [name for name in _LATENCIES if value.get(name) is not None]
-        if len(latencies) > 1:
-            raise ValueError(f"timing options {latencies}: give at most one latency (latency_s, latency_steps or "
-                             "latency_model)")  # fmt: skip
         return value
 
     @field_validator("address")

@@ -151,7 +151,7 @@ def _create(out: Path, repo_id: str, fps: float, features: Sequence[Feature]) ->
     """An empty LeRobotDataset at `out`, offline (its videos encoded as LeRobot does, through PyAV)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("SVT_LOG", "1")  # the AV1 encoder's errors only, not its settings table per video
-    import datasets
+    import datasets  # optional: the lerobot extra (datasets, lerobot)
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     datasets.disable_progress_bars()
@@ -172,7 +172,7 @@ def _create(out: Path, repo_id: str, fps: float, features: Sequence[Feature]) ->
 
 def _annotate(out: Path, run_id: str, rows: Sequence[EpisodeRow]) -> None:
     """Add hylo's record of each episode (`hylo.<column>`) to the dataset's episode metadata, by episode index."""
-    import pyarrow as pa
+    import pyarrow as pa  # optional: the lerobot extra (pyarrow)
     import pyarrow.parquet as pq
 
     values: dict[str, list[Any]] = {

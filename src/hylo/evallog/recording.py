@@ -7,12 +7,12 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import numpy as np
 from pydantic_core import to_json
 
-from hylo.core.environment import Environment, EnvWrapper
+from hylo.core.environment import Environment, EnvWrapper, VideoCamera
 from hylo.core.events import TEMPLATES, BaseEvent, Record, defaults
 from hylo.core.imageless import spec_without_images, without_images
 from hylo.core.jsonable import jsonable
@@ -112,17 +112,10 @@ def _finite(value: Any) -> Any:
     return value
 
 
-class VideoCamera(Protocol):
-    """An env that can render a frame of its first camera for a video alone (`video_frame`), at the size asked
-    ((width, height); None: the camera's own), outside any observation, without changing the env's state."""
-
-    def video_frame(self, size: tuple[int, int] | None) -> np.ndarray[Any, Any]: ...
-
-
 class FrameSource(enum.Enum):
     """Where a recorded episode's frames come from (see `FrameTap`)."""
 
-    CAMERA = "camera"  # the env's `video_frame`
+    CAMERA = "camera"  # the env's `video_camera`
     OBSERVATION = "observation"  # the first camera of the observation the agent is given
     RENDERED = "rendered"  # rendered into the observation for the video, and taken out before the agent sees it
 
@@ -133,7 +126,7 @@ class FrameTap(EnvWrapper):
     (`images` False), hands on observations without `images` and a spec that declares none, recorded or not.
 
     A recorded episode's frames come from (`FrameSource`):
-    - the env's own `video_frame(size)` (a `VideoCamera`), when the agent's frames would not do: it gets none, or a
+    - the env's own `video_camera` (its `video_frame(size)`), when the agent's frames would not do: it gets none, or a
       `size` was asked for. Meta-World, LIBERO and BabyAI render their first camera at that size for the video alone.
     - else the first camera of the observation the agent is given (scaled to `size` when one was asked for).
     - else, for an env that renders only into its observations (`gym:<id>`), its `render_images` is switched on for
@@ -190,15 +183,11 @@ class FrameTap(EnvWrapper):
         return None if writer is None else writer.close()
 
     def _camera(self) -> VideoCamera | None:
-        """The env (under the wrappers between it and this tap) that renders frames for a video alone, if any."""
-        env = self.env
-        while not callable(getattr(env, "video_frame", None)) and isinstance(env, EnvWrapper):
-            env = env.env
-        return cast(VideoCamera, env) if callable(getattr(env, "video_frame", None)) else None
+        """What renders the env's frames for a video alone, if anything (through the wrappers under this tap)."""
+        return self.env.video_camera
 
     def _render(self, on: bool) -> None:
-        if hasattr(self.env, "render_images"):
-            self.env.render_images = on
+        self.env.render_images = on  # an env that cannot render ignores it
 
     def _shown_obs(self, obs: Any) -> Any:
         """Record the frame of `obs` (while recording); `obs` as the agent is given it."""
@@ -211,8 +200,9 @@ class FrameTap(EnvWrapper):
 
     def _record(self, writer: VideoWriter, obs: Any) -> None:
         frame = first_camera(obs) if self.source is not FrameSource.CAMERA or self.images else None
-        if self.source is FrameSource.CAMERA and not (frame is not None and _sized(frame, self.size)):
-            frame = cast(VideoCamera, self._camera()).video_frame(self.size)  # the agent's frame, when it has the size
+        camera = self._camera() if self.source is FrameSource.CAMERA else None
+        if camera is not None and not (frame is not None and _sized(frame, self.size)):
+            frame = camera.video_frame(self.size)  # the agent's frame, when it has the size
         if frame is not None:
             writer.add(frame)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from hylo.confined import confined_file
 from hylo.core.errors import HyloError
-from hylo.core.timing import check_horizon
+from hylo.core.timing import CHUNKED_OPTIONS, check_horizon
 from hylo.eval.resolve import declared_chunking, make_timing, plan_run, resolve
 from hylo.eval.runner import EvalResult, Evaluation
 from hylo.eval.spec import MAX_STEPS, EvalSpec
@@ -48,8 +48,9 @@ MAX_POINTS = 256
 """The most grid points one sweep may plan."""
 KEPT_OPTIONS = ("strategy", "ensemble_m", "max_hold_steps")
 """The base spec's timing options every point keeps; the sweep sets the rest itself."""
-SWEEP_SETS: dict[str, Any] = {"schedule": "chunked", "clock": "virtual", "adaptive_refill": False}
-"""The timing options every point has, whatever the base spec says (besides its latency and horizon)."""
+SWEEP_SETS: dict[str, Any] = CHUNKED_OPTIONS
+"""The timing options every point has, whatever the base spec says (besides its latency and horizon): the
+chunked-execution protocol's on the virtual clock."""
 
 
 class SweepError(HyloError, ValueError):
@@ -312,7 +313,7 @@ def run_sweep(
     }
     directory = base.log_path.resolve() / SWEEPS_DIR / identity
     directory.mkdir(parents=True, exist_ok=True)
-    from hylo.experiments.sweep_plot import write_plots  # matplotlib: imported only when a sweep is drawn
+    from hylo.experiments.sweep_plot import write_plots  # start-up time: matplotlib, only for a drawing
 
     write_plots(record, directory / PLOT_PNG, directory / PLOT_SVG)
     _write_json(directory / RECORD, record)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hylo.agents.registry import AgentSpecError, make_agent, vet_agent
 from hylo.core.agent import AgentBase, check_compatible, gets_images, requires_images
 from hylo.core.chunk import as_chunk
 from hylo.core.context import EpisodeContext
@@ -22,6 +23,7 @@ from hylo.core.status import EpisodeOutcome
 from hylo.core.types import Observation, StepResult
 from hylo.envs.benchmark import Benchmark
 from hylo.graph.compile import Plan
+from hylo.graph.env_nodes import EnvObserveImage
 from hylo.graph.node import Node, NodeFailure, Nodeset, Owner, Port, Role, RunContext, Runtime
 from hylo.graph.wires import Wire
 
@@ -56,8 +58,6 @@ class Reason(Node):
         return (config.remember,) if isinstance(config, ReasonConfig) and config.remember else ()
 
     def setup(self, runtime: Runtime) -> None:
-        from hylo.agents.registry import make_agent
-
         config = self.config
         assert isinstance(config, ReasonConfig)
         if runtime.env_spec is None:
@@ -150,8 +150,6 @@ def reason_agents(plan: Plan) -> dict[str, ReasonConfig]:
 def vet_agents(plan: Plan, benchmark: Benchmark | None, *, allow_import: bool = True) -> list[str]:
     """Check every `reason` node's agent and arguments as `hylo.agents.registry.vet_agent` does (without building
     those that declare their `Args`); returns the URLs they would connect to."""
-    from hylo.agents.registry import AgentSpecError, vet_agent
-
     urls: list[str] = []
     for node_id, config in reason_agents(plan).items():
         try:
@@ -164,8 +162,6 @@ def vet_agents(plan: Plan, benchmark: Benchmark | None, *, allow_import: bool = 
 def build_agents(plan: Plan, benchmark: Benchmark | None, *, allow_import: bool = True) -> dict[str, Any]:
     """The agent of each `reason` node of a graph, by node id, built once: a worker asks them what they need
     before it builds its env, and hands them on to their nodes (`Runtime.agents`)."""
-    from hylo.agents.registry import make_agent
-
     built: dict[str, Any] = {}
     try:
         for node_id, config in reason_agents(plan).items():
@@ -190,8 +186,6 @@ def graph_needs_images(plan: Plan, agents: dict[str, Any], *, withheld: bool = F
     or a `reason` node whose agent (of `agents`, see `build_agents`) gets images (`gets_images`: it declares
     `needs_images` True, or nothing). `withheld` (a run's `--no-images`): none does, and a graph with a node that
     requires them is refused."""
-    from hylo.graph.env_nodes import EnvObserveImage
-
     observers = [node.id for node in plan.nodes.values() if issubclass(node.cls, EnvObserveImage)]
     if not withheld:
         return bool(observers) or any(gets_images(agent) for agent in agents.values())

@@ -68,7 +68,7 @@ def assemble_runner(
     )
     remote = None
     if any(options.mode == NodesetMode.SERVER for options in plan.graph.nodesets.values()):
-        from hylo.graph.remote import ServerNodesets
+        from hylo.graph.remote import ServerNodesets  # start-up time: subprocess hosts, server mode only
 
         needed = graph_needs_images(plan, agents, withheld=images_withheld)
         remote = ServerNodesets(runtime, render_images=render_images or needed)

@@ -21,7 +21,8 @@ from hylo.core.errors import HyloError
 from hylo.core.signals import ContainerSpec
 from hylo.core.types import NodesetMode
 from hylo.graph.core_nodes import IterIn, IterOut, IterOutConfig
-from hylo.graph.model import Graph
+from hylo.graph.env_nodes import EnvNode
+from hylo.graph.model import EdgeSpec, Graph
 from hylo.graph.node import Node, Nodeset, Owner, Port, Role
 from hylo.graph.nodesets import node_type, split_type
 from hylo.graph.wires import fits
@@ -87,7 +88,6 @@ class Plan:
     @property
     def benchmarks(self) -> list[str]:
         """The benchmarks whose env nodes the graph uses."""
-        from hylo.graph.env_nodes import EnvNode
 
         return sorted({n.cls.benchmark for n in self.nodes.values() if issubclass(n.cls, EnvNode)})
 
@@ -228,43 +228,63 @@ def _edges(
     input) and check every required input is fed; each node's successors."""
     successors: dict[str, set[str]] = defaultdict(set)
     for edge in graph.edges:
-        src, dst = planned.get(edge.source), planned.get(edge.target)
-        ok = True
-        for end, node in ((edge.source, src), (edge.target, dst)):
-            if node is None and end not in specs:
-                fail(end, "unknown_node", f"an edge {edge.source}.{edge.sourceHandle} -> {edge.target}."
-                     f"{edge.targetHandle} names node {end!r}, which the graph does not have")  # fmt: skip
-            ok = ok and node is not None
-        if src is None or dst is None or not ok:
+        ends = _edge_ends(edge, specs, planned, fail)
+        if ends is None:
             continue
-        out_port = src.outputs.get(edge.sourceHandle)
-        in_port = dst.inputs.get(edge.targetHandle)
-        if out_port is None:
-            fail(src.id, "unknown_port", f"{src.cls.type_name} {src.id!r} has no output {edge.sourceHandle!r}; "
-                 f"its outputs: {sorted(src.outputs)}")  # fmt: skip
-        if in_port is None:
-            fail(dst.id, "unknown_port", f"{dst.cls.type_name} {dst.id!r} has no input {edge.targetHandle!r}; "
-                 f"its inputs: {sorted(dst.inputs)}")  # fmt: skip
-        if out_port is None or in_port is None:
-            continue
-        if not fits(out_port.wire, in_port.wire):
-            fail(dst.id, "wire_mismatch", f"input {in_port.name!r} takes {in_port.wire.value}, but "
-                 f"{src.id}.{out_port.name} gives {out_port.wire.value}")  # fmt: skip
-            continue
-        if in_port.name in dst.sources:
-            other = ".".join(dst.sources[in_port.name])
-            fail(
-                dst.id, "duplicate_input", f"input {in_port.name!r} is fed by both {other} and {src.id}.{out_port.name}"
-            )
-            continue
-        dst.sources[in_port.name] = (src.id, out_port.name)
-        successors[src.id].add(dst.id)
+        src, dst = ends
+        ports = _edge_ports(edge, src, dst, fail)
+        if ports is not None and _wire(src, dst, *ports, fail):
+            successors[src.id].add(dst.id)
+    _unfilled(planned, fail)
+    return successors
+
+
+def _edge_ends(
+    edge: EdgeSpec, specs: dict[str, Any], planned: dict[str, PlannedNode], fail: _Problems
+) -> tuple[PlannedNode, PlannedNode] | None:
+    """The planned nodes an edge joins, None when one is missing (named unless it failed to plan)."""
+    src, dst = planned.get(edge.source), planned.get(edge.target)
+    for end, node in ((edge.source, src), (edge.target, dst)):
+        if node is None and end not in specs:
+            fail(end, "unknown_node", f"an edge {edge.source}.{edge.sourceHandle} -> {edge.target}."
+                 f"{edge.targetHandle} names node {end!r}, which the graph does not have")  # fmt: skip
+    return None if src is None or dst is None else (src, dst)
+
+
+def _edge_ports(edge: EdgeSpec, src: PlannedNode, dst: PlannedNode, fail: _Problems) -> tuple[Port, Port] | None:
+    """The output and the input an edge joins, None when either is unknown."""
+    out_port = src.outputs.get(edge.sourceHandle)
+    in_port = dst.inputs.get(edge.targetHandle)
+    if out_port is None:
+        fail(src.id, "unknown_port", f"{src.cls.type_name} {src.id!r} has no output {edge.sourceHandle!r}; "
+             f"its outputs: {sorted(src.outputs)}")  # fmt: skip
+    if in_port is None:
+        fail(dst.id, "unknown_port", f"{dst.cls.type_name} {dst.id!r} has no input {edge.targetHandle!r}; "
+             f"its inputs: {sorted(dst.inputs)}")  # fmt: skip
+    return None if out_port is None or in_port is None else (out_port, in_port)
+
+
+def _wire(src: PlannedNode, dst: PlannedNode, out_port: Port, in_port: Port, fail: _Problems) -> bool:
+    """Feed `dst`'s input from `src`'s output, unless their wire types do not fit or the input is fed already."""
+    if not fits(out_port.wire, in_port.wire):
+        fail(dst.id, "wire_mismatch", f"input {in_port.name!r} takes {in_port.wire.value}, but "
+             f"{src.id}.{out_port.name} gives {out_port.wire.value}")  # fmt: skip
+        return False
+    if in_port.name in dst.sources:
+        other = ".".join(dst.sources[in_port.name])
+        fail(dst.id, "duplicate_input", f"input {in_port.name!r} is fed by both {other} and {src.id}.{out_port.name}")
+        return False
+    dst.sources[in_port.name] = (src.id, out_port.name)
+    return True
+
+
+def _unfilled(planned: dict[str, PlannedNode], fail: _Problems) -> None:
+    """Every required input has an edge."""
     for node in planned.values():
         for port in node.inputs.values():
             if port.required and port.name not in node.sources:
                 fail(node.id, "unfilled_port", f"required input {port.name!r} ({port.wire.value}) of "
                      f"{node.cls.type_name} {node.id!r} has no edge")  # fmt: skip
-    return successors
 
 
 def _cycle(planned: dict[str, PlannedNode], order: list[str], fail: _Problems) -> None:
@@ -303,12 +323,26 @@ def _roles(planned: dict[str, PlannedNode], loop_in: str | None, fail: _Problems
     """Each role in its band (and the loop's roles in a loop), every env the loop uses reset before it, one step and
     one policy node."""
     for node in planned.values():
-        wanted = _ROLE_BAND.get(node.role)
-        if wanted is not None and loop_in is not None and node.band is not wanted[0]:
-            fail(node.id, "misplaced_node", f"{node.cls.type_name} {node.id!r} is in the {node.band.value} band: "
-                 f"{wanted[1]}")  # fmt: skip
-        if loop_in is None and node.role in (Role.ACTUATOR, Role.POLICY, Role.OBSERVE):
-            fail(node.id, "misplaced_node", f"{node.cls.type_name} {node.id!r} needs a loop (iterIn / iterOut)")
+        _role_band(node, loop_in, fail)
+    _resets(planned, fail)
+    for role, what in ((Role.ACTUATOR, "step"), (Role.POLICY, "policy")):
+        found = [n.id for n in planned.values() if n.role is role]
+        for extra in found[1:]:
+            fail(extra, f"multiple_{what}_nodes", f"a graph has one {what} node; {found[0]!r} is it already")
+
+
+def _role_band(node: PlannedNode, loop_in: str | None, fail: _Problems) -> None:
+    """A node of a role is in its role's band; the loop's roles need a loop."""
+    wanted = _ROLE_BAND.get(node.role)
+    if wanted is not None and loop_in is not None and node.band is not wanted[0]:
+        fail(node.id, "misplaced_node", f"{node.cls.type_name} {node.id!r} is in the {node.band.value} band: "
+             f"{wanted[1]}")  # fmt: skip
+    if loop_in is None and node.role in (Role.ACTUATOR, Role.POLICY, Role.OBSERVE):
+        fail(node.id, "misplaced_node", f"{node.cls.type_name} {node.id!r} needs a loop (iterIn / iterOut)")
+
+
+def _resets(planned: dict[str, PlannedNode], fail: _Problems) -> None:
+    """Every env an observe or step node uses has a reset node."""
     resets = {n.nodeset.name for n in planned.values() if n.role is Role.RESET}
     for node in planned.values():
         if (
@@ -319,10 +353,6 @@ def _roles(planned: dict[str, PlannedNode], loop_in: str | None, fail: _Problems
             env = node.nodeset.name
             fail(node.id, "no_reset", f"{node.cls.type_name} {node.id!r} uses the {env} env, which no reset node "
                  f"brings to the placed episode (add a {env}.reset before the loop)")  # fmt: skip
-    for role, what in ((Role.ACTUATOR, "step"), (Role.POLICY, "policy")):
-        found = [n.id for n in planned.values() if n.role is role]
-        for extra in found[1:]:
-            fail(extra, f"multiple_{what}_nodes", f"a graph has one {what} node; {found[0]!r} is it already")
 
 
 def _containers(graph: Graph, planned: dict[str, PlannedNode], fail: _Problems) -> dict[str, ContainerSpec]:
@@ -354,7 +384,6 @@ def _nodesets(graph: Graph, specs: dict[str, Any], planned: dict[str, PlannedNod
 def _placement(graph: Graph, planned: dict[str, PlannedNode], fail: _Problems) -> None:
     """A graph's placement names the benchmark of its env nodes."""
     placement = graph.placement
-    from hylo.graph.env_nodes import EnvNode
 
     env_sets = {n.cls.benchmark for n in planned.values() if issubclass(n.cls, EnvNode)}
     if placement is not None and env_sets and placement.benchmark not in env_sets:

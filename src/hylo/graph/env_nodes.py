@@ -1,4 +1,4 @@
-"""Env nodesets: every registered benchmark yields one, with no extra code (000 §5).
+"""Env nodesets: every registered benchmark yields one, with no extra code.
 
 - `<bench>.reset`: idempotent ensure-live, once per execution in the pre-loop band. It brings the env to the episode
   the panel placed (re-arming an episode a previous execution finished); it never chooses one.

@@ -18,19 +18,21 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hylo.core.bus import EventBus
-from hylo.core.episode import FAULTS, EndEpisode, detail_of, noted, raised
-from hylo.core.errors import IncompatibleComponents, SignalFailed
+from hylo.core.episode import FAULTS, EndEpisode, noted, raised
+from hylo.core.episode_loop import EpisodeLoop, step_budget
+from hylo.core.errors import IncompatibleComponents
 from hylo.core.events import ContainerCheckpointEvent
 from hylo.core.jsonable import jsonable
 from hylo.core.scaffold import EpisodeScaffold
 from hylo.core.shield import SafetyShield
-from hylo.core.signals import ContainerSet, Signal
-from hylo.core.status import EpisodeOutcome, EpisodeStatus
-from hylo.core.types import EMPTY_INFO, NodesetMode, StepResult, TaskInstance
+from hylo.core.signals import ContainerSet, ContainerSpec, Signal
+from hylo.core.status import EpisodeOutcome
+from hylo.core.types import EMPTY_INFO, EnvSpec, NodesetMode, StepResult, TaskInstance
 from hylo.graph.compile import Plan, PlannedNode
 from hylo.graph.faults import ExecutionStopped, GraphSetupError, NodesetCrashed
 from hylo.graph.firing import LiveNode, NodeFiring
@@ -56,7 +58,128 @@ class RemoteNodesets(Protocol):
     def close(self) -> None: ...
 
 
-class GraphRunner(NodeFiring):
+# -- building -----------------------------------------------------------------------------------------------------
+
+
+def _node_containers(live: Iterable[LiveNode]) -> Iterator[ContainerSpec]:
+    """The containers the nodes declare (an agent node's, its agent's)."""
+    for node in live:
+        yield from getattr(node.node, "container_specs", ()) or ()
+
+
+def _budget(plan: Plan, spec: EnvSpec | None, max_steps: int | None) -> int:
+    """The step budget: `max_steps`, else the graph's `step_budget`, else the env's `max_episode_steps`; a graph
+    without a loop needs none (it runs once)."""
+    missing = None
+    if plan.loop_in is not None:
+        missing = f"graph {plan.graph.name!r} needs a step budget: neither it nor its env gives one"
+    env_budget = None if spec is None else spec.max_episode_steps
+    return step_budget(max_steps, plan.graph.step_budget, env_budget, missing=missing) or 1
+
+
+def build_nodes(plan: Plan, runtime: Runtime, remote: RemoteNodesets | None, live: dict[str, LiveNode]) -> None:
+    """Build every node of `plan` into `live` (a server-mode nodeset's as proxies, from `remote`), then set each up
+    with `runtime`. `live` fills as it goes, so that whoever catches a failure can close what was built."""
+    for planned in plan.nodes.values():
+        live[planned.id] = LiveNode(planned, _instance(plan, planned, remote))
+    for node in live.values():
+        try:
+            node.node.setup(runtime)
+        except (IncompatibleComponents, GraphSetupError):
+            raise
+        except Exception as exc:
+            raise GraphSetupError(f"{node.label} could not be set up: {exc}") from exc
+
+
+def _instance(plan: Plan, planned: PlannedNode, remote: RemoteNodesets | None) -> Node:
+    """The node `planned` stands for: here, or the proxy of a node living in its server-mode nodeset."""
+    server = plan.graph.nodesets.get(planned.nodeset.name)
+    if server is None or server.mode != NodesetMode.SERVER:
+        return planned.cls(planned.id, planned.config)
+    if remote is None:
+        raise GraphSetupError(
+            f"node {planned.id!r}: nodeset {planned.nodeset.name!r} is set to run in server mode, "
+            "which needs a runner with server-mode support"
+        )
+    return remote.proxy(planned)
+
+
+Level = tuple[LiveNode, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GraphSchedule:
+    """When the live nodes of a plan fire: the bands' levels (`pre`, the loop's `body` between its ends, `post`);
+    the loop's ends, what iterIn takes in (`carry_in`: name, source node, port), what iterOut carries over
+    (`carry_out`) and where its `stop` comes from; and the nodes with a hook (`start`, `on_signal`, `after_step`,
+    `finish`) or the evaluate role."""
+
+    pre: list[Level]
+    body: list[Level]
+    post: list[Level]
+    body_ids: tuple[str, ...]
+    loop_in: LiveNode | None
+    loop_out: LiveNode | None
+    carry_in: list[tuple[str, str, str]]
+    carry_out: list[tuple[str, str, str]]
+    stop: tuple[str, str] | None
+    starts: list[LiveNode]
+    signals: list[LiveNode]
+    after_step: list[LiveNode]
+    finishes: list[LiveNode]
+    evaluate: LiveNode | None
+
+    @classmethod
+    def of(cls, plan: Plan, live: dict[str, LiveNode]) -> GraphSchedule:
+        def levels(band: Sequence[Sequence[str]]) -> list[Level]:
+            return [tuple(live[n] for n in level) for level in band]
+
+        def hooked(hook: str, wants: str | None = None) -> list[LiveNode]:
+            return [
+                lv for lv in live.values() if overrides(lv.node, hook) and (wants is None or getattr(lv.node, wants))
+            ]
+
+        loop_in = live[plan.loop_in] if plan.loop_in else None
+        loop_out = live[plan.loop_out] if plan.loop_out else None
+        return cls(
+            pre=levels(plan.pre),
+            body=levels(plan.body[1:-1]),
+            post=levels(plan.post),
+            body_ids=tuple(n for level in plan.body for n in level),
+            loop_in=loop_in,
+            loop_out=loop_out,
+            carry_in=_carried_in(loop_in),
+            carry_out=_carried_out(loop_out),
+            stop=None if loop_out is None else loop_out.planned.sources.get("stop"),
+            starts=hooked("start"),
+            signals=hooked("on_signal", "wants_signals"),
+            after_step=hooked("after_step", "wants_steps"),
+            finishes=hooked("finish"),
+            evaluate=next((lv for lv in live.values() if lv.role is Role.EVALUATE), None),
+        )
+
+
+def _carried_in(loop_in: LiveNode | None) -> list[tuple[str, str, str]]:
+    """iterIn's `init_*` inputs: (the carried value's name, source node, port)."""
+    if loop_in is None:
+        return []
+    return [
+        (name.removeprefix("init_"), src, port) for name, src, port, _ in loop_in.wiring if name.startswith("init_")
+    ]
+
+
+def _carried_out(loop_out: LiveNode | None) -> list[tuple[str, str, str]]:
+    """iterOut's carried values: (name, source node, port)."""
+    if loop_out is None:
+        return []
+    sources = loop_out.planned.sources
+    return [(p.name, *sources[p.name]) for p in getattr(loop_out.planned.config, "carry", [])]
+
+
+# -- running ------------------------------------------------------------------------------------------------------
+
+
+class GraphRunner(EpisodeLoop, NodeFiring):
     """Runs executions of one compiled graph in one worker; the graph's counterpart of the `Kernel`.
 
     - `runtime`: what nodes are set up with (the worker's env, the placement's benchmark and env spec)
@@ -68,6 +191,8 @@ class GraphRunner(NodeFiring):
     i, in the runner's thread (it may block to pause, run other work there, or raise `ExecutionStopped`), and
     `observer(obs)` is handed every observation a reset or observe node produces (the live view's frames).
     """
+
+    fault_owner = "graph executor"
 
     def __init__(
         self,
@@ -86,16 +211,8 @@ class GraphRunner(NodeFiring):
         self.bus = bus if bus is not None else EventBus()
         self.act_timeout_s = act_timeout_s
         spec = runtime.env_spec
-        budget = max_steps if max_steps is not None else plan.graph.step_budget
-        if budget is None and spec is not None:
-            budget = spec.max_episode_steps
-        if plan.loop_in is not None and budget is None:
-            raise ValueError(f"graph {plan.graph.name!r} needs a step budget: neither it nor its env gives one")
-        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
-            raise ValueError(f"max_steps must be an int >= 1, got {budget!r}")
-        self.max_steps = budget or 1
+        self.max_steps = _budget(plan, spec, max_steps)
         self.shield = SafetyShield() if shield is None else shield
-        self._space = spec.action_space if spec is not None else None
         if spec is not None:
             self.shield.bind(spec.action_space)
         self.name = f"graph:{plan.graph.name}"
@@ -103,106 +220,38 @@ class GraphRunner(NodeFiring):
         self.observer: Callable[[Any], None] | None = None
         self._closed = False
         self._remote = remote
-
-        modes = plan.graph.nodesets
         self._live: dict[str, LiveNode] = {}
         try:
-            for planned in plan.nodes.values():
-                server = modes.get(planned.nodeset.name)
-                if server is not None and server.mode == NodesetMode.SERVER:
-                    if remote is None:
-                        raise GraphSetupError(
-                            f"node {planned.id!r}: nodeset {planned.nodeset.name!r} is set to run in server mode, "
-                            "which needs a runner with server-mode support"
-                        )
-                    node = remote.proxy(planned)
-                else:
-                    node = planned.cls(planned.id, planned.config)
-                self._live[planned.id] = LiveNode(planned, node)
-            for live in self._live.values():
-                try:
-                    live.node.setup(runtime)
-                except (IncompatibleComponents, GraphSetupError):
-                    raise
-                except Exception as exc:
-                    raise GraphSetupError(f"{live.label} could not be set up: {exc}") from exc
+            build_nodes(plan, runtime, remote, self._live)
         except BaseException:
             self.close()
             raise
-        specs = list(plan.containers)
-        for live in self._live.values():
-            specs.extend(getattr(live.node, "container_specs", ()) or ())
-        self.containers = ContainerSet(specs)
-        self._levels = [tuple(self._live[n] for n in level) for level in plan.pre]
-        self._body = [tuple(self._live[n] for n in level) for level in plan.body[1:-1]]
-        self._post = [tuple(self._live[n] for n in level) for level in plan.post]
-        self._body_ids = tuple(n for level in plan.body for n in level)
-        self._loop_in = self._live[plan.loop_in] if plan.loop_in else None
-        self._loop_out = self._live[plan.loop_out] if plan.loop_out else None
-        self._carry = [p.name for p in getattr(plan.nodes[plan.loop_out].config, "carry", [])] if plan.loop_out else []
-        self._starts = [lv for lv in self._live.values() if overrides(lv.node, "start")]
-        live_nodes = self._live.values()
-        self._signals = [lv for lv in live_nodes if overrides(lv.node, "on_signal") and lv.node.wants_signals]
-        self._after_step = [lv for lv in live_nodes if overrides(lv.node, "after_step") and lv.node.wants_steps]
-        self._listens = bool(self._signals) or bool(len(self.containers))
-        self._finishes = [lv for lv in self._live.values() if overrides(lv.node, "finish")]
-        self._evaluate = next((lv for lv in self._live.values() if lv.planned.role is Role.EVALUATE), None)
+        self._schedule = GraphSchedule.of(plan, self._live)
+        self.containers = ContainerSet([*plan.containers, *_node_containers(self._live.values())])
         self._loop = None
         self._outs = {}
         self._last = {}
         self._latency = 0.0
         self.checkpoints: collections.deque[tuple[int, dict[str, Any]]] = collections.deque(maxlen=CHECKPOINTS_KEPT)
-        self._sc = EpisodeScaffold(
+        self._sc = self._scaffold(spec, auto_episode_reset)
+
+    def _scaffold(self, spec: EnvSpec | None, auto_episode_reset: bool) -> EpisodeScaffold:
+        """The executions' scaffold: the env's action space and control period, when the runtime has an env; the
+        signals delivered when a node or a container listens; the signals' scope the episode's between iterations."""
+        listens = bool(self._schedule.signals) or bool(len(self.containers))
+        sc = EpisodeScaffold(
             self.bus,
             self.shield,
-            self._space,
-            deliver=self._deliver if self._listens else None,
+            None if spec is None else spec.action_space,
+            deliver=self._deliver if listens else None,
             auto_episode_reset=auto_episode_reset,
-            act_timeout_s=act_timeout_s,
-            dt=spec.dt if spec is not None else 0.0,
+            act_timeout_s=self.act_timeout_s,
+            dt=0.0 if spec is None else spec.dt,
         )
-        self._sc.scope = ""
-
-    @property
-    def auto_episode_reset(self) -> bool:
-        return self._sc.auto_episode_reset
-
-    @auto_episode_reset.setter
-    def auto_episode_reset(self, value: bool) -> None:
-        self._sc.auto_episode_reset = value
+        sc.scope = ""
+        return sc
 
     # -- public -------------------------------------------------------------------------------------------------
-
-    def run(self, task: TaskInstance) -> EpisodeOutcome:
-        """Run one execution of the graph on the placed `task` and return its outcome."""
-        if self._closed:
-            raise RuntimeError("this GraphRunner is closed")
-        sc = self._sc
-        self._last = {}
-        self._latency = 0.0
-        self._outs = {}
-        self.checkpoints.clear()
-        stopped = False
-        try:
-            sc.open(task, agent=self.name, timing="sync")
-            run = RunContext(task, self.containers, self.bus, 0, self.runtime.privileged)
-            self._run = run
-            for live in self._starts:
-                self._call(live, live.node.start, run)
-            for level in self._levels:
-                self._fire_level(level)
-            if self._loop_in is not None:
-                stopped = self._iterate(run)
-            for level in self._post:
-                self._fire_level(level)
-            outcome = self._verdict(stopped)
-        except EndEpisode as end:
-            outcome = end.outcome
-        except ExecutionStopped as halt:
-            outcome = sc.ended(EpisodeStatus.INFRA_INVALID, halt.reason)
-        except FAULTS as exc:  # a fault in the executor itself: not the graph's
-            outcome = sc.ended(EpisodeStatus.INFRA_INVALID, raised("graph executor", exc), detail_of(exc))
-        return sc.finish(outcome, self._tell)
 
     @property
     def remote(self) -> RemoteNodesets | None:
@@ -213,14 +262,6 @@ class GraphRunner(NodeFiring):
     def steps_taken(self) -> int:
         """The env steps of the current (or last) execution."""
         return self._sc.steps
-
-    def signal(self, signal: Signal | str) -> None:
-        """Deliver a lifecycle signal from its owner (`episode_reset` from an env panel) between executions; raises
-        `SignalFailed` if a node fails on it."""
-        try:
-            self._sc.signal(Signal(signal))
-        except EndEpisode as end:
-            raise SignalFailed(end.outcome.reason, end.outcome.detail, end.outcome.status.value) from None
 
     def close(self) -> None:
         """Close every node once (an agent's connection, a server-mode nodeset's subprocess)."""
@@ -244,67 +285,96 @@ class GraphRunner(NodeFiring):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- the execution --------------------------------------------------------------------------------------------
+
+    def _open(self, task: TaskInstance) -> None:
+        self._last = {}
+        self._latency = 0.0
+        self._outs = {}
+        self.checkpoints.clear()
+        self._sc.open(task, agent=self.name, timing="sync")
+
+    def _episode(self, task: TaskInstance) -> EpisodeOutcome:
+        """The bands in order: the `start` hooks and the pre-loop band, the loop, the after-loop band; the verdict."""
+        schedule = self._schedule
+        run = RunContext(task, self.containers, self.bus, 0, self.runtime.privileged)
+        try:
+            for live in schedule.starts:
+                self._call(live, live.node.start, run)
+            for level in schedule.pre:
+                self._fire_level(level)
+            stopped = schedule.loop_in is not None and self._iterate(run)
+            for level in schedule.post:
+                self._fire_level(level)
+        except ExecutionStopped as halt:
+            return self._sc.infra_invalid(halt.reason)
+        return self._verdict(stopped)
+
     # -- the loop -------------------------------------------------------------------------------------------------
 
     def _iterate(self, run: RunContext) -> bool:
-        """Run the loop; returns whether its stop port ended it."""
-        assert self._loop_in is not None and self._loop_out is not None
+        """Run the loop to its end (the episode's, the stop port's or the step budget's); returns whether its stop
+        port ended it. iterOut's `final_*` outputs feed the after-loop band."""
+        loop_out = self._schedule.loop_out
+        assert loop_out is not None
         outs = self._outs
-        loop_in_id, loop_out = self._loop_in.id, self._loop_out
-        body_ids, body = self._body_ids, self._body
-        carry: dict[str, Any] = {}
-        for name, src, port, _ in self._loop_in.wiring:
-            if name.startswith("init_"):
-                carry[name.removeprefix("init_")] = outs.get(src, {}).get(port)
-        stop_src = self._loop_out.planned.sources.get("stop")
-        carry_src = [(name, *self._loop_out.planned.sources[name]) for name in self._carry]
-        containers = self.containers
-        keep = bool(len(containers))
-        listens = self._listens
-        bus = self.bus
+        carry = {name: outs.get(src, {}).get(port) for name, src, port in self._schedule.carry_in}
         gate = self.gate
-        sc = self._sc
         i = 0
         while i < self.max_steps:
-            if gate is not None:
-                gate(i)
-            run.step = i
-            if listens or bus.active:  # as in the Kernel: a step signal nobody hears is not sent
-                sc.scope = f"{loop_in_id}:{i}"
-                sc.signal(Signal.STEP_START)
-            else:
-                sc.step_open = True
-            for node_id in body_ids:
-                outs.pop(node_id, None)
-            outs[loop_in_id] = {"step": i, **carry}
-            for level in body:
-                self._fire_level(level)
-            for name, src, port in carry_src:
-                produced = outs.get(src)
-                if produced is not None and port in produced:
-                    carry[name] = produced[port]
-            stop = False
-            if stop_src is not None:
-                produced = outs.get(stop_src[0])
-                stop = bool(produced.get(stop_src[1])) if produced is not None else False
-            if keep:
-                snapshot = containers.snapshot()
-                self.checkpoints.append((i, snapshot))
-                if bus.active:
-                    bus.emit_trusted(ContainerCheckpointEvent, step=i, values=jsonable(snapshot))
-            if listens or bus.active:
-                sc.signal(Signal.STEP_END)
-            else:
-                sc.step_open = False
+            stop = self._iteration(run, i, carry, gate)
             i += 1
-            last = self._last
-            if last.get("done"):
+            if self._last.get("done"):
                 break
             if stop:
                 outs[loop_out.id] = self._final(carry, True, i)
                 return True
         outs[loop_out.id] = self._final(carry, False, i)
         return False
+
+    def _iteration(self, run: RunContext, i: int, carry: dict[str, Any], gate: Callable[[int], None] | None) -> bool:
+        """Iteration `i`: iterIn opens it (`step_start`, scope `<iterIn>:<i>`) with the carried values, the body
+        fires, iterOut closes it (`step_end`) and updates `carry`. Returns whether its stop port asks to stop."""
+        schedule = self._schedule
+        assert schedule.loop_in is not None
+        if gate is not None:
+            gate(i)
+        run.step = i
+        sc = self._sc
+        sc.scope = f"{schedule.loop_in.id}:{i}"
+        sc.step_start()  # as in the Kernel: a step signal nobody hears is not sent
+        outs = self._outs
+        for node_id in schedule.body_ids:
+            outs.pop(node_id, None)
+        outs[schedule.loop_in.id] = {"step": i, **carry}
+        for level in schedule.body:
+            self._fire_level(level)
+        for name, src, port in schedule.carry_out:
+            produced = outs.get(src)
+            if produced is not None and port in produced:
+                carry[name] = produced[port]
+        stop = self._stop_asked()
+        self._checkpoint(i)
+        sc.step_end()
+        return stop
+
+    def _stop_asked(self) -> bool:
+        """Whether iterOut's `stop` input got a true value in this iteration."""
+        source = self._schedule.stop
+        if source is None:
+            return False
+        produced = self._outs.get(source[0])
+        return bool(produced.get(source[1])) if produced is not None else False
+
+    def _checkpoint(self, i: int) -> None:
+        """Keep (and trace) the containers' values at the end of iteration `i`."""
+        containers = self.containers
+        if not len(containers):
+            return
+        snapshot = containers.snapshot()
+        self.checkpoints.append((i, snapshot))
+        if self.bus.active:
+            self.bus.emit_trusted(ContainerCheckpointEvent, step=i, values=jsonable(snapshot))
 
     @staticmethod
     def _final(carry: dict[str, Any], stopped: bool, steps: int) -> dict[str, Any]:
@@ -318,8 +388,8 @@ class GraphRunner(NodeFiring):
         if fresh is not None:
             sc.load(sc.chunk_of(fresh, f"{live.label} got"), self._latency, sc.steps)
         if executor.empty:
-            raise EndEpisode(sc.ended(EpisodeStatus.ERROR, f"{live.label} got no action: its 'action' input is "
-                                      "unfilled and the chunk executor is empty"))  # fmt: skip
+            unfilled = f"{live.label} got no action: its 'action' input is unfilled and the chunk executor is empty"
+            raise EndEpisode(sc.error(unfilled))
         args["action"] = sc.review(executor.next())
         result = self._accept(live, self._forward(live, args), 0.0)
         reward = float(result.get("reward", 0.0))
@@ -330,22 +400,23 @@ class GraphRunner(NodeFiring):
         self._last = {"success": success, "terminated": terminated, "truncated": truncated,
                       "done": success or terminated or truncated}  # fmt: skip
         sc.stepped(reward, terminated, truncated, success, info)
-        if self._after_step:
+        after_step = self._schedule.after_step
+        if after_step:
             step = getattr(live.node, "last_result", None)  # the env's own result, observation included
             if not isinstance(step, StepResult):
                 step = StepResult(EMPTY_INFO, reward, terminated, truncated, success, info)
-            for other in self._after_step:
+            for other in after_step:
                 self._call(other, other.node.after_step, step)
 
     # -- signals, verdicts ----------------------------------------------------------------------------------------
 
     def _deliver(self, signal: Signal) -> None:
         self.containers.on_signal(signal)
-        for live in self._signals:
+        for live in self._schedule.signals:
             self._call(live, live.node.on_signal, signal)
 
     def _tell(self, outcome: EpisodeOutcome) -> EpisodeOutcome:
-        for live in self._finishes:
+        for live in self._schedule.finishes:
             try:
                 live.node.finish(outcome)
             except FAULTS as exc:
@@ -353,25 +424,21 @@ class GraphRunner(NodeFiring):
         return outcome
 
     def _verdict(self, stopped: bool) -> EpisodeOutcome:
+        """The execution's verdict: the last step's flags (an evaluate node may deny the env's success, never
+        invent one), else how the loop ended (`stopped`, `max_steps`)."""
+        sc = self._sc
         last = self._last
         metrics: dict[str, Any] = {}
         success = bool(last.get("success"))
-        if self._evaluate is not None:
-            judged = self._outs.get(self._evaluate.id)
+        evaluate = self._schedule.evaluate
+        if evaluate is not None:
+            judged = self._outs.get(evaluate.id)
             if judged is None:
-                unfired = f"{self._evaluate.label} did not fire: a required input of it got no value"
-                return self._sc.ended(EpisodeStatus.ERROR, unfired)
+                return sc.error(f"{evaluate.label} did not fire: a required input of it got no value")
             metrics = dict(judged.get("metrics") or {})
-            if success and not judged.get("success"):  # a judge may deny the env's success, never invent one
-                return self._sc.ended(EpisodeStatus.FAILURE, "judged unsuccessful", metrics=metrics)
-        if success:
-            return self._sc.ended(EpisodeStatus.SUCCESS, "success", metrics=metrics)
-        if last.get("terminated"):
-            reason = "terminated"
-        elif last.get("truncated"):
-            reason = "truncated"
-        elif stopped:
-            reason = "stopped"
-        else:
-            reason = "max_steps"
-        return self._sc.ended(EpisodeStatus.FAILURE, reason, metrics=metrics)
+            if success and not judged.get("success"):
+                return sc.failure("judged unsuccessful", metrics=metrics)
+        verdict = sc.after_step(success, bool(last.get("terminated")), bool(last.get("truncated")), metrics=metrics)
+        if verdict is not None:
+            return verdict
+        return sc.failure("stopped", metrics=metrics) if stopped else sc.step_limit(metrics=metrics)

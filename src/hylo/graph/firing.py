@@ -111,73 +111,46 @@ class NodeFiring(abc.ABC):
         """Fire a level whose nodes do not depend on each other: the server-mode nodes' requests go out first, the
         sync nodes run, the async ones are gathered, then the server-mode replies are read (always, so that no
         reply is left behind when a node of the level fails). The first failure, in level order, ends the episode."""
-        ready = [(lv, args) for lv in level for args in (self._inputs(lv),) if args is not None]
-        apart = [(lv, args) for lv, args in ready if lv.planned.role is not Role.ACTUATOR]
-        remote = [(lv, args) for lv, args in apart if lv.overlapped]
-        gathered = [(lv, args) for lv, args in apart if lv.is_async and not lv.overlapped]
-        inline = [(lv, args) for lv, args in ready if (lv, args) not in remote and (lv, args) not in gathered]
+        firing = _LevelFiring(level, [(lv, args) for lv in level for args in (self._inputs(lv),) if args is not None])
         t0 = time.perf_counter()
-        failures: dict[str, BaseException] = {}
-        ended: EpisodeOutcome | None = None  # how a sync node of the level ended the episode
-        begun: list[LiveNode] = []
-        for live, args in remote:
-            try:
-                live.node.begin(args)  # type: ignore[attr-defined]
-                begun.append(live)
-            except FAULTS as exc:
-                failures[live.id] = exc
-                break
-        results: dict[str, Any] = {}
+        begun = firing.begin()
         try:
-            if not failures:
-                for live, args in inline:
+            if not firing.failures:
+                for live, args in firing.inline:
                     self._fire(live, args)
-                if gathered:
-
-                    async def gather() -> list[Any]:
-                        calls = [lv.node.forward(args) for lv, args in gathered]
-                        return await asyncio.gather(*calls, return_exceptions=True)  # type: ignore[arg-type]
-
-                    for (live, _), result in zip(gathered, run_to_end(self._event_loop(), gather()), strict=True):
-                        if isinstance(result, BaseException):
-                            failures.setdefault(live.id, result)
-                        else:
-                            results[live.id] = result
+                if firing.gathered:
+                    firing.collect(run_to_end(self._event_loop(), firing.gather()))
         except EndEpisode as end:
-            ended = end.outcome
+            firing.ended = end.outcome
         finally:
-            for live in begun:
-                try:
-                    results[live.id] = live.node.end()  # type: ignore[attr-defined]
-                except FAULTS as exc:
-                    failures.setdefault(live.id, exc)
-        for live in level:
-            if live.id in failures:
-                raise EndEpisode(self._node_failed(live, failures[live.id]))
-        if ended is not None:
-            raise EndEpisode(ended)
+            firing.end(begun)
+        failed = firing.first_failure()
+        if failed is not None:
+            raise EndEpisode(self._node_failed(*failed))
+        if firing.ended is not None:
+            raise EndEpisode(firing.ended)
         elapsed = time.perf_counter() - t0
         for live in level:
-            if live.id in results:
-                self._accept(live, results[live.id], elapsed)
+            if live.id in firing.results:
+                self._accept(live, firing.results[live.id], elapsed)
 
     def _accept(self, live: LiveNode, result: Any, elapsed: float) -> dict[str, Any]:
         """Check a node's result against its declared outputs and publish it."""
         if type(result) is not dict:
             if not isinstance(result, dict):
                 message = f"{live.label} returned a {type(result).__name__}, not a dict of its outputs"
-                raise EndEpisode(self._sc.ended(EpisodeStatus.ERROR, f"{message} {sorted(live.allowed)}"))
+                raise EndEpisode(self._sc.error(f"{message} {sorted(live.allowed)}"))
             result = dict(result)
         if not live.allowed.issuperset(result):
             extra = sorted(set(result) - live.allowed)
             message = f"{live.label} returned undeclared outputs {extra}; it declares {sorted(live.allowed)}"
             if "error" in extra:
                 message += f" (its 'error': {str(result['error'])[:300]})"
-            raise EndEpisode(self._sc.ended(EpisodeStatus.ERROR, message))
+            raise EndEpisode(self._sc.error(message))
         if not live.required_out.issubset(result):
             missing = sorted(live.required_out - set(result))
             message = f"{live.label} did not return its required outputs {missing}; it returned {sorted(result)}"
-            raise EndEpisode(self._sc.ended(EpisodeStatus.ERROR, message))
+            raise EndEpisode(self._sc.error(message))
         role = live.role
         if role is Role.POLICY:
             self._latency = elapsed
@@ -206,20 +179,83 @@ class NodeFiring(abc.ABC):
             raise EndEpisode(self._node_failed(live, exc)) from None
 
     def _node_failed(self, live: LiveNode, exc: BaseException) -> EpisodeOutcome:
+        """How a node's failure ends the episode: a crashed nodeset is its owner's fault, a harness limit has its own
+        status, an env node's crash is `infra_invalid` (unless it rejected the agent's action), any other `error`."""
+        sc = self._sc
         if isinstance(exc, NodesetCrashed):
             status = EpisodeStatus.INFRA_INVALID if exc.owner is Owner.ENV else EpisodeStatus.ERROR
-            return self._sc.ended(status, f"{live.label}: {exc}", detail_of(exc))
+            return sc.ended(status, f"{live.label}: {exc}", detail_of(exc))
         if isinstance(exc, OverLimit):  # the harness's limits, whichever node's env call found them passed
-            return self._sc.over_limit(exc)
+            return sc.over_limit(exc)
         if isinstance(exc, AgentTimeout):
-            return self._sc.ended(EpisodeStatus.ERROR, "timeout", f"{live.label}: {exc}")
+            return sc.error("timeout", f"{live.label}: {exc}")
         if isinstance(exc, NodeFailure):
-            return self._sc.ended(EpisodeStatus.ERROR, f"{live.label}: {exc}", detail_of(exc))
-        if live.planned.cls.owner is Owner.ENV:
-            if isinstance(exc, InvalidAction):
-                reason = f"{live.label} rejected the agent's action: {exc}"
-                return self._sc.ended(EpisodeStatus.ERROR, reason, detail_of(exc))
-            if isinstance(exc, SimulationDiverged):
-                return self._sc.ended(EpisodeStatus.INFRA_INVALID, f"{live.label}: {exc}", detail_of(exc))
-            return self._sc.ended(EpisodeStatus.INFRA_INVALID, raised(live.label, exc), detail_of(exc))
-        return self._sc.ended(EpisodeStatus.ERROR, raised(live.label, exc), detail_of(exc))
+            return sc.error(f"{live.label}: {exc}", detail_of(exc))
+        if live.planned.cls.owner is not Owner.ENV:
+            return sc.error(raised(live.label, exc), detail_of(exc))
+        if isinstance(exc, InvalidAction):
+            return sc.error(f"{live.label} rejected the agent's action: {exc}", detail_of(exc))
+        if isinstance(exc, SimulationDiverged):
+            return sc.infra_invalid(f"{live.label}: {exc}", detail_of(exc))
+        return sc.infra_invalid(raised(live.label, exc), detail_of(exc))
+
+
+class _LevelFiring:
+    """One concurrent firing of a level's ready nodes (with their inputs), split by how each runs: `remote` (a
+    server-mode node: its request goes out with `begin`, its reply comes back with `end`), `gathered` (a coroutine
+    node, awaited together with the others) and `inline` (the rest, the step node included, run one by one). Keeps
+    each node's result, or its first failure, and how an inline node ended the episode (`ended`)."""
+
+    __slots__ = ("ended", "failures", "gathered", "inline", "level", "remote", "results")
+
+    def __init__(self, level: tuple[LiveNode, ...], ready: list[tuple[LiveNode, dict[str, Any]]]) -> None:
+        self.level = level
+        self.remote: list[tuple[LiveNode, dict[str, Any]]] = []
+        self.gathered: list[tuple[LiveNode, dict[str, Any]]] = []
+        self.inline: list[tuple[LiveNode, dict[str, Any]]] = []
+        for live, args in ready:
+            if live.role is Role.ACTUATOR or not (live.overlapped or live.is_async):
+                self.inline.append((live, args))
+            elif live.overlapped:
+                self.remote.append((live, args))
+            else:
+                self.gathered.append((live, args))
+        self.failures: dict[str, BaseException] = {}
+        self.results: dict[str, Any] = {}
+        self.ended: EpisodeOutcome | None = None
+
+    def begin(self) -> list[LiveNode]:
+        """Send the server-mode nodes' requests, up to the first that fails; returns those sent."""
+        begun: list[LiveNode] = []
+        for live, args in self.remote:
+            try:
+                live.node.begin(args)  # type: ignore[attr-defined]
+            except FAULTS as exc:
+                self.failures[live.id] = exc
+                break
+            begun.append(live)
+        return begun
+
+    async def gather(self) -> list[Any]:
+        """The coroutine nodes' results (or what each raised), awaited together."""
+        calls = [live.node.forward(args) for live, args in self.gathered]
+        return await asyncio.gather(*calls, return_exceptions=True)  # type: ignore[arg-type]
+
+    def collect(self, gathered: list[Any]) -> None:
+        for (live, _), result in zip(self.gathered, gathered, strict=True):
+            if isinstance(result, BaseException):
+                self.failures.setdefault(live.id, result)
+            else:
+                self.results[live.id] = result
+
+    def end(self, begun: list[LiveNode]) -> None:
+        """Read the replies of the requests sent."""
+        for live in begun:
+            try:
+                self.results[live.id] = live.node.end()  # type: ignore[attr-defined]
+            except FAULTS as exc:
+                self.failures.setdefault(live.id, exc)
+
+    def first_failure(self) -> tuple[LiveNode, BaseException] | None:
+        """The first node of the level, in level order, that failed, and how."""
+        return next(((live, self.failures[live.id]) for live in self.level if live.id in self.failures), None)

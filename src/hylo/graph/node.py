@@ -113,9 +113,7 @@ class Runtime:
             return
         if self.envs is None:  # a subprocess without the env: whoever built the env decided (graph_needs_images)
             return
-        env = self.env(benchmark)
-        if hasattr(env, "render_images"):
-            env.render_images = True
+        self.env(benchmark).render_images = True  # an env that cannot render ignores it
 
 
 @dataclass

@@ -23,10 +23,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from hylo.agents.registry import AgentSpecError, agent_factory, registered_agents
 from hylo.confined import confined_file
-from hylo.core.errors import HyloError
+from hylo.core.errors import HyloError, UnknownChoice
+from hylo.envs.registry import get_benchmark, registered_benchmarks
+from hylo.graph.agent_nodes import Reason, ReasonConfig
 from hylo.graph.compile import GraphError, GraphInvalid, check_graph
 from hylo.graph.model import MAX_GRAPH_BYTES, Graph, GraphFormatError, Placement, load_graph
+from hylo.graph.nodesets import node_type
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 """The built-in example graphs (package data): `<name>.json` each."""
@@ -109,10 +113,6 @@ def check_servable(graph: Graph) -> list[GraphError]:
 
 
 def _agent_errors(graph: Graph) -> Iterator[GraphError]:
-    from hylo.agents.registry import AgentSpecError, agent_factory, registered_agents
-    from hylo.graph.agent_nodes import Reason, ReasonConfig
-    from hylo.graph.nodesets import node_type
-
     registered = registered_agents()
     for spec in graph.nodes:
         try:
@@ -151,9 +151,6 @@ def _bad_args(parameters: Mapping[str, inspect.Parameter], args: Mapping[str, An
 
 
 def _placement_errors(placement: Placement | None) -> Iterator[GraphError]:
-    from hylo.core.errors import UnknownChoice
-    from hylo.envs.registry import get_benchmark, registered_benchmarks
-
     if placement is None or placement.benchmark.startswith("gym:"):
         if placement is not None and ":" in placement.benchmark.removeprefix("gym:"):
             yield GraphError(None, "bad_placement", f"the placement names {placement.benchmark!r}, an import path; "

@@ -7,12 +7,11 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from hylo.exits import EXIT_ABORTED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_STRICT
 from hylo.jobs.job import JobState
 
-EXIT_DONE = (0, 3)  # complete (3: complete, with --strict, and some episode was error or infra_invalid)
-EXIT_ABORTED = 1
-EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
+EXIT_DONE = (0, EXIT_STRICT)
+"""A complete run (with `--strict`, some episode of it was error or infra_invalid)."""
 
 CANCELLED_RUN_MESSAGE = "cancelled by request; resubmit the same spec to resume (its finished episodes are kept)"
 STOPPED_MESSAGE = "stopped with the scheduler; resubmit the same spec to resume"

@@ -7,14 +7,18 @@ from hylo.panels.base import (
     EnvPanelAction,
     EnvPanelField,
     PanelContext,
+    PanelRefused,
+    PanelReply,
+    PanelState,
     Placement,
     SideEffect,
     SideEffectName,
+    UnknownIntent,
     intent,
 )
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.panels.budget import resolve_step_budget
-from hylo.panels.intents import IntentTarget, UnknownIntent, carry_out
+from hylo.panels.intents import IntentTarget, carry_out
 from hylo.panels.remote import RemoteEnvPanelProxy, RemotePanelError
 
 __all__ = [
@@ -26,6 +30,9 @@ __all__ = [
     "EnvPanelField",
     "IntentTarget",
     "PanelContext",
+    "PanelRefused",
+    "PanelReply",
+    "PanelState",
     "Placement",
     "RemoteEnvPanelProxy",
     "RemotePanelError",

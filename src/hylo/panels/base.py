@@ -1,18 +1,20 @@
 """The env-panel contract (001): a small declarative control surface for the out-of-loop env knobs.
 
-A panel lists `fields` (inputs) and `actions` (buttons) and answers four async hooks: `on_load` (status and the
-values the runner reads, `step_budget` among them), `on_field_change`, `on_action` and `on_options`. Hooks never do
-things: they return intents (`side_effect`), which the framework carries out. A panel imports no runner or executor.
+A panel lists `fields` (inputs) and `actions` (buttons) and answers four async hooks: `on_load` (a `PanelState`: status
+and the values the runner reads, `step_budget` among them), `on_field_change`, `on_action` and `on_options` (each a
+`PanelReply`). Hooks never do things: their answer names an intent (`SideEffect`), which the framework carries out. A
+hook refuses what it is asked by raising `PanelRefused`, naming the bad value. A panel imports no runner or executor.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, get_args
 
+from hylo.core.errors import HyloError
 from hylo.core.types import NodesetMode
 
 
@@ -88,28 +90,97 @@ class EnvPanelAction:
         return data
 
 
+class PanelRefused(HyloError):
+    """A hook refused what it was asked: an unknown field or action, a value the panel does not take. The message
+    names the bad value (and, where there is a choice, what would do); nothing changed."""
+
+
+class UnknownIntent(HyloError):
+    """A hook answered a `side_effect` that is not one of `SideEffect`'s."""
+
+
+@dataclass(frozen=True, slots=True)
+class PanelReply:
+    """A hook's answer: the intent the framework carries out (`carry_out`) and what the hook reports.
+
+    - `effect`: what to do (`SideEffect`; a plain name is taken and checked)
+    - `signal`, `signal_payload`: the lifecycle signal a `signal` intent delivers (e.g. `episode_reset`, with the
+      placement it moved to); set exactly when `effect` is `signal`
+    - `options`: a field's options (`on_options`)
+    - `values`: anything else the hook reports
+    """
+
+    effect: SideEffect = SideEffect.NONE
+    signal: str | None = None
+    signal_payload: Mapping[str, Any] = field(default_factory=dict)
+    options: tuple[Any, ...] | None = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "effect", side_effect(self.effect))
+        if self.effect is SideEffect.SIGNAL and not self.signal:
+            raise ValueError("a signal intent names the signal it delivers")
+        if self.effect is not SideEffect.SIGNAL and self.signal is not None:
+            raise ValueError(f"a {self.effect} intent delivers no signal, got {self.signal!r}")
+        if self.options is not None:
+            object.__setattr__(self, "options", tuple(self.options))
+
+    def to_json(self) -> dict[str, Any]:
+        """The answer as the HTTP API shows it: `{"ok": true, "side_effect", ...values}`, with `options` and
+        `signal_name` / `signal_payload` where set."""
+        data: dict[str, Any] = {"ok": True, "side_effect": str(self.effect)}
+        if self.options is not None:
+            data["options"] = list(self.options)
+        data.update(self.values)
+        if self.signal is not None:
+            data["signal_name"] = self.signal
+            data["signal_payload"] = dict(self.signal_payload)
+        return data
+
+
 def intent(
-    side_effect: SideEffect | SideEffectName = "none",
+    name: SideEffect | SideEffectName = "none",
     *,
-    ok: bool = True,
-    error: str | None = None,
     signal_name: str | None = None,
-    signal_payload: dict[str, Any] | None = None,
+    signal_payload: Mapping[str, Any] | None = None,
+    options: Sequence[Any] | None = None,
     **values: Any,
-) -> dict[str, Any]:
-    """A hook's answer: `{"ok", "side_effect", ...}` plus `error`, `signal_name`, `signal_payload` when set."""
-    result: dict[str, Any] = {"ok": ok, "side_effect": str(side_effect), **values}
-    if error is not None:
-        result["error"] = error
-    if signal_name is not None:
-        result["signal_name"] = signal_name
-        result["signal_payload"] = signal_payload or {}
-    return result
+) -> PanelReply:
+    """A hook's answer (`PanelReply`), written as the intent's name and what it reports."""
+    payload = dict(signal_payload or {})
+    return PanelReply(side_effect(name), signal_name, payload, None if options is None else tuple(options), values)
+
+
+def side_effect(name: SideEffect | str) -> SideEffect:
+    """The `SideEffect` named `name`; raises `UnknownIntent` for a name that is not one."""
+    try:
+        return SideEffect(name)
+    except ValueError:
+        raise UnknownIntent(f"unknown side_effect {name!r}; choose from: {list(SIDE_EFFECTS)}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class PanelState:
+    """A panel's `on_load`: its status and current values.
+
+    - `available`, `status`: whether its benchmark can run here, and why not (or `ready`)
+    - `step_budget`: the per-episode step budget of what it places (None: it knows none)
+    - `values`: each field's current value, and anything else it reports (`episode_id`)
+    """
+
+    available: bool = True
+    status: str = "ready"
+    step_budget: int | None = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The state as the HTTP API shows it: `available`, `status`, `step_budget`, then the values."""
+        return {"available": self.available, "status": self.status, "step_budget": self.step_budget, **self.values}
 
 
 @dataclass
 class PanelContext:
-    """Stamped on a panel by its registry: where it runs, so it can word its status (001 §4)."""
+    """Stamped on a panel by its registry: where it runs, so it can word its status."""
 
     mode: NodesetMode = NodesetMode.LOCAL
     server_url: str | None = None
@@ -128,24 +199,28 @@ class BaseEnvPanel(abc.ABC):
         self._context = PanelContext()
 
     @abc.abstractmethod
-    async def on_load(self) -> dict[str, Any]:
+    async def on_load(self) -> PanelState:
         """Status and current values: `available`, `step_budget` (per episode) and each field's value."""
 
-    async def on_field_change(self, name: str, value: Any) -> dict[str, Any]:
-        return intent()
+    async def on_field_change(self, name: str, value: Any) -> PanelReply:
+        return PanelReply()
 
-    async def on_action(self, name: str) -> dict[str, Any]:
+    async def on_action(self, name: str) -> PanelReply:
         """By default an action's declared side_effect is the intent."""
         action = self.action(name)
         if action is None:
-            return intent(ok=False, error=f"unknown action {name!r}; choose from: {self.action_names()}")
-        return intent(action.side_effect, signal_name=action.signal_name)
+            raise PanelRefused(f"unknown action {name!r}; choose from: {self.action_names()}")
+        return PanelReply(action.effect, action.signal_name)
 
-    async def on_options(self, name: str) -> dict[str, Any]:
+    async def on_options(self, name: str) -> PanelReply:
         spec = self.field(name)
         if spec is None:
-            return intent(ok=False, error=f"unknown field {name!r}; choose from: {[f.name for f in self.fields]}")
-        return intent(options=list(spec.options or ()))
+            raise self.unknown_field(name)
+        return PanelReply(options=tuple(spec.options or ()))
+
+    def unknown_field(self, name: str) -> PanelRefused:
+        """The refusal of a field the panel does not have."""
+        return PanelRefused(f"unknown field {name!r}; choose from: {[f.name for f in self.fields]}")
 
     def field(self, name: str) -> EnvPanelField | None:
         return next((f for f in self.fields if f.name == name), None)

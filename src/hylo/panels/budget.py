@@ -1,18 +1,18 @@
-"""The step-budget cascade (001 §5): explicit request > panel `on_load` step_budget > benchmark default."""
+"""The step-budget cascade: explicit request > panel `on_load` step_budget > benchmark default."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from hylo.panels.base import PanelState
 
 
-def resolve_step_budget(requested: int | None, loaded: Mapping[str, Any], default: int | None) -> int:
-    """The per-episode step budget. `loaded` is the panel's `on_load()` answer (`step_budget`, or the legacy
-    `max_steps_default`). A budget below 1 is refused: there are no zero-step episodes."""
+def resolve_step_budget(requested: int | None, loaded: PanelState | None, default: int | None) -> int:
+    """The per-episode step budget. `loaded` is the panel's `on_load()` answer (its `step_budget`, or a legacy
+    panel's `max_steps_default` value). A budget below 1 is refused: there are no zero-step episodes."""
+    panel = loaded if loaded is not None else PanelState()
     for source, value in (
         ("the request", requested),
-        ("the panel's step_budget", loaded.get("step_budget")),
-        ("the panel's max_steps_default", loaded.get("max_steps_default")),
+        ("the panel's step_budget", panel.step_budget),
+        ("the panel's max_steps_default", panel.values.get("max_steps_default")),
         ("the benchmark default", default),
     ):
         if value is None:

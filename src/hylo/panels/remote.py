@@ -1,4 +1,4 @@
-"""The env panel of a server-mode env nodeset (001 §8), seen from the worker.
+"""The env panel of a server-mode env nodeset, seen from the worker.
 
 When the env nodeset runs in server mode, its panel lives in the nodeset's subprocess, beside the env. The worker
 talks to it through a `RemoteEnvPanelProxy`: a panel that mirrors the real one's name (with the replica's suffix,
@@ -6,6 +6,9 @@ talks to it through a `RemoteEnvPanelProxy`: a panel that mirrors the real one's
 `/env-panel/state`, `/env-panel/field`, `/env-panel/action`, `/env-panel/options` and `/env-panel/task`). Whatever
 reads a panel — the batch runner's `PanelDriver`, an interactive session, the REST surface — cannot tell it from a
 local one, except by its `name#k` and its context (`mode="server"`).
+
+The answers travel as they are (`PanelState`, `PanelReply`); a refusal (`PanelRefused`) travels by type, so the proxy
+raises it as the real panel did.
 """
 
 from __future__ import annotations
@@ -13,9 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
 
+from hylo.core.child import carry
 from hylo.core.errors import HyloError
 from hylo.core.types import NodesetMode, TaskInstance
-from hylo.panels.base import BaseEnvPanel, EnvPanelAction, EnvPanelField, PanelContext
+from hylo.panels.base import (
+    BaseEnvPanel,
+    EnvPanelAction,
+    EnvPanelField,
+    PanelContext,
+    PanelRefused,
+    PanelReply,
+    PanelState,
+)
 
 PanelRequest = Callable[..., Any]
 """`request(op, **fields)`: send one request to the subprocess the panel lives in and return its answer (or raise)."""
@@ -28,6 +40,9 @@ OPTIONS_OP = "/env-panel/options"
 TASK_OP = "/env-panel/task"
 PANEL_OPS: tuple[str, ...] = (INFO_OP, STATE_OP, FIELD_OP, ACTION_OP, OPTIONS_OP, TASK_OP)
 """The requests a subprocess hosting an env panel answers."""
+
+
+carry(PanelRefused)  # a refusal in the subprocess is raised in the worker as itself
 
 
 class RemotePanelError(HyloError):
@@ -43,8 +58,8 @@ class RemoteEnvPanelProxy(BaseEnvPanel):
       `mode="server"`, `nodeset_name=tag`
 
     The declaration (name, display name, fields, actions) is fetched once, at construction. Each hook forwards to the
-    real panel and returns its answer unchanged (a refused value is an `ok: False` intent, as locally); a failed
-    request raises `RemotePanelError` naming the panel rather than hanging (over `ServerNodesets`' connection, a
+    real panel and returns its answer unchanged (a refused value raises `PanelRefused`, as locally); a failed request
+    raises `RemotePanelError` naming the panel rather than hanging (over `ServerNodesets`' connection, a
     subprocess that dies during a request is noticed within a second).
 
     Thread-safety: the proxy shares the connection of the runner whose nodes live in that subprocess, which serves
@@ -78,23 +93,26 @@ class RemoteEnvPanelProxy(BaseEnvPanel):
 
     # -- the hooks --------------------------------------------------------------------------------------------------
 
-    async def on_load(self) -> dict[str, Any]:
+    async def on_load(self) -> PanelState:
         return self.state()
 
-    async def on_field_change(self, name: str, value: Any) -> dict[str, Any]:
-        return self._intent(FIELD_OP, name=name, value=value)
+    async def on_field_change(self, name: str, value: Any) -> PanelReply:
+        return self._reply(FIELD_OP, name=name, value=value)
 
-    async def on_action(self, name: str) -> dict[str, Any]:
-        return self._intent(ACTION_OP, name=name)
+    async def on_action(self, name: str) -> PanelReply:
+        return self._reply(ACTION_OP, name=name)
 
-    async def on_options(self, name: str) -> dict[str, Any]:
-        return self._intent(OPTIONS_OP, name=name)
+    async def on_options(self, name: str) -> PanelReply:
+        return self._reply(OPTIONS_OP, name=name)
 
     # -- synchronous helpers ----------------------------------------------------------------------------------------
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> PanelState:
         """The real panel's `on_load()`: status, step budget and the current field values."""
-        return self._intent(STATE_OP)
+        answer = self._call(STATE_OP)
+        if not isinstance(answer, PanelState):
+            self._bad_answer(STATE_OP, answer, "a PanelState")
+        return answer
 
     def task_instance(self) -> TaskInstance:
         """The episode the real panel currently places."""
@@ -103,17 +121,45 @@ class RemoteEnvPanelProxy(BaseEnvPanel):
             self._bad_answer(TASK_OP, task, "a TaskInstance")
         return task
 
+    def place(self, task: TaskInstance) -> PanelReply:
+        """Place the planned episode `task` in the real panel: its placement is read once, then only the fields that
+        differ are set, in cascade order (with a new split the task too: the split may have moved it). Answers the
+        real panel's last `episode_reset` (its payload is where the panel moved to), nothing when `task` is placed
+        there already. Raises `PanelRefused` as the real panel does."""
+        now = self.state().values
+        if now.get("benchmark") != task.benchmark:
+            raise PanelRefused(
+                f"panel {self.name!r} places episodes of {now.get('benchmark')!r}, not {task.benchmark!r}"
+            )
+        changes: list[tuple[str, Any]] = []
+        if now.get("split") != task.split:
+            changes += [("split", task.split), ("task", task.task)]
+        elif now.get("task") != task.task:
+            changes.append(("task", task.task))
+        if now.get("seed") != task.base_seed:
+            changes.append(("seed", task.base_seed))
+        if now.get("episode_index") != task.index:
+            changes.append(("episode_index", task.index))
+        placed = PanelReply()
+        for name, value in changes:
+            reply = self._reply(FIELD_OP, name=name, value=value)
+            if reply.signal is not None:
+                placed = reply
+        return placed
+
     # -- transport --------------------------------------------------------------------------------------------------
 
-    def _intent(self, op: str, **fields: Any) -> dict[str, Any]:
+    def _reply(self, op: str, **fields: Any) -> PanelReply:
         answer = self._call(op, **fields)
-        if not isinstance(answer, dict):
-            self._bad_answer(op, answer, "a dict")
+        if not isinstance(answer, PanelReply):
+            self._bad_answer(op, answer, "a PanelReply")
         return answer
 
     def _call(self, op: str, **fields: Any) -> Any:
         try:
             return self._request(op, **fields)
+        except PanelRefused:
+            raise
         except Exception as exc:
             what = f" {fields['name']!r}" if "name" in fields else ""
             raise RemotePanelError(f"{self._label()}: {op}{what} failed: {type(exc).__name__}: {exc}") from exc

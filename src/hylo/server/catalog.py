@@ -1,6 +1,6 @@
 """The catalog of the interactive API: saved graphs, node types, benchmarks and agents (docs/api.md).
 
-`catalog_routes(store)` is mounted under `/api`:
+`router` is mounted under `/api`, over the app's graph store (`hylo.server.dependencies.graph_store`):
 
 - `GET /graphs` — every graph (saved and built-in example) as a summary
 - `GET /graphs/{name}`, `PUT /graphs/{name}`, `DELETE /graphs/{name}` — one graph; a PUT is validated whole first
@@ -28,11 +28,10 @@ from hylo.envs.registry import BenchmarkInfo, describe_benchmark, listed_benchma
 from hylo.eval.protocols import ProtocolInfo, describe_protocol, get_protocol, registered_protocols
 from hylo.graph.compile import GraphError, GraphInvalid
 from hylo.graph.model import MAX_GRAPH_BYTES, Graph
-from hylo.graph.nodesets import NodesetInfo
-from hylo.graph.store import (
-    GraphStore,
-    GraphSummary,
-)
+from hylo.graph.nodesets import NodesetInfo, all_schemas
+from hylo.graph.store import GraphSummary
+from hylo.graph.wires import widening
+from hylo.server.dependencies import Access, Graphs
 
 # -- response shapes -----------------------------------------------------------------------------------------------
 
@@ -104,101 +103,102 @@ _NAME_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def catalog_routes(store: GraphStore, *, import_paths: bool = False) -> APIRouter:
-    """The catalog's routes over `store` (mount them under `/api`); `import_paths` says whether jobs may name
-    `module:Class` agents (`hylo serve --allow-import`), which `GET /agents` tells the start form."""
-    router = APIRouter(tags=["catalog"])
+router = APIRouter(tags=["catalog"])
 
-    @router.get("/graphs", response_model=GraphList, summary="Every graph: saved ones and built-in examples")
-    def list_graphs() -> GraphList:
-        return GraphList(graphs=store.list())
 
-    @router.get(
-        "/graphs/{name}",
-        response_model=Graph,
-        response_model_exclude_none=True,
-        summary="A graph's document",
-        responses={**_NAME_ERRORS, 404: {"model": Detail, "description": "no graph of that name"}},
+@router.get("/graphs", response_model=GraphList, summary="Every graph: saved ones and built-in examples")
+def list_graphs(store: Graphs) -> GraphList:
+    return GraphList(graphs=store.list())
+
+
+@router.get(
+    "/graphs/{name}",
+    response_model=Graph,
+    response_model_exclude_none=True,
+    summary="A graph's document",
+    responses={**_NAME_ERRORS, 404: {"model": Detail, "description": "no graph of that name"}},
+)
+def get_graph(name: str, store: Graphs) -> Graph:
+    return store.get(name)
+
+
+@router.put(
+    "/graphs/{name}",
+    response_model=Graph,
+    response_model_exclude_none=True,
+    summary="Validate a graph and save it",
+    responses={
+        **_NAME_ERRORS,
+        413: {"model": Detail, "description": f"a graph larger than {MAX_GRAPH_BYTES} bytes"},
+        422: {"model": Refused, "description": "the graph is invalid: every problem, one entry each"},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"type": "object", "description": "a graph document"}}},
+        }
+    },
+)
+async def put_graph(name: str, request: Request, store: Graphs) -> Graph:
+    """The body is a graph document (the format of `GET /graphs/{name}`; `name` may be left out). It is checked whole
+    — format, the compiler's rules, registered agents and placement, no import path anywhere — and saved only when
+    valid, replacing a saved graph of that name; a built-in example's name saves a copy that shadows it."""
+    document = _json_body(name, await request.body())
+    return await run_in_threadpool(store.put, name, document)
+
+
+@router.delete(
+    "/graphs/{name}",
+    status_code=204,
+    response_class=Response,
+    summary="Delete a saved graph",
+    responses={
+        **_NAME_ERRORS,
+        404: {"model": Detail, "description": "no saved graph of that name"},
+        409: {"model": Detail, "description": "a built-in example (read-only)"},
+    },
+)
+def delete_graph(name: str, store: Graphs) -> Response:
+    """Deleting a saved copy of a built-in example serves the example again."""
+    store.delete(name)
+    return Response(status_code=204)
+
+
+@router.get("/nodes", response_model=Nodes, summary="Every node type's schema, by nodeset")
+def nodes() -> Nodes:
+
+    unavailable: list[UnavailableNodeset] = []
+
+    def skipped(name: str, exc: Exception) -> None:
+        unavailable.append(UnavailableNodeset(nodeset=name, reason=str(exc)))
+
+    groups = all_schemas(on_error=skipped)
+    return Nodes(
+        nodesets=[NodesetInfo.model_validate(group) for group in groups],
+        unavailable=unavailable,
+        widens=widening(),
     )
-    def get_graph(name: str) -> Graph:
-        return store.get(name)
 
-    @router.put(
-        "/graphs/{name}",
-        response_model=Graph,
-        response_model_exclude_none=True,
-        summary="Validate a graph and save it",
-        responses={
-            **_NAME_ERRORS,
-            413: {"model": Detail, "description": f"a graph larger than {MAX_GRAPH_BYTES} bytes"},
-            422: {"model": Refused, "description": "the graph is invalid: every problem, one entry each"},
-        },
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": {"type": "object", "description": "a graph document"}}},
-            }
-        },
-    )
-    async def put_graph(name: str, request: Request) -> Graph:
-        """The body is a graph document (the format of `GET /graphs/{name}`; `name` may be left out). It is checked
-        whole — format, the compiler's rules, registered agents and placement, no import path anywhere — and saved
-        only when valid, replacing a saved graph of that name; a built-in example's name saves a copy that shadows
-        it."""
-        document = _json_body(name, await request.body())
-        return await run_in_threadpool(store.put, name, document)
 
-    @router.delete(
-        "/graphs/{name}",
-        status_code=204,
-        response_class=Response,
-        summary="Delete a saved graph",
-        responses={
-            **_NAME_ERRORS,
-            404: {"model": Detail, "description": "no saved graph of that name"},
-            409: {"model": Detail, "description": "a built-in example (read-only)"},
-        },
-    )
-    def delete_graph(name: str) -> Response:
-        """Deleting a saved copy of a built-in example serves the example again."""
-        store.delete(name)
-        return Response(status_code=204)
+@router.get(
+    "/benchmarks",
+    response_model=Benchmarks,
+    summary="Registered benchmarks and the extras' envs: splits, tasks, options",
+)
+def benchmarks() -> Benchmarks:
+    return Benchmarks(benchmarks=[describe_benchmark(name) for name in listed_benchmarks()])
 
-    @router.get("/nodes", response_model=Nodes, summary="Every node type's schema, by nodeset")
-    def nodes() -> Nodes:
-        from hylo.graph.nodesets import all_schemas
-        from hylo.graph.wires import widening
 
-        unavailable: list[UnavailableNodeset] = []
+@router.get("/agents", response_model=Agents, summary="Registered agents: description and arguments")
+def agents(access: Access) -> Agents:
+    """Every registered agent, and `import_paths`: whether a job may name a `module:Class` agent instead (the
+    operator's `hylo serve --allow-import`)."""
+    return Agents(agents=[describe_agent(name) for name in registered_agents()], import_paths=access.allow_import)
 
-        def skipped(name: str, exc: Exception) -> None:
-            unavailable.append(UnavailableNodeset(nodeset=name, reason=str(exc)))
 
-        groups = all_schemas(on_error=skipped)
-        return Nodes(
-            nodesets=[NodesetInfo.model_validate(group) for group in groups],
-            unavailable=unavailable,
-            widens=widening(),
-        )
-
-    @router.get(
-        "/benchmarks",
-        response_model=Benchmarks,
-        summary="Registered benchmarks and the extras' envs: splits, tasks, options",
-    )
-    def benchmarks() -> Benchmarks:
-        return Benchmarks(benchmarks=[describe_benchmark(name) for name in listed_benchmarks()])
-
-    @router.get("/agents", response_model=Agents, summary="Registered agents: description and arguments")
-    def agents() -> Agents:
-        """Every registered agent, and `import_paths`: whether a job may name a `module:Class` agent instead."""
-        return Agents(agents=[describe_agent(name) for name in registered_agents()], import_paths=import_paths)
-
-    @router.get("/protocols", response_model=Protocols, summary="Registered evaluation protocols: how runs are timed")
-    def protocols() -> Protocols:
-        return Protocols(protocols=[describe_protocol(get_protocol(name)) for name in registered_protocols()])
-
-    return router
+@router.get("/protocols", response_model=Protocols, summary="Registered evaluation protocols: how runs are timed")
+def protocols() -> Protocols:
+    return Protocols(protocols=[describe_protocol(get_protocol(name)) for name in registered_protocols()])
 
 
 def _json_body(name: str, body: bytes) -> object:

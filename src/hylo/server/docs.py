@@ -9,7 +9,7 @@ every call they try."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import APIRouter
 from starlette.responses import HTMLResponse
 from starlette.types import Scope
 
@@ -69,13 +69,15 @@ def is_docs_page(scope: Scope) -> bool:
     return scope["type"] == "http" and scope.get("method") in ("GET", "HEAD") and scope.get("path") in DOCS_PATHS
 
 
-def add_docs(app: FastAPI) -> None:
-    """Serve the two docs pages."""
+router = APIRouter(include_in_schema=False)
+"""The two docs pages (included only on the operator's `--docs`)."""
 
-    @app.get("/docs", include_in_schema=False)
-    def swagger() -> HTMLResponse:
-        return HTMLResponse(_SWAGGER_PAGE)
 
-    @app.get("/redoc", include_in_schema=False)
-    def redoc() -> HTMLResponse:
-        return HTMLResponse(_REDOC_PAGE)
+@router.get("/docs")
+def swagger() -> HTMLResponse:
+    return HTMLResponse(_SWAGGER_PAGE)
+
+
+@router.get("/redoc")
+def redoc() -> HTMLResponse:
+    return HTMLResponse(_REDOC_PAGE)

@@ -73,16 +73,31 @@ class RequestGuard:
         port = server[1] if server and len(server) > 1 else None
         secure = scope.get("scheme") in ("https", "wss")
         if scope["type"] == "websocket" or scope.get("method") in STATE_CHANGING:
-            why = self.policy.refusal(hosts, origins, port, secure=secure)
-            if why is None and not origins and _embedded(headers):  # a browser that left Origin out
-                why = "a page of another site may not change anything here (Sec-Fetch-Site: cross-site)"
-        else:  # a read: only its host, unless another site's page embeds it
-            why = self.policy.refusal(hosts, (), port)
-            if why is None and _embedded(headers):
-                origin = origins[0] if len(origins) == 1 else None
-                if origin is None or not self.policy.origin_allowed(origin, hosts[0] if hosts else None, secure=secure):
-                    why = "a page of another site may not read this server (Sec-Fetch-Site: cross-site)"
+            why = self._change_refusal(headers, hosts, origins, port, secure)
+        else:
+            why = self._read_refusal(headers, hosts, origins, port, secure)
         return (403, why) if why is not None else _not_json(scope, headers)
+
+    def _change_refusal(
+        self, headers: Headers, hosts: list[str], origins: list[str], port: int | None, secure: bool
+    ) -> str | None:
+        """Why a websocket or a request that changes state is refused: its host or its origin, or a page of another
+        site that left `Origin` out; None when it is not."""
+        why = self.policy.refusal(hosts, origins, port, secure=secure)
+        if why is None and not origins and _embedded(headers):  # a browser that left Origin out
+            why = "a page of another site may not change anything here (Sec-Fetch-Site: cross-site)"
+        return why
+
+    def _read_refusal(
+        self, headers: Headers, hosts: list[str], origins: list[str], port: int | None, secure: bool
+    ) -> str | None:
+        """Why a read is refused: only its host, unless another site's page embeds it; None when it is not."""
+        why = self.policy.refusal(hosts, (), port)
+        if why is None and _embedded(headers):
+            origin = origins[0] if len(origins) == 1 else None
+            if origin is None or not self.policy.origin_allowed(origin, hosts[0] if hosts else None, secure=secure):
+                why = "a page of another site may not read this server (Sec-Fetch-Site: cross-site)"
+        return why
 
 
 def _embedded(headers: Headers) -> bool:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from hylo.core.status import EpisodeStatus
+from hylo.core.types import NodesetMode
 from hylo.jobs.job import JobState, JobStatus
+from hylo.panels.base import EnabledWhen, FieldKind, SideEffectName
+from hylo.sessions.state import SessionState
 
 
 class Started(BaseModel):
@@ -232,6 +236,172 @@ class SweepRecord(SweepSummary):
     plot: dict[str, str]
 
 
+# -- live: env panels and sessions (docs/live.md) -----------------------------------------------------------------
+
+
+class Outcome(BaseModel):
+    """How an execution ended (`EpisodeOutcome.to_json`)."""
+
+    status: EpisodeStatus
+    success: bool
+    steps: int
+    reason: str
+    safety_interventions: int
+    detail: str | None
+    metrics: dict[str, Any]
+
+
+class FrameRef(BaseModel):
+    """A session's latest camera frame: its number, the env step it shows, its camera and where to fetch it (PNG)."""
+
+    number: int
+    step: int
+    camera: str
+    url: str
+
+
+class SessionBrief(BaseModel):
+    """The state each message of a session's stream carries."""
+
+    id: str
+    state: SessionState
+    step: int = Field(description="env steps of the current execution (of the last one when idle)")
+    episode_id: str | None
+    executions: int
+    last_outcome: Outcome | None
+    frame: FrameRef | None
+
+
+class LastExecution(BaseModel):
+    """The last execution's episode, steps and wall time."""
+
+    episode_id: str
+    steps: int
+    wall_s: float
+    steps_per_s: float | None
+
+
+class SessionInfo(SessionBrief):
+    """A session (`GET /api/sessions/{id}`): its brief state, what it runs and its details."""
+
+    benchmark: str
+    graph: str
+    agent: str | None
+    panel: str | None
+    last_execution: LastExecution | None
+    containers: dict[str, Any] = Field(description="the state containers' values (at the last iteration while running)")
+    events: int = Field(description="the position of the session's event feed")
+    error: str | None
+    created_at: float = Field(description="when the session was made (seconds since the epoch)")
+
+
+class SessionList(BaseModel):
+    """Every session of the server."""
+
+    sessions: list[SessionInfo]
+
+
+class SessionClosed(BaseModel):
+    """A session closed (200), or closing while an env step or agent call is still running (202)."""
+
+    id: str
+    state: SessionState
+
+
+class SessionEvents(BaseModel):
+    """A session's recent trace events after a position: the position now, how many the ring no longer held."""
+
+    position: int
+    dropped: int
+    events: list[dict[str, Any]]
+
+
+class PanelContextInfo(BaseModel):
+    """Where a panel runs: in the server (`local`) or in a server-mode nodeset's subprocess (`server`)."""
+
+    mode: NodesetMode
+    server_url: str | None
+    nodeset_name: str | None
+
+
+class PanelFieldInfo(BaseModel):
+    """One input of a panel (`EnvPanelField`)."""
+
+    name: str
+    kind: FieldKind
+    label: str
+    options: list[Any] | None
+    min: float | None
+    max: float | None
+    step: float | None
+    dynamic: bool
+    help: str
+    moves_episode: bool
+
+
+class PanelActionInfo(BaseModel):
+    """One button of a panel (`EnvPanelAction`)."""
+
+    name: str
+    label: str
+    side_effect: SideEffectName
+    enabled_when: EnabledWhen
+    signal_name: str | None
+
+
+class PanelSummary(BaseModel):
+    """A panel as listed, with the session it belongs to and that session's state (`idle` without one)."""
+
+    name: str
+    display_name: str
+    context: PanelContextInfo
+    session: str | None
+    state: SessionState
+
+
+class PanelList(BaseModel):
+    """Every env panel."""
+
+    panels: list[PanelSummary]
+
+
+class PanelInfo(BaseModel):
+    """A panel's declaration (`info()`), its `on_load()` as `state` and its session; a panel may declare more."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    display_name: str
+    fields: list[PanelFieldInfo]
+    actions: list[PanelActionInfo]
+    context: PanelContextInfo
+    state: dict[str, Any] = Field(description="`on_load()`: availability, `step_budget`, the field values")
+    session: SessionInfo | None
+
+
+class FieldOptions(BaseModel):
+    """A field's options (`on_options`)."""
+
+    name: str
+    options: list[Any]
+
+
+class PanelAnswer(BaseModel):
+    """A hook's answer (an intent, with whatever values the panel adds), what was done with it and the panel's
+    session. A key the answer does not hold is left out."""
+
+    model_config = ConfigDict(extra="allow")
+
+    ok: bool = True
+    side_effect: str | None = Field(default=None, description="the intent: one of `SideEffect`'s values")
+    carried_out: str | None = Field(default=None, description="the run intent the session carried out")
+    forwarded: bool | None = Field(default=None, description="whether a `signal` intent reached the session's runner")
+    signal_name: str | None = None
+    signal_payload: dict[str, Any] | None = None
+    signal_error: str | None = Field(default=None, description="why the runner did not take the signal")
+    session: SessionInfo | None
+
+
 class Problem(BaseModel):
     """A refusal: `detail` says why, as a sentence or (422) as one entry per problem, each naming where it is
     (`loc`, as FastAPI's validation errors do) or which graph node it is about; `message` sums a list up."""
@@ -261,3 +431,10 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
 
 PANEL_PROBLEMS: dict[int | str, dict[str, Any]] = {**PROBLEMS, 502: {"model": Problem, "description": _WHY[502]}}
 """Those of the env-panel and session routes, which may also reach a panel in a subprocess."""
+
+
+def streamed(media_type: str, description: str) -> dict[int | str, dict[str, Any]]:
+    """The success answer of a route that sends `media_type` (a file, an image, server-sent events) instead of JSON,
+    for its `responses`. (A route's own `response_class` would name its refusals' media type too: they are JSON.)"""
+    schema = {"type": "string"} if media_type.startswith("text/") else {"type": "string", "format": "binary"}
+    return {200: {"description": description, "content": {media_type: {"schema": schema}}}}

@@ -24,6 +24,7 @@ from hylo.graph.compile import GraphInvalid
 from hylo.graph.model import GraphFormatError
 from hylo.graph.store import GraphNameError, GraphNotFound, GraphReadOnly, GraphTooLarge
 from hylo.jobs.errors import JobConflict, JobNotFound, JobRefused, QueueFull, SchedulerBusy
+from hylo.panels.base import PanelRefused
 from hylo.panels.remote import RemotePanelError
 from hylo.server.events import StreamsFull
 from hylo.sessions.manager import NotFound, SessionRefused
@@ -75,6 +76,11 @@ def _session_refused(exc: SessionRefused) -> JSONResponse:
     return JSONResponse({"detail": [_value_error(loc, exc.message)]}, status_code=422)
 
 
+def _panel_refused(exc: PanelRefused) -> JSONResponse:
+    """A panel's refusal that no route named the field of (the routes of `hylo.server.panels` do)."""
+    return JSONResponse({"detail": [_value_error(["body"], str(exc))]}, status_code=422)
+
+
 def _graph_invalid(exc: GraphInvalid) -> JSONResponse:
     return JSONResponse({"detail": [error.to_json() for error in exc.errors]}, status_code=422)
 
@@ -104,6 +110,7 @@ def _plain_problem(error: Any) -> dict[str, Any]:
 SHAPED: Mapping[type[Exception], Callable[[Any], JSONResponse]] = {
     JobRefused: _job_refused,
     SessionRefused: _session_refused,
+    PanelRefused: _panel_refused,
     GraphInvalid: _graph_invalid,
     GraphFormatError: _graph_unreadable,
     RequestValidationError: _invalid_request,

@@ -1,4 +1,4 @@
-"""Interactive sessions (000 §4): a placement and an env living across several executions of one graph, driven by
+"""Interactive sessions: a placement and an env living across several executions of one graph, driven by
 its env panel (Play / Pause / Step / Stop), with a live feed of its trace and frames."""
 
 from hylo.sessions.feed import Batch, Frame, FrameSlot, LiveFeed

@@ -123,7 +123,7 @@ class Frame:
     def png(self) -> bytes:
         """The frame as PNG (encoded once, on first request)."""
         if self._png is None:
-            from PIL import Image
+            from PIL import Image  # start-up time: only a frame that is asked for as PNG needs it
 
             buffer = io.BytesIO()
             Image.fromarray(np.ascontiguousarray(self.image)).save(buffer, format="PNG", compress_level=1)

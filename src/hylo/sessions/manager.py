@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hylo.agents.registry import AgentSpecError, registered_agents
 from hylo.core.errors import HyloError, HyloFailure, UnknownChoice
 from hylo.core.types import MAX_SEED, NodesetMode
 from hylo.envs.benchmark import Benchmark
@@ -23,9 +24,11 @@ from hylo.envs.gym_adapter import NamespaceRefused
 from hylo.envs.registry import get_benchmark, registered_benchmarks
 from hylo.eval.resolve import ForeignEnvNodes, compile_for
 from hylo.eval.spec import MAX_EPISODES, MAX_NAME, MAX_SECONDS, MAX_STEPS, check_json_value
+from hylo.graph.agent_nodes import vet_agents
+from hylo.graph.builder import agent_graph
 from hylo.graph.compile import GraphInvalid, Plan
 from hylo.graph.model import Graph
-from hylo.panels.base import BaseEnvPanel
+from hylo.panels.base import BaseEnvPanel, PanelRefused
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.sessions.session import Session
 from hylo.sessions.state import SessionConflict, SessionGone, SessionSetup
@@ -241,8 +244,6 @@ class SessionManager:
     def create(self, request: SessionRequest) -> Session:
         """Build and start a session (blocks until its env and runner exist). Raises `SessionRefused` (422) for a
         bad request, `SessionConflict` (409) when its panel is taken or the server holds too many sessions."""
-        from hylo.graph.builder import agent_graph
-
         graph = self._graph(request.graph) if request.graph is not None else None
         bench_name = request.placement.benchmark or (graph.placement.benchmark if graph and graph.placement else None)
         if bench_name is None:
@@ -333,13 +334,13 @@ class SessionManager:
             if remote:
                 for name, value in placement:
                     try:
-                        result = session.change_field(name, value).result()
+                        session.change_field(name, value).result()
+                    except PanelRefused as exc:
+                        raise SessionRefused(str(exc), f"placement.{name}") from None
                     except HyloFailure:
                         raise
                     except HyloError as exc:
                         raise SessionRefused(f"placing {name}={value!r} failed: {exc}", f"placement.{name}") from exc
-                    if not result.get("ok", True):
-                        raise SessionRefused(str(result.get("error")), f"placement.{name}")
         except BaseException:
             session.close()
             raise
@@ -357,9 +358,6 @@ class SessionManager:
     def _vet_agents(self, plan: Plan, benchmark: Benchmark, field: str) -> None:
         """Refuse agents with bad arguments, or that would connect where `check_url` does not allow, before anything
         is built."""
-        from hylo.agents.registry import AgentSpecError
-        from hylo.graph.agent_nodes import vet_agents
-
         check = self.check_url
         try:
             urls = vet_agents(plan, benchmark, allow_import=False)
@@ -371,8 +369,6 @@ class SessionManager:
 
     @staticmethod
     def _check_agent(agent: str) -> None:
-        from hylo.agents.registry import registered_agents
-
         known = registered_agents()
         if agent not in known:
             raise SessionRefused(str(UnknownChoice("agent", agent, list(known))), "agent")
@@ -396,8 +392,9 @@ def _place_now(panel: BaseEnvPanel, placement: list[tuple[str, Any]]) -> None:
 
     async def push() -> None:
         for name, value in placement:
-            result = await panel.on_field_change(name, value)
-            if not result.get("ok", True):
-                raise SessionRefused(str(result.get("error")), f"placement.{name}")
+            try:
+                await panel.on_field_change(name, value)
+            except PanelRefused as exc:
+                raise SessionRefused(str(exc), f"placement.{name}") from None
 
     asyncio.run(push())

@@ -1,5 +1,6 @@
-"""What a session builds in its own thread and closes there: its env and the graph runner over it (the runner owns
-the graph's agents and its server-mode nodesets' subprocesses)."""
+"""What a session builds in its own thread and closes there: its episode's parts (`hylo.eval.assembly`, as a run's
+worker builds its own), for interactive use: the env and the graph runner over it (the runner owns the graph's agents
+and its server-mode nodesets' subprocesses), and the subprocess' panel when the env nodeset runs apart."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 
 from hylo.core.bus import EventBus
 from hylo.core.environment import Environment
-from hylo.core.shield import SafetyShield
+from hylo.eval.assembly import EpisodeParts, Panel, Use, assemble
 from hylo.graph.executor import GraphRunner
 from hylo.sessions.state import SessionSetup
 
@@ -15,58 +16,48 @@ log = logging.getLogger(__name__)
 
 
 class SessionParts:
-    """A session's env and runner, each kept as soon as it exists, so that a build failing halfway closes what it
-    had built."""
+    """A session's parts, once built (`build`), until closed (`close`)."""
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self.env: Environment | None = None
+        self._parts: EpisodeParts | None = None
         self.runner: GraphRunner | None = None
 
-    def build(self, setup: SessionSetup, *, number: int, bus: EventBus) -> GraphRunner:
-        """Build the env and the runner of `setup`; its subprocesses are tagged `<nodeset>#<number>`."""
-        from hylo.graph.agent_nodes import build_agents, close_agents, graph_needs_images
-        from hylo.graph.assemble import assemble_runner, env_in_server_mode
+    @property
+    def env(self) -> Environment | None:
+        return self._parts.env if self._parts is not None else None
 
-        benchmark = setup.benchmark
-        agents = build_agents(setup.plan, benchmark, allow_import=False)
-        apart = env_in_server_mode(setup.plan, benchmark)
-        # Frames for the live view, or for the nodes that get them (an agent that declares nothing does); a reason
-        # node whose agent declares needs_images=False is handed its observations without them, as in `hylo eval`.
-        render = not apart and (setup.render or graph_needs_images(setup.plan, agents))
-        try:
-            env = benchmark.make_env(render_images=render)
-        except BaseException:
-            close_agents(agents)
-            raise
-        self.env = env
-        shield = SafetyShield() if setup.shield else SafetyShield.permissive()
-        runner = assemble_runner(
-            setup.plan,
-            benchmark,
-            env,
+    @property
+    def panel(self) -> Panel | None:
+        """The panel of the subprocess the session's env nodeset runs in; None when it runs here."""
+        return self._parts.panel if self._parts is not None else None
+
+    def build(self, setup: SessionSetup, *, number: int, bus: EventBus) -> GraphRunner:
+        """Build the env and the runner of `setup` (a failure closes what was built); its subprocesses are tagged
+        `<nodeset>#<number>`. The live view (`setup.render`) is rendered where the env steps."""
+        parts = assemble(
+            setup.benchmark,
+            Use.INTERACTIVE,
             worker=f"s{number}",
-            shield=shield,
             bus=bus,
             max_steps=setup.step_budget or setup.plan.graph.step_budget or 1,  # set anew by each execution
+            plan=setup.plan,
+            shield=setup.shield,
             act_timeout_s=setup.act_timeout_s,
-            agents=agents,
             allow_import=False,
-            render_images=setup.render,
+            render=setup.render,
         )
-        self.runner = runner
+        runner = parts.executor
+        assert isinstance(runner, GraphRunner)  # a plan's parts run on its runner
+        self._parts, self.runner = parts, runner
         return runner
 
     def close(self) -> None:
         """Close the runner (and its subprocesses), then the env; a failure to close is logged, not raised."""
-        runner, env = self.runner, self.env
+        parts, self._parts = self._parts, None
+        if parts is None:
+            return
         try:
-            if runner is not None:
-                runner.close()
+            parts.close()
         except Exception as exc:
-            log.warning("%s: its runner failed to close: %r", self.label, exc)
-        try:
-            if env is not None:
-                env.close()
-        except Exception as exc:
-            log.warning("%s: its env failed to close: %r", self.label, exc)
+            log.warning("%s: its runner or env failed to close: %r", self.label, exc)

@@ -1,5 +1,6 @@
 """Play / Pause / Step / Stop: how a session's run intents move its execution, and whether the execution goes on at
-its next gate (the runner asks before every iteration). A hook's intent reaches the session through a `Delivery`.
+its next gate (the runner asks before every iteration). A hook's intent reaches the session through a `Delivery`,
+which says what became of it (`Delivered`).
 
 - `run_start`: idle → a new execution of the placed episode; paused → resume.
 - `run_pause`: the running execution stops before its next iteration and waits.
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from hylo.core.errors import HyloError, HyloFailure
-from hylo.panels.base import SideEffect
+from hylo.panels.base import PanelReply, SideEffect
+from hylo.panels.intents import carry_out
 from hylo.sessions.state import SessionState
 
 
@@ -91,29 +94,55 @@ class Playback:
         self.mode, self.permits = Mode.RUN, 0
 
 
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """A hook's answer as a session carried it out: the panel's `reply`, and what became of its intent. A signal was
+    `forwarded` to the session's runner (False with `signal_error` when that failed: the hook's own change stands); a
+    run intent was pressed on its playback (`carried_out`)."""
+
+    reply: PanelReply
+    forwarded: bool | None = None
+    signal_error: str | None = None
+    carried_out: SideEffect | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """As the HTTP API answers it: the reply's JSON with `forwarded`, `signal_error` and `carried_out` where set."""
+        data = self.reply.to_json()
+        if self.forwarded is not None:
+            data["forwarded"] = self.forwarded
+        if self.signal_error is not None:
+            data["signal_error"] = self.signal_error
+        if self.carried_out is not None:
+            data["carried_out"] = str(self.carried_out)
+        return data
+
+
 class Delivery:
     """A session as the target of one hook's intent (`hylo.panels.intents.carry_out`): a signal is forwarded to its
-    runner (the answer says `forwarded`; a failure is `signal_error`, the hook's own change stands), a run intent
-    is pressed on its playback (`carried_out`)."""
+    runner, a run intent is pressed on its playback. `of(reply)` carries a reply out and says what became of it."""
 
-    def __init__(
-        self, result: dict[str, Any], *, forward: Callable[[str], None], press: Callable[[SideEffect], None]
-    ) -> None:
-        self.result = result
+    def __init__(self, *, forward: Callable[[str], None], press: Callable[[SideEffect], None]) -> None:
         self._forward = forward
         self._press = press
+        self.forwarded: bool | None = None
+        self.signal_error: str | None = None
+        self.carried_out: SideEffect | None = None
+
+    def of(self, reply: PanelReply) -> Delivered:
+        carry_out(reply, self)
+        return Delivered(reply, self.forwarded, self.signal_error, self.carried_out)
 
     def signal(self, name: str) -> None:
-        self.result["forwarded"] = False
+        self.forwarded = False
         try:
             self._forward(name)
         except HyloFailure:
             raise
         except HyloError as exc:
-            self.result["signal_error"] = str(exc)
+            self.signal_error = str(exc)
         else:
-            self.result["forwarded"] = True
+            self.forwarded = True
 
     def run(self, effect: SideEffect) -> None:
         self._press(effect)
-        self.result["carried_out"] = str(effect)
+        self.carried_out = effect

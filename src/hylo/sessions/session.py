@@ -1,4 +1,4 @@
-"""An interactive session (000 §4): a placement and an env that live across several executions of one graph.
+"""An interactive session: a placement and an env that live across several executions of one graph.
 
 A session owns one thread, which builds its env and runner, runs every execution and makes every panel call, so the
 simulator (a MuJoCo GL context, a server-mode subprocess' connection) is only ever touched from that thread. Other
@@ -28,6 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from hylo.core.bus import EventBus
@@ -37,13 +38,12 @@ from hylo.core.signals import Signal
 from hylo.core.status import EpisodeOutcome
 from hylo.core.types import TaskInstance
 from hylo.graph.executor import ExecutionStopped
-from hylo.panels.base import BaseEnvPanel, SideEffect
+from hylo.panels.base import BaseEnvPanel, PanelReply, PanelState, SideEffect
 from hylo.panels.budget import resolve_step_budget
-from hylo.panels.intents import carry_out
 from hylo.sessions.feed import FrameSlot, LiveFeed
 from hylo.sessions.inbox import CLOSE, Command, Inbox, Later
 from hylo.sessions.parts import SessionParts
-from hylo.sessions.playback import Delivery, Playback, Start
+from hylo.sessions.playback import Delivered, Delivery, Playback, Start
 from hylo.sessions.state import ENABLED, SessionConflict, SessionGone, SessionSetup, SessionState
 
 __all__ = ["Session", "SessionConflict", "SessionGone", "SessionSetup", "SessionState"]
@@ -155,23 +155,24 @@ class Session:
         future.set_exception(SessionGone(f"session {self.id} is {self.state.value}"))
         return future
 
-    def load(self) -> concurrent.futures.Future[dict[str, Any]]:
+    def load(self) -> concurrent.futures.Future[PanelState]:
         """The panel's `on_load`."""
-        return self.submit(lambda: self._hook(self._panel().on_load()))
+        return self.submit(lambda: self._state(self._panel().on_load()))
 
-    def options(self, name: str) -> concurrent.futures.Future[dict[str, Any]]:
-        """The panel's `on_options(name)`."""
-        return self.submit(lambda: self._hook(self._panel().on_options(name)))
+    def options(self, name: str) -> concurrent.futures.Future[PanelReply]:
+        """The panel's `on_options(name)` (a refusal raises `PanelRefused`)."""
+        return self.submit(lambda: self._reply(self._panel().on_options(name)))
 
-    def change_field(self, name: str, value: Any) -> concurrent.futures.Future[dict[str, Any]]:
+    def change_field(self, name: str, value: Any) -> concurrent.futures.Future[Delivered]:
         """The panel's `on_field_change`, its `signal` intent forwarded to the runner. Refused while an execution
-        runs if the field moves the episode; a paused execution is ended first."""
-        pending: dict[str, Any] = {}
+        runs if the field moves the episode (`SessionConflict`); a paused execution is ended first. A value the
+        panel refuses raises `PanelRefused`."""
+        pending: list[PanelReply] = []
         return self.submit(lambda: self._change_field(name, value, pending))
 
-    def act(self, name: str) -> concurrent.futures.Future[dict[str, Any]]:
+    def act(self, name: str) -> concurrent.futures.Future[Delivered]:
         """The panel's `on_action`, its intent carried out (Play, Pause, Step, Stop, a signal). Refused when the
-        action is not enabled in the session's state."""
+        action is not enabled in the session's state (`SessionConflict`), or unknown (`PanelRefused`)."""
         return self.submit(lambda: self._act(name))
 
     # -- the session's thread -------------------------------------------------------------------------------------
@@ -215,11 +216,9 @@ class Session:
         runner.gate = self._gate
         runner.observer = self._observe
         if self.panel is None:
-            name = self.setup.benchmark.name
-            panel = runner.remote.env_panel(name) if runner.remote is not None else None
-            if panel is None:
-                raise HyloError(f"the {name} env nodeset of this session's graph has no panel")
-            self.panel = panel
+            self.panel = self._parts.panel
+            if self.panel is None:
+                raise HyloError(f"the {self.setup.benchmark.name} env nodeset of this session's graph has no panel")
         self.containers = jsonable(runner.containers.snapshot())
 
     def _teardown(self) -> None:
@@ -282,12 +281,18 @@ class Session:
     def _control_state(self) -> SessionState:
         return self._playback.control_state(self.state)
 
-    def _hook(self, call: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    def _hook(self, call: Coroutine[Any, Any, T], kind: type[T]) -> T:
         assert self._aloop is not None
-        result = self._aloop.run_until_complete(call)
-        if not isinstance(result, dict):
-            raise HyloError(f"panel {self._panel().name!r} answered {result!r}, not a dict")
-        return result
+        answer = self._aloop.run_until_complete(call)
+        if not isinstance(answer, kind):
+            raise HyloError(f"panel {self._panel().name!r} answered {answer!r}, not a {kind.__name__}")
+        return answer
+
+    def _reply(self, call: Coroutine[Any, Any, PanelReply]) -> PanelReply:
+        return self._hook(call, PanelReply)
+
+    def _state(self, call: Coroutine[Any, Any, PanelState]) -> PanelState:
+        return self._hook(call, PanelState)
 
     def _panel(self) -> BaseEnvPanel:
         if self.panel is None:
@@ -296,10 +301,10 @@ class Session:
 
     # -- panel intents (the session's thread) -------------------------------------------------------------------
 
-    def _change_field(self, name: str, value: Any, pending: dict[str, Any]) -> dict[str, Any]:
+    def _change_field(self, name: str, value: Any, pending: list[PanelReply]) -> Delivered:
         panel = self._panel()
-        if "result" in pending:  # the paused execution has ended: the move's signal reaches the runner now
-            return self._deliver(pending["result"])
+        if pending:  # the paused execution has ended: the move's signal reaches the runner now
+            return self._deliver(pending[0])
         spec = panel.field(name)
         moves = spec is not None and spec.moves_episode
         state = self._control_state()
@@ -308,15 +313,14 @@ class Session:
                 f"field {name!r} of panel {panel.name!r} would move the episode while an execution is running "
                 f"(step {self.step} of {self.episode_id}); Pause or Stop it first"
             )
-        result = self._hook(panel.on_field_change(name, value))
-        signals = result.get("ok", True) and result.get("side_effect") == SideEffect.SIGNAL
-        if moves and state is SessionState.PAUSED and signals:
-            pending["result"] = result  # the episode moved: the paused execution (of the old one) ends first
+        reply = self._reply(panel.on_field_change(name, value))
+        if moves and state is SessionState.PAUSED and reply.effect is SideEffect.SIGNAL:
+            pending.append(reply)  # the episode moved: the paused execution (of the old one) ends first
             self._playback.halt = f"the episode was moved ({name} changed)"
             raise Later
-        return self._deliver(result)
+        return self._deliver(reply)
 
-    def _act(self, name: str) -> dict[str, Any]:
+    def _act(self, name: str) -> Delivered:
         panel = self._panel()
         action = panel.action(name)
         if action is not None:
@@ -327,14 +331,13 @@ class Session:
                     f"action {name!r} of panel {panel.name!r} is enabled when {action.enabled_when}; the session "
                     f"is {state.value}"
                 )
-        return self._deliver(self._hook(panel.on_action(name)))
+        return self._deliver(self._reply(panel.on_action(name)))
 
-    def _deliver(self, result: dict[str, Any]) -> dict[str, Any]:
+    def _deliver(self, reply: PanelReply) -> Delivered:
         """Carry out a hook's intent (`carry_out`, with the session as its target): a signal reaches the runner
         (`forwarded`; a failure is `signal_error`, the hook's own change stands), a run intent drives the execution
-        (`carried_out`). A refusal is answered as it is."""
-        carry_out(result, Delivery(result, forward=self._forward, press=self._carry_out))
-        return result
+        (`carried_out`)."""
+        return Delivery(forward=self._forward, press=self._carry_out).of(reply)
 
     def _carry_out(self, effect: SideEffect) -> None:
         start = self._playback.press(effect, self.state)
@@ -380,10 +383,10 @@ class Session:
         assert runner is not None
         try:
             task = self._placed()
-            loaded = self._hook(self._panel().on_load())
+            loaded = self._state(self._panel().on_load())
             graph_budget = self.setup.plan.graph.step_budget
             if self._remote_panel and graph_budget is not None:
-                loaded.pop("step_budget", None)  # a subprocess' panel knows the benchmark's default, not the graph's
+                loaded = replace(loaded, step_budget=None)  # a subprocess' panel knows the benchmark's, not the graph's
             runner.max_steps = resolve_step_budget(
                 self.setup.step_budget, loaded, graph_budget or self.setup.benchmark.default_step_budget(task.task)
             )
@@ -412,7 +415,7 @@ class Session:
         runner = self._parts.runner
         assert runner is not None
         env = self._parts.env
-        if env is not None and getattr(env, "render_images", False) and self.setup.render:
+        if env is not None and env.render_images and self.setup.render:
             try:
                 self.frames.offer(env.observe(), outcome.steps)  # the terminal frame (a pure read)
             except Exception as exc:

@@ -25,7 +25,7 @@ from collections.abc import Callable, MutableSequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hylo.core.agent import AgentBase, acts_in_batches, agent_name, shared_hook
+from hylo.core.agent import AgentBase, acts_in_batches, agent_name, containers_of, requirements_of, shared_hook
 from hylo.core.bus import EventBus
 from hylo.core.child import error_payload
 from hylo.core.context import EpisodeContext
@@ -75,7 +75,7 @@ def check_batchable(agent: Any) -> None:
             f"agent {name!r} has no act_batch(observations, contexts): --batch needs an agent that acts on a batch "
             "of observations (README, Batched inference); run it without --batch"
         )
-    requirements = getattr(agent, "requirements", None)
+    requirements = requirements_of(agent)
     if requirements is not None and getattr(requirements, "privileged_state", False):
         raise NotBatched(f"agent {name!r} reads privileged simulator state, which a policy host cannot reach")
 
@@ -84,7 +84,7 @@ def hooks_of(agent: Any) -> dict[str, bool]:
     """Which of its calls a worker must send at all (a no-op hook costs no round trip per step)."""
     on_step = getattr(type(agent), "on_step", None)
     overrides = callable(getattr(agent, "on_step", None)) and on_step is not getattr(AgentBase, "on_step", None)
-    signals = bool(getattr(agent, "containers", ())) or callable(getattr(agent, "on_signal", None))
+    signals = bool(containers_of(agent)) or callable(getattr(agent, "on_signal", None))
     return {"on_step": overrides, "signals": signals}
 
 
@@ -107,7 +107,7 @@ class Host:
         self.batcher = batcher
         self.figures = figures
         self.agent = self._build()
-        self.hello = (agent_name(self.agent), getattr(self.agent, "requirements", None), hooks_of(self.agent))
+        self.hello = (agent_name(self.agent), requirements_of(self.agent), hooks_of(self.agent))
         self.clients: dict[int, _Client] = {}
         self._incoming: queue.SimpleQueue[mpc.Connection] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
@@ -138,7 +138,7 @@ class Host:
                 conn = self._incoming.get_nowait()
             except queue.Empty:
                 return
-            client = _Client(conn, ContainerSet(getattr(self.agent, "containers", ()) or ()))
+            client = _Client(conn, ContainerSet(containers_of(self.agent)))
             if self._send(client, ("hello", 0, self.hello)):
                 self.clients[id(conn)] = client
 

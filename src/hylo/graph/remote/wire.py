@@ -38,6 +38,23 @@ _HEADER = struct.Struct(">I")
 _TAG = "__hylo__"
 
 
+def _fields(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+_ENCODERS: dict[type, Callable[[Any], Any]] = {
+    tuple: lambda o: {_TAG: "tuple", "v": list(o)},
+    MappingProxyType: dict,
+    Observation: lambda o: {_TAG: "obs", "v": dict(o)},
+    ActionChunk: lambda o: {_TAG: "chunk", "v": list(o.actions), "n": o.execution_steps},
+    StepResult: lambda o: {_TAG: "step", "v": list(o)},
+    TaskInstance: lambda o: {_TAG: "TaskInstance", "v": _fields(o)},
+    EpisodeOutcome: lambda o: {_TAG: "EpisodeOutcome", "v": {**_fields(o), "status": o.status.value}},
+    Signal: lambda o: {_TAG: "signal", "v": o.value},
+}
+"""How each type that keeps its type on the wire is encoded, by exact type (`_DECODERS` reads them back)."""
+
+
 def _encode(obj: Any) -> Any:
     """msgpack's `default` (with `strict_types`, so subclasses and tuples come here too)."""
     if isinstance(obj, np.ndarray) and obj.dtype.kind in ARRAY_KINDS:
@@ -45,23 +62,9 @@ def _encode(obj: Any) -> Any:
     if isinstance(obj, np.generic) and obj.dtype.kind in ARRAY_KINDS:
         return {_TAG: "scalar", "v": encode_array(np.asarray(obj))}
     kind = type(obj)
-    if kind is tuple:
-        return {_TAG: "tuple", "v": list(obj)}
-    if kind is MappingProxyType:
-        return dict(obj)
-    if kind is Observation:
-        return {_TAG: "obs", "v": dict(obj)}
-    if kind is ActionChunk:
-        return {_TAG: "chunk", "v": list(obj.actions), "n": obj.execution_steps}
-    if kind is StepResult:
-        return {_TAG: "step", "v": list(obj)}
-    if kind is TaskInstance or kind is EpisodeOutcome:
-        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
-        if kind is EpisodeOutcome:
-            fields["status"] = obj.status.value
-        return {_TAG: kind.__name__, "v": fields}
-    if kind is Signal:
-        return {_TAG: "signal", "v": obj.value}
+    encoder = _ENCODERS.get(kind)
+    if encoder is not None:
+        return encoder(obj)
     try:
         return {_TAG: "pickle", "v": pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)}
     except Exception as exc:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from hylo.core.conformance.agent import AgentChecker
-from hylo.core.conformance.environment import EnvironmentChecker
-from hylo.core.conformance.errors import Rule
-from hylo.core.conformance.rollout import DEFAULT_STEPS, Policy
+from hylo.conformance.agent import AgentChecker
+from hylo.conformance.environment import EnvironmentChecker
+from hylo.conformance.errors import Rule
+from hylo.conformance.rollout import DEFAULT_STEPS, Policy
 from hylo.core.environment import Environment
 from hylo.core.types import TaskInstance
 

@@ -9,13 +9,13 @@ from typing import Any
 import gymnasium.spaces as spaces
 import numpy as np
 
+from hylo.conformance.compare import first_difference
+from hylo.conformance.errors import ConformanceError, Rule
+from hylo.conformance.spec import space_problem, spec_of
+from hylo.conformance.tasks import default_tasks, label, reseeded
 from hylo.core.agent import acts_in_batches, agent_name, check_compatible, notify, shared_hook
 from hylo.core.bus import EventBus, MemoryRecorder
 from hylo.core.chunk import ActionChunk, as_chunk
-from hylo.core.conformance.compare import first_difference
-from hylo.core.conformance.errors import ConformanceError, Rule
-from hylo.core.conformance.spec import space_problem, spec_of
-from hylo.core.conformance.tasks import default_tasks, label, reseeded
 from hylo.core.context import EpisodeContext
 from hylo.core.environment import Environment
 from hylo.core.errors import IncompatibleComponents

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from hylo.core.conformance.compare import describe, first_difference, snapshot
-from hylo.core.conformance.errors import ConformanceError, Rule, call_under
-from hylo.core.conformance.rollout import (
+from hylo.conformance.compare import describe, first_difference, snapshot
+from hylo.conformance.errors import ConformanceError, Rule, call_under
+from hylo.conformance.rollout import (
     DEFAULT_STEPS,
     EnvironmentDriver,
     Frame,
@@ -19,8 +19,8 @@ from hylo.core.conformance.rollout import (
     frame_difference,
     rollout_difference,
 )
-from hylo.core.conformance.spec import space_problem
-from hylo.core.conformance.tasks import label, reseeded
+from hylo.conformance.spec import space_problem
+from hylo.conformance.tasks import label, reseeded
 from hylo.core.environment import Environment
 from hylo.core.types import Action, StepResult, TaskInstance
 

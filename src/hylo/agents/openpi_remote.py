@@ -23,7 +23,7 @@ from pydantic import Field
 from websockets.exceptions import ConnectionClosed, InvalidURI, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from hylo.bridges.limits import MAX_ACTION_DIM, MAX_BACKOFF_S, MAX_CALL_S, MAX_KEYS, MAX_RETRIES
+from hylo.agents.remote_limits import MAX_ACTION_DIM, MAX_BACKOFF_S, MAX_CALL_S, MAX_KEYS, MAX_RETRIES
 from hylo.core.agent import MAX_CHUNK, AgentArgs, AgentBase, AgentRequirements, RemoteUrl
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -51,36 +51,49 @@ def first_difference(a: Any, b: Any, path: str = "obs") -> str | None:
     lists, tuples, strings and scalars. A precise location is what turns "not deterministic" into a fixable bug.
     """
     if isinstance(a, Mapping) or isinstance(b, Mapping):
-        if not (isinstance(a, Mapping) and isinstance(b, Mapping)):
-            return f"{path}: {describe(a)} vs {describe(b)}"
-        if set(a) != set(b):
-            only_a = sorted(str(k) for k in a if k not in b)
-            only_b = sorted(str(k) for k in b if k not in a)
-            return f"{path}: keys differ (only in the first: {only_a}, only in the second: {only_b})"
-        for key in a:
-            found = first_difference(a[key], b[key], f"{path}[{key!r}]")
-            if found is not None:
-                return found
-        return None
+        return _mapping_difference(a, b, path)
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
-            return f"{path}: {describe(a)} vs {describe(b)}"
+            return _differ(a, b, path)
         return _array_difference(a, b, path)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        if type(a) is not type(b) or len(a) != len(b):
-            return f"{path}: {describe(a)} vs {describe(b)}"
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            found = first_difference(x, y, f"{path}[{i}]")
-            if found is not None:
-                return found
-        return None
+        return _sequence_difference(a, b, path)
+    return _scalar_difference(a, b, path)
+
+
+def _differ(a: Any, b: Any, path: str) -> str:
+    return f"{path}: {describe(a)} vs {describe(b)}"
+
+
+def _first(found: Iterable[str | None]) -> str | None:
+    """The first difference found (the rest are not looked for), None when there is none."""
+    return next((difference for difference in found if difference is not None), None)
+
+
+def _mapping_difference(a: Any, b: Any, path: str) -> str | None:
+    if not (isinstance(a, Mapping) and isinstance(b, Mapping)):
+        return _differ(a, b, path)
+    if set(a) != set(b):
+        only_a = sorted(str(k) for k in a if k not in b)
+        only_b = sorted(str(k) for k in b if k not in a)
+        return f"{path}: keys differ (only in the first: {only_a}, only in the second: {only_b})"
+    return _first(first_difference(a[key], b[key], f"{path}[{key!r}]") for key in a)
+
+
+def _sequence_difference(a: list[Any] | tuple[Any, ...], b: list[Any] | tuple[Any, ...], path: str) -> str | None:
+    if type(a) is not type(b) or len(a) != len(b):
+        return _differ(a, b, path)
+    return _first(first_difference(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b, strict=True)))
+
+
+def _scalar_difference(a: Any, b: Any, path: str) -> str | None:
     if isinstance(a, (float, np.floating)) and isinstance(b, (float, np.floating)) and math.isnan(a) and math.isnan(b):
         return None
     try:
         equal = bool(a == b)
     except Exception:  # an exotic value whose == is not a bool: differ rather than guess
         equal = False
-    return None if equal else f"{path}: {describe(a)} vs {describe(b)}"
+    return None if equal else _differ(a, b, path)
 
 
 def snapshot(value: Any) -> Any:

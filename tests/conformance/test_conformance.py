@@ -11,6 +11,16 @@ import gymnasium.spaces as spaces
 import numpy as np
 import pytest
 
+from hylo.conformance import (
+    AgentConformance,
+    ConformanceError,
+    ConformanceWarning,
+    EnvironmentConformance,
+    Rule,
+    check_agent,
+    check_environment,
+    first_difference,
+)
 from hylo.core import (
     ActionChunk,
     AgentBase,
@@ -22,16 +32,6 @@ from hylo.core import (
     Observation,
     StepResult,
     TaskInstance,
-)
-from hylo.core.conformance import (
-    AgentConformance,
-    ConformanceError,
-    ConformanceWarning,
-    EnvironmentConformance,
-    Rule,
-    check_agent,
-    check_environment,
-    first_difference,
 )
 from hylo.envs import GridGoal, GridGoalExpert, NullEnv, PointReach, PointReachExpert
 

@@ -14,16 +14,16 @@ Rules are checked in dependency order (basic typing before determinism, determin
 two rollouts), so the first failure names the root cause rather than a consequence.
 """
 
-from hylo.core.conformance.agent import AGENT_RULES as AGENT_RULES
-from hylo.core.conformance.agent import check_agent
-from hylo.core.conformance.compare import first_difference
-from hylo.core.conformance.environment import ENVIRONMENT_RULES as ENVIRONMENT_RULES
-from hylo.core.conformance.environment import check_environment
-from hylo.core.conformance.errors import ConformanceError, ConformanceWarning, Rule
-from hylo.core.conformance.mixins import AgentConformance, EnvironmentConformance
-from hylo.core.conformance.rollout import DEFAULT_STEPS as DEFAULT_STEPS
-from hylo.core.conformance.rollout import END_SEARCH_ATTEMPTS as END_SEARCH_ATTEMPTS
-from hylo.core.conformance.rollout import Policy
+from hylo.conformance.agent import AGENT_RULES as AGENT_RULES
+from hylo.conformance.agent import check_agent
+from hylo.conformance.compare import first_difference
+from hylo.conformance.environment import ENVIRONMENT_RULES as ENVIRONMENT_RULES
+from hylo.conformance.environment import check_environment
+from hylo.conformance.errors import ConformanceError, ConformanceWarning, Rule
+from hylo.conformance.mixins import AgentConformance, EnvironmentConformance
+from hylo.conformance.rollout import DEFAULT_STEPS as DEFAULT_STEPS
+from hylo.conformance.rollout import END_SEARCH_ATTEMPTS as END_SEARCH_ATTEMPTS
+from hylo.conformance.rollout import Policy
 
 __all__ = [
     "AgentConformance",

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import gymnasium.spaces as spaces
 import numpy as np
 
-from hylo.core.conformance.compare import describe, subscript
-from hylo.core.conformance.errors import ConformanceError, Rule, call_under
+from hylo.conformance.compare import describe, subscript
+from hylo.conformance.errors import ConformanceError, Rule, call_under
 from hylo.core.environment import Environment
 from hylo.core.types import EnvCapabilities, EnvSpec
 
@@ -71,38 +71,13 @@ def _box_problem(space: spaces.Box, value: Any, path: str, *, exact_dtype: bool)
 def space_problem(space: spaces.Space[Any], value: Any, path: str, *, exact_dtype: bool) -> str | None:
     """Why `value` is not in `space`, or None. Recurses through Dict and Tuple to name the offending leaf."""
     if isinstance(space, spaces.Dict):
-        if not isinstance(value, Mapping):
-            return f"{path} is {describe(value)}, not a mapping for a Dict space"
-        missing = [str(key) for key in space.spaces if key not in value]
-        extra = sorted(str(key) for key in value if key not in space.spaces)
-        if missing or extra:
-            return f"{path} keys do not match the space: missing {missing}, not in the space {extra}"
-        for key, sub in space.spaces.items():
-            found = space_problem(sub, value[key], f"{path}[{key!r}]", exact_dtype=exact_dtype)
-            if found is not None:
-                return found
-        return None
+        return _dict_problem(space, value, path, exact_dtype=exact_dtype)
     if isinstance(space, spaces.Tuple):
-        if not isinstance(value, (tuple, list)) or len(value) != len(space.spaces):
-            return f"{path} is {describe(value)}, not a sequence of {len(space.spaces)} for {space}"
-        for i, (sub, item) in enumerate(zip(space.spaces, value, strict=True)):
-            found = space_problem(sub, item, f"{path}[{i}]", exact_dtype=exact_dtype)
-            if found is not None:
-                return found
-        return None
+        return _tuple_problem(space, value, path, exact_dtype=exact_dtype)
     if isinstance(space, spaces.Box):
         return _box_problem(space, value, path, exact_dtype=exact_dtype)
     if isinstance(space, spaces.Text):
-        # Only type and length: gymnasium's default Text charset is alphanumeric without spaces, which no natural
-        # instruction fits; in hylo a Text space means "a string of at most max_length characters".
-        if not isinstance(value, str):
-            return f"{path} is {describe(value)} of type {type(value).__name__}, not a str for {space}"
-        if not space.min_length <= len(value) <= space.max_length:
-            return (
-                f"{path} has {len(value)} characters, outside [{space.min_length}, {space.max_length}] of {space}: "
-                f"{describe(value)}"
-            )
-        return None
+        return _text_problem(space, value, path)
     if isinstance(space, spaces.Discrete) and isinstance(value, (bool, np.bool_)):
         return f"{path} is the bool {value!r}, not an integer of {space}"
     try:
@@ -110,3 +85,42 @@ def space_problem(space: spaces.Space[Any], value: Any, path: str, *, exact_dtyp
     except Exception:  # a value of the wrong kind can make contains() raise: that is a "no"
         inside = False
     return None if inside else f"{path} = {describe(value)} is not in {space}"
+
+
+def _first(found: Iterable[str | None]) -> str | None:
+    """The first problem found (the rest are not looked for), None when there is none."""
+    return next((problem for problem in found if problem is not None), None)
+
+
+def _dict_problem(space: spaces.Dict, value: Any, path: str, *, exact_dtype: bool) -> str | None:
+    if not isinstance(value, Mapping):
+        return f"{path} is {describe(value)}, not a mapping for a Dict space"
+    missing = [str(key) for key in space.spaces if key not in value]
+    extra = sorted(str(key) for key in value if key not in space.spaces)
+    if missing or extra:
+        return f"{path} keys do not match the space: missing {missing}, not in the space {extra}"
+    return _first(
+        space_problem(sub, value[key], f"{path}[{key!r}]", exact_dtype=exact_dtype) for key, sub in space.spaces.items()
+    )
+
+
+def _tuple_problem(space: spaces.Tuple, value: Any, path: str, *, exact_dtype: bool) -> str | None:
+    if not isinstance(value, (tuple, list)) or len(value) != len(space.spaces):
+        return f"{path} is {describe(value)}, not a sequence of {len(space.spaces)} for {space}"
+    return _first(
+        space_problem(sub, item, f"{path}[{i}]", exact_dtype=exact_dtype)
+        for i, (sub, item) in enumerate(zip(space.spaces, value, strict=True))
+    )
+
+
+def _text_problem(space: spaces.Text, value: Any, path: str) -> str | None:
+    # Only type and length: gymnasium's default Text charset is alphanumeric without spaces, which no natural
+    # instruction fits; in hylo a Text space means "a string of at most max_length characters".
+    if not isinstance(value, str):
+        return f"{path} is {describe(value)} of type {type(value).__name__}, not a str for {space}"
+    if not space.min_length <= len(value) <= space.max_length:
+        return (
+            f"{path} has {len(value)} characters, outside [{space.min_length}, {space.max_length}] of {space}: "
+            f"{describe(value)}"
+        )
+    return None

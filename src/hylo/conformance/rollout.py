@@ -9,10 +9,10 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from hylo.core.conformance.compare import describe, first_difference, snapshot
-from hylo.core.conformance.errors import ConformanceError, ConformanceWarning, Rule, call_under
-from hylo.core.conformance.spec import space_problem, spec_of
-from hylo.core.conformance.tasks import default_tasks, label, reseeded
+from hylo.conformance.compare import describe, first_difference, snapshot
+from hylo.conformance.errors import ConformanceError, ConformanceWarning, Rule, call_under
+from hylo.conformance.spec import space_problem, spec_of
+from hylo.conformance.tasks import default_tasks, label, reseeded
 from hylo.core.environment import Environment
 from hylo.core.types import Action, EnvSpec, StepResult, TaskInstance, derive_seed
 

@@ -27,14 +27,15 @@ from pydantic import Field
 from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from hylo.bridges.limits import MAX_BACKOFF_S, MAX_CALL_S, MAX_RETRIES
-from hylo.bridges.vlaeval_protocol import PROTOCOL_VERSION, Message, MessageType, ProtocolError, pack, unpack
+from hylo.agents.remote_limits import MAX_BACKOFF_S, MAX_CALL_S, MAX_RETRIES
+from hylo.agents.vlaeval_protocol import PROTOCOL_VERSION, Message, MessageType, ProtocolError, pack, unpack
 from hylo.core.agent import AgentArgs, AgentBase, AgentRequirements, RemoteUrl
 from hylo.core.chunk import ActionChunk
 from hylo.core.context import EpisodeContext
 from hylo.core.errors import AgentTimeout, HyloError
 from hylo.core.status import EpisodeOutcome
 from hylo.core.types import Observation
+from hylo.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -268,8 +269,6 @@ def _close(ws: ClientConnection, url: str) -> None:
 
 
 def _version() -> str:
-    from hylo.version import __version__
-
     return __version__
 
 
