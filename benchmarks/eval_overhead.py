@@ -19,7 +19,8 @@ over the repeats.
 
     python benchmarks/eval_overhead.py            # a short table
     python benchmarks/eval_overhead.py --json     # {"babyai": {"bare_steps_per_s", "hylo_steps_per_s", "ratio",
-                                                  #   "loop_thread_cpu_ms_per_1k", "process_cpu_ms_per_1k"}, ...}
+                                                  #   "bare_cpu_ms_per_1k", "loop_thread_cpu_ms_per_1k",
+                                                  #   "process_cpu_ms_per_1k"}, ...}
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from hylo.cli.parser import build_parser
+from hylo.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 

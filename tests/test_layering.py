@@ -108,7 +108,8 @@ def test_no_registry_names_a_module_of_a_higher_layer() -> None:
 
 REASON = re.compile(r"#.*\b(optional|start-up)\b", re.IGNORECASE)
 """The two reasons an import may sit inside a function: an optional dependency (an extra that may be missing) or
-start-up time (a heavy module only one path needs), said in a comment on the import or the line above it."""
+start-up time (a heavy module only one path needs), said in a comment on the import, or on a comment line or a `try:`
+just above it."""
 
 
 def function_level_imports(path: Path) -> list[tuple[int, str]]:
@@ -122,7 +123,10 @@ def function_level_imports(path: Path) -> list[tuple[int, str]]:
         for node in ast.walk(function):
             if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
-            span = lines[node.lineno - 2 : (node.end_lineno or node.lineno)]
+            span = lines[node.lineno - 1 : (node.end_lineno or node.lineno)]
+            above = lines[node.lineno - 2].strip()
+            if above.startswith(("#", "try:")):  # a comment line, or the `try:` around it, says it for this import
+                span.append(above)
             if not any(REASON.search(line) for line in span):
                 found.append((node.lineno, lines[node.lineno - 1].strip()))
     return found

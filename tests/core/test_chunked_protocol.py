@@ -244,7 +244,7 @@ class OutOfBounds(Planner):
 
 
 def test_a_plan_the_shield_dropped_is_asked_for_again_at_once() -> None:
-    # H = 8, d = 2, s = 4: index 2 of every chunk, the first to run, is clipped, and the plan dropped (004)
+    # H = 8, d = 2, s = 4: index 2 of every chunk, the first to run, is clipped, and the plan dropped
     outcome, env, recorder = run(OutOfBounds(2, chunk_size=8), chunked(latency_steps=2, execution_steps=4))
     clipped = [k for k, action in enumerate(env.executed) if action == (1e6, 1e6)]  # clipped to the bounds
     assert clipped and outcome.safety_interventions == len(clipped)

@@ -586,10 +586,13 @@ def test_an_outcomes_success_follows_from_its_status(status: EpisodeStatus) -> N
 
 
 def test_an_outcome_built_by_position_or_by_keyword_is_the_same_outcome() -> None:
-    positional = EpisodeOutcome(EpisodeStatus.FAILURE, 4, "max_steps", 0, None, {"return": 1.0})
+    positional = EpisodeOutcome(EpisodeStatus.FAILURE, 4, "max_steps", metrics={"return": 1.0})
     keyword = EpisodeOutcome(status=EpisodeStatus.FAILURE, steps=4, reason="max_steps", metrics={"return": 1.0})
-    assert positional == keyword == EpisodeOutcome(EpisodeStatus.FAILURE, 4, "max_steps", metrics={"return": 1.0})
+    assert positional == keyword == EpisodeOutcome.ended(EpisodeStatus.FAILURE, 4, "max_steps", metrics={"return": 1.0})
     assert keyword.success is False
+    assert EpisodeOutcome.ended(EpisodeStatus.FAILURE, 4, "max_steps", metrics=None).metrics == {}
+    with pytest.raises(TypeError):  # the optional members by name only: `(status, success, steps, reason)` is refused
+        EpisodeOutcome(EpisodeStatus.FAILURE, False, 4, "max_steps")  # type: ignore[call-arg, misc]
     with pytest.raises(TypeError):  # `success` follows from the status: it is not given, so it cannot contradict it
         EpisodeOutcome(EpisodeStatus.ERROR, 0, "agent raised", success=True)  # type: ignore[call-arg]
 

@@ -51,7 +51,7 @@ def test_an_env_apart_leaves_the_local_env_rendering_what_the_local_agents_need(
     use: Use, tmp_path: Path, built: list[EpisodeParts]
 ) -> None:
     """The worker's env gives the spec its agents are checked against and given: an agent that needs images beside a
-    server-mode env binds, and is handed the images its spec declares (a session used to leave that env dark)."""
+    server-mode env binds, and is handed the images its spec declares."""
     out = tmp_path / "seen.jsonl"
     parts = assemble(BABYAI, use, worker="w7", bus=EventBus(), max_steps=3,
                      plan=plan("contract_agents:NeedsImages", {"out": str(out)}, apart=True), start=START)  # fmt: skip

@@ -15,8 +15,8 @@ import minigrid  # noqa: F401  (registers the BabyAI-* gymnasium ids)
 import pytest
 
 import hylo
+from hylo.cli import build_parser
 from hylo.cli.evaluate import run_options
-from hylo.cli.parser import build_parser
 from hylo.core.errors import IncompatibleComponents
 from hylo.core.status import EpisodeStatus
 from hylo.eval import EvalResult

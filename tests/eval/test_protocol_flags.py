@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from hylo.cli import main
+from hylo.cli import build_parser, main
 from hylo.cli.evaluate import read_latency_samples, run_options
-from hylo.cli.parser import build_parser
 from hylo.eval.resolve import EvalError
 from hylo.eval.spec import EvalSpec
 

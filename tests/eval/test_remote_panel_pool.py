@@ -109,7 +109,7 @@ def test_a_worker_whose_env_subprocess_died_places_its_next_episode_in_a_new_one
     assert (second.episode_id, second.status.value, second.steps, second.metrics["env_panel"]) == expected
     expected = ("babyai/default/GoToLocal/0000@s3", "infra_invalid", 0, "env_babyai#3")
     assert (third.episode_id, third.status.value, third.steps, third.metrics["env_panel"]) == expected
-    assert third.reason == ("env panel 'env_babyai#3' (nodeset babyai#3): /env-panel/state failed: NodesetCrashed: "
+    assert third.reason == ("env panel 'env_babyai#3' (nodeset babyai#3): /env-panel/place failed: NodesetCrashed: "
                             "nodeset 'babyai#3' crashed: it could not be restarted: no room")  # fmt: skip
 
     local = Evaluation(_spec("local").model_copy(update={"log_dir": str(tmp_path)}))

@@ -1,4 +1,4 @@
-"""The benchmark panel (001): the cascade benchmark → split → task → episode_index/seed, the intents its hooks return,
+"""The benchmark panel: the cascade benchmark → split → task → episode_index/seed, the intents its hooks return,
 its direct placement of a planned episode (`place`), and the PanelDriver that places the batch runner's episodes
 through it and carries `episode_reset` to a Kernel."""
 
@@ -511,12 +511,6 @@ def test_driver_without_a_kernel_still_places(two: BenchmarkPanel) -> None:
     driver = PanelDriver(two)
     assert driver.place(planned("test", "lift", 2, 0)).episode_id == "twosplits/test/lift/0002@s0"
     assert placement(two) == ("test", "lift", 2, 0)
-
-
-def test_preset_places_without_signalling(rig: Rig) -> None:
-    driver, panel, _, agent = rig
-    driver.preset(planned("test", "lift", 2, 5))
-    assert placement(panel) == ("test", "lift", 2, 5) and agent.signals == []
 
 
 class AwaitingPanel(BenchmarkPanel):

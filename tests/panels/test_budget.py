@@ -1,4 +1,4 @@
-"""The step-budget cascade: explicit request > panel `step_budget` > legacy `max_steps_default` > default."""
+"""The step-budget cascade: explicit request > panel `step_budget` > a `max_steps_default` value > default."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hylo.panels import PanelState, resolve_step_budget
 
 
 def state(loaded: dict[str, Any]) -> PanelState:
-    """The `on_load` answer whose JSON has these keys (a legacy panel's `max_steps_default` among its values)."""
+    """The `on_load` answer whose JSON has these keys (a panel's `max_steps_default` among its values)."""
     values = {key: value for key, value in loaded.items() if key != "step_budget"}
     return PanelState(step_budget=loaded.get("step_budget"), values=values)
 
@@ -20,7 +20,7 @@ def state(loaded: dict[str, Any]) -> PanelState:
     [
         (5, {"step_budget": 10, "max_steps_default": 20}, 64, 5),  # the request wins
         (None, {"step_budget": 10, "max_steps_default": 20}, 64, 10),  # then the panel
-        (None, {"max_steps_default": 20}, 64, 20),  # a legacy panel
+        (None, {"max_steps_default": 20}, 64, 20),  # a panel that names it max_steps_default
         (None, {"step_budget": None, "max_steps_default": 20}, 64, 20),
         (None, {}, 64, 64),  # then the benchmark default
         (None, {"available": True, "task": "GoToLocal"}, 64, 64),  # other on_load keys do not count

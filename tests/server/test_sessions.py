@@ -3,6 +3,7 @@ replay, change the episode, watch the stream."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -574,7 +575,9 @@ def test_the_live_answers_are_what_the_session_and_the_panel_say_of_themselves(t
             assert events == as_json({"position": batch.position, "dropped": batch.dropped, "events": batch.events})
             panel = app.state.sessions.panels.get("env_babyai")
             info = client.get("/api/env-panels/env_babyai").json()
-            assert info == {**as_json(panel.info()), "state": info["state"], "session": as_json(session.describe())}
+            state = as_json(asyncio.run(panel.on_load()).to_json())  # the panel's own state, as the session left it
+            assert info == {**as_json(panel.info()), "state": state, "session": as_json(session.describe())}
+            assert info["state"]["task"] == "GoToLocal" and info["state"]["available"] is True
             listed = {p["name"]: p for p in client.get("/api/env-panels").json()["panels"]}
             assert listed["env_babyai"] == {"name": "env_babyai", "display_name": panel.display_name,
                                             "context": as_json(panel.info()["context"]), "session": sid,

@@ -2,8 +2,6 @@
 not import the server to show `--help`). The bounds of the remote agents' arguments live with those agents
 (`hylo.agents.remote_limits`)."""
 
-from hylo.agents.remote_limits import MAX_ACTION_DIM as MAX_ACTION_DIM
-
 DEFAULT_MAX_FRAME_BYTES = 64 * 2**20
 """The largest frame the bridge reads (64 MiB: a PNG camera is some 100 kB, even eight raw 1024×1024 RGB ones
 24 MiB); a larger one closes its connection (code 1009)."""

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 import gymnasium.spaces as spaces
 import numpy as np
 
+from hylo.agents.remote_limits import MAX_ACTION_DIM
 from hylo.argtypes import float_in, int_in, port
 from hylo.bridges.limits import (
     DEFAULT_BATCH_WAIT_MS,
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_FRAME_BYTES,
-    MAX_ACTION_DIM,
     MAX_BATCH_WAIT_MS,
 )
 from hylo.cli.arguments import add_log_dir

@@ -74,8 +74,8 @@ class RefillSchedule(ChunkSchedule):
 
 class ChunkedSchedule(ChunkSchedule):
     """The chunked-execution protocol: ask `every` (s) steps after the last request, and at once for the first and
-    whenever the plan is empty (the shield dropped it: 004 asks for a replan). A chunk is merged whole; one too short
-    for the protocol's horizon at the nominal latency d ends the episode as `error`."""
+    whenever the plan is empty (the shield dropped it: the agent is asked to replan). A chunk is merged whole; one too
+    short for the protocol's horizon at the nominal latency d ends the episode as `error`."""
 
     def __init__(self, timing: RealtimeTiming, dt: float) -> None:
         super().__init__()

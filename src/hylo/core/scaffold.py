@@ -456,9 +456,9 @@ class EpisodeScaffold:
             status,
             self.steps,
             reason,
-            self.interventions,
-            detail,
-            self.tally() if not metrics else {**self.tally(), **metrics},
+            safety_interventions=self.interventions,
+            detail=detail,
+            metrics=self.tally() if not metrics else {**self.tally(), **metrics},
         )
 
     # the verdicts by name, as dm_env's `termination` and `truncation` name a time step

@@ -46,9 +46,9 @@ class EpisodeOutcome:
     status: EpisodeStatus
     steps: int
     reason: str
-    safety_interventions: int = 0
-    detail: str | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
+    safety_interventions: int = field(default=0, kw_only=True)
+    detail: str | None = field(default=None, kw_only=True)
+    metrics: dict[str, Any] = field(default_factory=dict, kw_only=True)
 
     @property
     def success(self) -> bool:
@@ -67,11 +67,12 @@ class EpisodeOutcome:
         metrics: dict[str, Any] | None = None,
     ) -> EpisodeOutcome:
         """The outcome of an episode that ended with `status`."""
-        return cls(status, steps, reason, safety_interventions, detail, {} if metrics is None else metrics)
+        return cls(
+            status, steps, reason, safety_interventions=safety_interventions, detail=detail, metrics=metrics or {}
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The outcome as JSON-ready values (the status by name)."""
-
         return {
             "status": self.status.value,
             "success": self.success,

@@ -550,7 +550,6 @@ class LiberoBenchmark(Benchmark):
 
     def expert(self) -> Any:
         """A scripted controller that reads the simulator (privileged): pick-and-place goals (`In` / `On`)."""
-
         return LiberoExpert()
 
     def default_step_budget(self, task: str) -> int:

@@ -459,7 +459,6 @@ class ManiSkillBenchmark(Benchmark):
 
     def expert(self) -> Any:
         """mani-skill's motion-planning solutions, in `pd_joint_pos` (`-E control_mode=pd_joint_pos`)."""
-
         return ManiSkillExpert()
 
     def _require(self) -> None:

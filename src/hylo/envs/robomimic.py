@@ -315,7 +315,6 @@ class RobomimicBenchmark(Benchmark):
 
     def expert(self) -> Any:
         """A scripted controller that reads the simulator (privileged): grasp, carry, place."""
-
         return RobomimicExpert()
 
     def default_step_budget(self, task: str) -> int:

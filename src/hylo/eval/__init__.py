@@ -1,4 +1,5 @@
-"""Evaluation: the runner, the EvalLog, honest statistics, reports and comparisons."""
+"""Evaluation runs: the spec, its resolution, the runner and its workers. The public names of a run's record
+(`hylo.evallog`) and its statistics (`hylo.stats`) are re-exported here, as `hylo.eval`'s API."""
 
 from hylo.eval.resolve import EvalError
 from hylo.eval.runner import EvalResult, Evaluation, Progress, evaluate

@@ -30,7 +30,7 @@ from hylo.core.types import Action, Observation, StepResult, TaskInstance
 from hylo.eval.assembly import EpisodeParts, ImagesWithheld, PanelUnavailable, Use, assemble
 from hylo.eval.batching.proxy import HostedAgent, HostEndpoint
 from hylo.eval.limits import OBSERVE, RESET, STEP, EpisodeLimits, Meter, Verdict, task_limits
-from hylo.eval.process_setup import WorkerFailed as WorkerFailed
+from hylo.eval.process_setup import WorkerFailed
 from hylo.eval.resolve import Resolved, make_timing, resolve
 from hylo.eval.spec import EvalSpec
 from hylo.evallog.recording import FrameTap, TraceBuffer, TraceEntry, serialize

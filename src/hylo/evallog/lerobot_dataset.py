@@ -151,8 +151,8 @@ def _create(out: Path, repo_id: str, fps: float, features: Sequence[Feature]) ->
     """An empty LeRobotDataset at `out`, offline (its videos encoded as LeRobot does, through PyAV)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("SVT_LOG", "1")  # the AV1 encoder's errors only, not its settings table per video
-    import datasets  # optional: the lerobot extra (datasets, lerobot)
-    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    import datasets  # optional: the lerobot extra (datasets)
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset  # optional: the lerobot extra
 
     datasets.disable_progress_bars()
 
@@ -173,7 +173,7 @@ def _create(out: Path, repo_id: str, fps: float, features: Sequence[Feature]) ->
 def _annotate(out: Path, run_id: str, rows: Sequence[EpisodeRow]) -> None:
     """Add hylo's record of each episode (`hylo.<column>`) to the dataset's episode metadata, by episode index."""
     import pyarrow as pa  # optional: the lerobot extra (pyarrow)
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # optional: the lerobot extra (pyarrow)
 
     values: dict[str, list[Any]] = {
         "run_id": [run_id] * len(rows),

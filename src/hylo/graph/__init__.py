@@ -1,4 +1,4 @@
-"""The graph engine (000, the canvas): one graph format, typed nodes in nodesets, validation, the banded executor."""
+"""The graph engine behind the canvas: one graph format, typed nodes in nodesets, validation, the banded executor."""
 
 from hylo.graph.builder import GraphBuilder, NodeRef, agent_graph
 from hylo.graph.compile import Band, GraphError, GraphInvalid, Plan, check_graph, compile_graph

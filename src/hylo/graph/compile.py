@@ -88,7 +88,6 @@ class Plan:
     @property
     def benchmarks(self) -> list[str]:
         """The benchmarks whose env nodes the graph uses."""
-
         return sorted({n.cls.benchmark for n in self.nodes.values() if issubclass(n.cls, EnvNode)})
 
 

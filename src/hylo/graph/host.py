@@ -14,8 +14,9 @@ A node is found by type name in the nodeset, which is `get_nodeset(NAME)` or, wi
 
 An env nodeset that is a benchmark's also hosts that benchmark's env panel (`BenchmarkPanel`, placed at its
 defaults) and answers the panel requests: `/env-panel/info` (its declaration), `/env-panel/state` (`on_load`),
-`/env-panel/field` {name, value}, `/env-panel/action` {name}, `/env-panel/options` {name} and `/env-panel/task` (the
-placed `TaskInstance`); the worker reaches it through a `RemoteEnvPanelProxy`. Any other nodeset refuses them.
+`/env-panel/field` {name, value}, `/env-panel/action` {name}, `/env-panel/options` {name}, `/env-panel/place` {task}
+(`place`: a planned episode at once) and `/env-panel/task` (the placed `TaskInstance`); the worker reaches it through
+a `RemoteEnvPanelProxy`. Any other nodeset refuses them.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from hylo.graph.node import Node, Nodeset, NodesetError, Owner, RunContext, Runt
 from hylo.graph.nodesets import get_nodeset, load_nodeset
 from hylo.graph.remote.wire import encode_frame, error_payload, read_frame
 from hylo.panels.benchmark import BenchmarkPanel
-from hylo.panels.remote import ACTION_OP, FIELD_OP, INFO_OP, OPTIONS_OP, STATE_OP, TASK_OP
+from hylo.panels.remote import ACTION_OP, FIELD_OP, INFO_OP, OPTIONS_OP, PLACE_OP, STATE_OP, TASK_OP
 
 
 class Host:
@@ -74,6 +75,7 @@ class Host:
             ACTION_OP: lambda m: self._await(self._panel().on_action(m["name"])),
             OPTIONS_OP: lambda m: self._await(self._panel().on_options(m["name"])),
             TASK_OP: lambda m: self._panel().task_instance(),
+            PLACE_OP: lambda m: self._panel().place(m["task"]),
         }
 
     def handle(self, message: dict[str, Any]) -> Any:

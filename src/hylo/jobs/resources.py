@@ -57,7 +57,7 @@ MachineProbe = Callable[[], Machine]
 def measure_gpus() -> tuple[Gpu, ...]:
     """The GPUs NVML sees; none when nvidia-ml-py is missing or NVML cannot start (no driver, no GPU)."""
     try:
-        import pynvml  # optional: nvidia-ml-py
+        import pynvml  # start-up time: NVML is loaded only when GPUs are measured
     except ImportError:
         return ()
     try:

@@ -1,4 +1,4 @@
-"""Env panels (001): the declarative control plane for episode placement and Play / Stop."""
+"""Env panels: the declarative control plane for episode placement and Play / Stop."""
 
 from hylo.panels.base import (
     PLAYBACK_ACTIONS,

@@ -1,4 +1,4 @@
-"""The env-panel contract (001): a small declarative control surface for the out-of-loop env knobs.
+"""The env-panel contract: a small declarative control surface for the out-of-loop env knobs.
 
 A panel lists `fields` (inputs) and `actions` (buttons) and answers four async hooks: `on_load` (a `PanelState`: status
 and the values the runner reads, `step_budget` among them), `on_field_change`, `on_action` and `on_options` (each a

@@ -6,8 +6,8 @@ from hylo.panels.base import PanelState
 
 
 def resolve_step_budget(requested: int | None, loaded: PanelState | None, default: int | None) -> int:
-    """The per-episode step budget. `loaded` is the panel's `on_load()` answer (its `step_budget`, or a legacy
-    panel's `max_steps_default` value). A budget below 1 is refused: there are no zero-step episodes."""
+    """The per-episode step budget. `loaded` is the panel's `on_load()` answer (its `step_budget`, else a
+    `max_steps_default` among its values). A budget below 1 is refused: there are no zero-step episodes."""
     panel = loaded if loaded is not None else PanelState()
     for source, value in (
         ("the request", requested),

@@ -52,11 +52,6 @@ class PanelDriver:
         carry_out(self.panel.place(task), _Signals(self.kernel, task))
         return task
 
-    def preset(self, task: TaskInstance) -> None:
-        """Place `task` without carrying out its intents: where the panel starts (nothing runs yet, so there is no
-        episode to signal). Raises `PanelRefused` naming a bad value."""
-        self.panel.place(task)
-
 
 class _Signals:
     """The batch runner as the target of a placement's intents: a signal reaches the Kernel, traced under the episode

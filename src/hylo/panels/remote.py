@@ -38,7 +38,8 @@ FIELD_OP = "/env-panel/field"
 ACTION_OP = "/env-panel/action"
 OPTIONS_OP = "/env-panel/options"
 TASK_OP = "/env-panel/task"
-PANEL_OPS: tuple[str, ...] = (INFO_OP, STATE_OP, FIELD_OP, ACTION_OP, OPTIONS_OP, TASK_OP)
+PLACE_OP = "/env-panel/place"
+PANEL_OPS: tuple[str, ...] = (INFO_OP, STATE_OP, FIELD_OP, ACTION_OP, OPTIONS_OP, TASK_OP, PLACE_OP)
 """The requests a subprocess hosting an env panel answers."""
 
 
@@ -122,30 +123,9 @@ class RemoteEnvPanelProxy(BaseEnvPanel):
         return task
 
     def place(self, task: TaskInstance) -> PanelReply:
-        """Place the planned episode `task` in the real panel: its placement is read once, then only the fields that
-        differ are set, in cascade order (with a new split the task too: the split may have moved it). Answers the
-        real panel's last `episode_reset` (its payload is where the panel moved to), nothing when `task` is placed
-        there already. Raises `PanelRefused` as the real panel does."""
-        now = self.state().values
-        if now.get("benchmark") != task.benchmark:
-            raise PanelRefused(
-                f"panel {self.name!r} places episodes of {now.get('benchmark')!r}, not {task.benchmark!r}"
-            )
-        changes: list[tuple[str, Any]] = []
-        if now.get("split") != task.split:
-            changes += [("split", task.split), ("task", task.task)]
-        elif now.get("task") != task.task:
-            changes.append(("task", task.task))
-        if now.get("seed") != task.base_seed:
-            changes.append(("seed", task.base_seed))
-        if now.get("episode_index") != task.index:
-            changes.append(("episode_index", task.index))
-        placed = PanelReply()
-        for name, value in changes:
-            reply = self._reply(FIELD_OP, name=name, value=value)
-            if reply.signal is not None:
-                placed = reply
-        return placed
+        """Place the planned episode `task` in the real panel, by its own `place` (one request): all of it or, refused,
+        none of it, as a local panel. Raises `PanelRefused` as the real panel does."""
+        return self._reply(PLACE_OP, task=task)
 
     # -- transport --------------------------------------------------------------------------------------------------
 

@@ -166,7 +166,6 @@ def delete_graph(name: str, store: Graphs) -> Response:
 
 @router.get("/nodes", response_model=Nodes, summary="Every node type's schema, by nodeset")
 def nodes() -> Nodes:
-
     unavailable: list[UnavailableNodeset] = []
 
     def skipped(name: str, exc: Exception) -> None:
