@@ -12,6 +12,7 @@ import pytest
 from minigrid.utils.baby_ai_bot import BabyAIBot
 
 from hylo.agents import RandomAgent
+from hylo.conformance import check_environment
 from hylo.core import (
     AgentBase,
     EpisodeContext,
@@ -24,7 +25,6 @@ from hylo.core import (
     Observation,
     SafetyShield,
     TaskInstance,
-    check_environment,
 )
 from hylo.envs.babyai import LEVELS, BabyAIBenchmark, BabyAIEnvironment, BabyAIExpert
 from hylo.envs.benchmark import UnknownChoice

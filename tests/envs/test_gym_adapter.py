@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from hylo.agents.basic import RandomAgent
+from hylo.conformance import check_environment
 from hylo.core import (
     AgentBase,
     Environment,
@@ -26,7 +27,6 @@ from hylo.core import (
     Observation,
     SafetyShield,
     TaskInstance,
-    check_environment,
 )
 from hylo.envs.benchmark import UnknownChoice
 from hylo.envs.gym_adapter import GymBenchmark, GymEnvironment
