@@ -7,7 +7,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 # The extras `make demo` runs (the demo's Meta-World runs) and those the tests run on.
 RUN_EXTRAS := metaworld
-TEST_EXTRAS = test,metaworld,pusht,aloha,so101,hil,libero,maniskill,kinetix$(LEROBOT_EXTRA)
+TEST_EXTRAS = test,metaworld,pusht,aloha,so101,hil,libero,maniskill,kinetix,rerun$(LEROBOT_EXTRA)
 # The lerobot extra installs on Python >= 3.12 only.
 LEROBOT_EXTRA = $(shell $(BIN)/python -c 'import sys; print(",lerobot" if sys.version_info >= (3, 12) else "")' 2>/dev/null)
 

@@ -21,6 +21,7 @@ from hylo.core.timing import CHUNKED_OPTIONS
 
 if TYPE_CHECKING:
     from hylo.cli.arguments import Subparsers
+    from hylo.eval.rerun_recording import RerunRecorder
     from hylo.eval.runner import Evaluation
     from hylo.eval.spec import EvalSpec
     from hylo.evallog.lerobot_dataset import DatasetExport
@@ -44,6 +45,13 @@ def add_parser(commands: Subparsers) -> None:
         default=None,
         metavar="DIR",
         help="keep every episode's steps and write them as a LeRobot dataset into DIR, a new directory (hylo[lerobot])",
+    )
+    ev.add_argument(
+        "--rerun",
+        type=Path,
+        default=None,
+        metavar="FILE.rrd",
+        help="write the episodes to a Rerun recording as they finish (hylo[rerun]; camera frames with --video N)",
     )
     ev.add_argument("--spec", type=Path, default=None, metavar="FILE", help="read the whole spec from a JSON file")
     add_json(ev, JSON_HELP)
@@ -264,12 +272,18 @@ def run(args: argparse.Namespace) -> int:
         require_lerobot()  # refused before any episode runs, not after the last
         check_out(args.record_dataset)
         spec = spec.model_copy(update={"record_rollouts": True})
-    return run_evaluation(spec, json_out=args.json, dataset=args.record_dataset)
+    if args.rerun is not None:
+        from hylo.evallog.rrd import check_rrd_path, require_rerun  # start-up time: the recording writer
+
+        require_rerun()  # refused before any episode runs
+        check_rrd_path(args.rerun)
+    return run_evaluation(spec, json_out=args.json, dataset=args.record_dataset, rerun=args.rerun)
 
 
-def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = None) -> int:
+def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = None, rerun: Path | None = None) -> int:
     """Run (or resume) `spec` with a progress bar on stderr; print the summary, or with `json_out` one JSON object on
-    stdout; with `dataset`, write the run's recorded episodes there as a LeRobot dataset. Returns the exit status."""
+    stdout; with `dataset`, write the run's recorded episodes there as a LeRobot dataset; with `rerun`, write the
+    episodes run now to that Rerun recording as they finish. Returns the exit status."""
     from hylo.envs.quiet import stdout_to_stderr  # start-up time: the envs package
     from hylo.eval.progress import ProgressBar  # start-up time: the evaluation stack
     from hylo.eval.runner import Evaluation  # start-up time: the evaluation stack
@@ -278,6 +292,7 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = Non
     _interrupt_on_sigterm()  # a scheduler's SIGTERM ends the run like Ctrl-C: finished episodes are committed first
     with stdout_to_stderr():  # simulators that print (minigrid, MuJoCo's C code) never reach stdout
         evaluation = Evaluation(spec)
+        recorder = _recorder(evaluation, rerun) if rerun is not None else None
         try:
             with ProgressBar(console(stderr=True), f"{spec.benchmark} · {spec.agent}") as bar:
                 evaluation.progress = bar.update
@@ -288,6 +303,8 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = Non
                 raise  # refused before anything ran: bad input, one line, exit 2
             advice = "" if "resume" in what else "; fix the cause and re-run to resume"
             return fail(EXIT_ABORTED, f"run {evaluation.run_id} aborted: {what}{advice}")
+        finally:
+            recording = recorder.close() if recorder is not None else None  # what finished is in the file
         written = _write_dataset(result.run_id, result.log_dir, dataset) if dataset is not None else None
         if isinstance(written, int):
             return written
@@ -295,6 +312,8 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = Non
         data = result.to_json()
         if written is not None:
             data["dataset"] = written.to_json()
+        if recording is not None:
+            data["rerun"] = recording.to_json()
         sys.stdout.write(json.dumps(data) + "\n")
     else:
         out = console()
@@ -314,12 +333,24 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = Non
             out.print(video_line(result.episodes, result.log_dir), highlight=False, soft_wrap=True)
         if written is not None:
             out.print(dataset_line(written), highlight=False, soft_wrap=True)
+        if recording is not None:
+            out.print(recording.line(), highlight=False, soft_wrap=True, markup=False)
         out.print(timing_line(evaluation.spec), highlight=False, markup=False)
         if result.batching is not None:
             out.print(batching_line(result.batching, spec))
     if spec.strict and (result.statuses.get("error", 0) or result.statuses.get("infra_invalid", 0)):
         return EXIT_STRICT
     return 0
+
+
+def _recorder(evaluation: Evaluation, path: Path) -> RerunRecorder:
+    """`--rerun FILE.rrd`: a recorder of the episodes the evaluation runs, handed each one as it comes back."""
+    from hylo.eval.rerun_recording import RerunRecorder  # start-up time: the recording writer
+
+    recorder = RerunRecorder(path, evaluation.run_dir, evaluation.run_id)
+    recorder.start()
+    evaluation.on_result = lambda result: recorder.put(result.row, result.trace)
+    return recorder
 
 
 def abort_cause(exc: Exception, evaluation: Evaluation | None) -> str | None:

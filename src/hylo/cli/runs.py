@@ -33,12 +33,28 @@ def add_parser(commands: Subparsers) -> None:
         if name == "export":
             sub.add_argument(
                 "--format",
-                choices=("json", "lerobot"),
+                choices=("json", "lerobot", "rrd"),
                 default="json",
-                help="json: the run's record on stdout; lerobot: its recorded episodes as a LeRobot dataset (--out)",
+                help="json: the run's record on stdout; lerobot: its recorded episodes as a LeRobot dataset (--out); "
+                "rrd: its episodes as a Rerun recording (-o FILE.rrd, hylo[rerun])",
             )
             sub.add_argument("--traces", action="store_true", help="json: include every episode's trace events")
-            sub.add_argument("--out", type=Path, default=None, metavar="DIR", help="lerobot: the new directory")
+            sub.add_argument(
+                "-o",
+                "--out",
+                type=Path,
+                default=None,
+                metavar="PATH",
+                help="lerobot: the new directory; rrd: the .rrd file (replaced if it exists)",
+            )
+            sub.add_argument(
+                "--episodes",
+                nargs="+",
+                action="extend",
+                default=None,
+                metavar="ID",
+                help="rrd: only these episodes (their ids, as `hylo runs export RUN` lists them)",
+            )
             sub.add_argument(
                 "--status",
                 dest="statuses",
@@ -47,7 +63,8 @@ def add_parser(commands: Subparsers) -> None:
                 default=None,
                 choices=[status.value for status in EpisodeStatus],
                 metavar="S",
-                help="lerobot: only the episodes of these statuses (success, failure, timeout, error, infra_invalid)",
+                help="lerobot, rrd: only the episodes of these statuses (success, failure, timeout, error, "
+                "infra_invalid)",
             )
         if name == "show":
             add_json(sub)
@@ -104,9 +121,10 @@ def run_runs(args: argparse.Namespace) -> int:
         return 0
     if args.runs_command == "export" and args.format == "lerobot":
         return _export_dataset(args)
-    if args.runs_command == "export" and (args.out is not None or args.statuses is not None):
-        flag = "--out" if args.out is not None else "--status"
-        return fail(EXIT_BAD_INPUT, f"{flag} is --format lerobot's; --format json writes the whole run on stdout")
+    if args.runs_command == "export" and args.format == "rrd":
+        return _export_rrd(args)
+    if args.runs_command == "export" and (misplaced := _file_flag(args)) is not None:
+        return fail(EXIT_BAD_INPUT, f"{misplaced}; --format json writes the whole run on stdout")
     with EvalLog.open(find_run(args.log_dir, args.run)) as log:
         info = log.info()
         final = log.final_episodes()
@@ -164,17 +182,48 @@ def run_runs(args: argparse.Namespace) -> int:
         return 0
 
 
+def _file_flag(args: argparse.Namespace) -> str | None:
+    """Which flag of the file formats a `--format json` export was given, and whose it is; None when none was."""
+    for flag, owner, value in (
+        ("--out", "lerobot's or rrd's", args.out),
+        ("--status", "lerobot's or rrd's", args.statuses),
+        ("--episodes", "rrd's", args.episodes),
+    ):
+        if value is not None:
+            return f"{flag} is --format {owner}"
+    return None
+
+
 def _export_dataset(args: argparse.Namespace) -> int:
     """`hylo runs export RUN --format lerobot --out DIR [--status S ...]`."""
     from hylo.evallog.lerobot_dataset import export_dataset  # start-up time: the dataset writer
 
     if args.traces:
         return fail(EXIT_BAD_INPUT, "--traces is --format json's; a LeRobot dataset holds the steps, not the events")
+    if args.episodes is not None:
+        return fail(EXIT_BAD_INPUT, "--episodes is --format rrd's; --format lerobot chooses episodes by --status")
     if args.out is None:
         return fail(EXIT_BAD_INPUT, "--format lerobot writes a dataset directory: give it with --out DIR")
     statuses = set(args.statuses) if args.statuses is not None else None
     written = export_dataset(find_run(args.log_dir, args.run), args.out, statuses=statuses)
     print(dataset_line(written))
+    return 0
+
+
+def _export_rrd(args: argparse.Namespace) -> int:
+    """`hylo runs export RUN --format rrd -o FILE.rrd [--episodes ID ...] [--status S ...]`."""
+    from hylo.evallog.rrd import export_rrd  # start-up time: the recording writer
+
+    if args.traces:
+        return fail(EXIT_BAD_INPUT, "--traces is --format json's; a Rerun recording holds every episode's events")
+    if args.out is None:
+        return fail(EXIT_BAD_INPUT, "--format rrd writes a Rerun recording: give its file with -o FILE.rrd")
+    statuses = set(args.statuses) if args.statuses is not None else None
+    written = export_rrd(find_run(args.log_dir, args.run), args.out, episodes=args.episodes, statuses=statuses)
+    print(
+        f"rerun: {written.path} ({written.episodes} episodes, {written.steps} steps, {written.frames} frames, "
+        f"{written.size_bytes / 1e6:.1f} MB); open it with: rerun {shlex.quote(str(written.path))}"
+    )
     return 0
 
 

@@ -33,7 +33,7 @@ from hylo.eval.pool import InlinePool, Pool, ProcessPool
 from hylo.eval.process_setup import WorkerFailed
 from hylo.eval.resolve import EvalError, check_memory, choose_backend, code_of, make_timing, resolve, run_id_for
 from hylo.eval.spec import MAX_NAME, EvalSpec
-from hylo.eval.worker import EpisodeJob, EpisodeWorker, WorkerConfig
+from hylo.eval.worker import EpisodeJob, EpisodeResult, EpisodeWorker, WorkerConfig
 from hylo.evallog.logdir import FILENAME, check_log_dir
 from hylo.evallog.provenance import Background, git_commit, package_versions
 from hylo.evallog.realtime_metrics import RealtimeFigures, episode_realtime, run_realtime
@@ -61,6 +61,8 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], None]
+ResultCallback = Callable[[EpisodeResult], None]
+"""Told each episode's final attempt as it comes back, with its trace (`hylo eval --rerun` records it)."""
 
 
 @dataclass
@@ -253,6 +255,7 @@ class Evaluation:
         self.resolved = resolve(spec)
         self.spec = self.resolved.spec
         self.progress = progress
+        self.on_result: ResultCallback | None = None
         self.gate = gate
         make_timing(self.spec)  # refuse bad timing options before anything starts
         check_memory(self.spec, self.resolved.benchmark)
@@ -533,6 +536,8 @@ class Evaluation:
                     successes += row.success
                     if gate is not None:
                         gate.finished(row)
+                    if self.on_result is not None:
+                        self.on_result(result)
                     if self.progress is not None:
                         self.progress(Progress(n_done, total, successes, executed, row))
         finally:
