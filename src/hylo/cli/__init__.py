@@ -1,5 +1,5 @@
-"""The `hylo` command: `eval`, `ab`, `sweep`, `runs`, `compare`, `plan`, `list`, `demo`, `graph`, `nodes`, `serve`,
-`bridge`.
+"""The `hylo` command: `eval`, `ab`, `sweep`, `runs`, `compare`, `report`, `plan`, `list`, `demo`, `graph`, `nodes`,
+`serve`, `bridge`.
 
 Each command is a module of this package with `add_parser(commands)`, which adds the command (or two) to `hylo`'s,
 and `run(args) -> int`, which runs it; `COMMANDS` maps every command's name to its module, and `main` dispatches
@@ -17,10 +17,11 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from hylo.cli import ab, bridge, demo, evaluate, graph, listing, plan, runs, serve, sweep
+from hylo.cli import ab, bridge, demo, evaluate, graph, listing, plan, report, runs, serve, sweep
 from hylo.cli.arguments import Parser
 from hylo.cli.operator_code import IMPORT_DIR_ENV, import_from_cwd
-from hylo.cli.output import EXIT_ABORTED, exit_code, report
+from hylo.cli.output import EXIT_ABORTED, exit_code
+from hylo.cli.output import report as report_error
 from hylo.evallog.logdir import check_log_dir
 from hylo.version import __version__
 
@@ -44,6 +45,7 @@ COMMANDS: Mapping[str, Command] = {
     "eval": evaluate,
     "runs": runs,
     "compare": runs,
+    "report": report,
     "ab": ab,
     "sweep": sweep,
     "plan": plan,
@@ -77,7 +79,7 @@ def _check_log_dir(args: argparse.Namespace) -> None:
     log_dir = getattr(args, "log_dir", None)
     if log_dir is None or getattr(args, "spec", None) is not None:
         return
-    reading = args.command in ("runs", "compare") or (
+    reading = args.command in ("runs", "compare", "report") or (
         args.command in ("ab", "sweep") and args.benchmark in ("show", "list")
     )
     check_log_dir(log_dir, writable=not reading)
@@ -99,4 +101,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (Exception, KeyboardInterrupt) as exc:
         if exit_code(exc) == EXIT_ABORTED:
             raise  # broke at run time (a HyloFailure, a bug): not bad input
-        return report(exc)
+        return report_error(exc)
