@@ -2,9 +2,9 @@
 overall the pairs, each side's rate, the difference B − A, McNemar's exact p (per task also Holm-adjusted over the
 tasks), and the episodes that flipped, each linked to its rows and clips.
 
-`hylo compare` gives the difference without an interval; the report adds the one `hylo ab` gives for a difference
-of paired outcomes (`hylo.stats.sequential.confidence_interval`, at 95%): valid at any number of pairs, hence wider
-than a fixed-size interval, so it may hold 0 where McNemar's p is below 0.05. The page says so beside it.
+The difference B − A has its 95% interval for paired proportions (Newcombe's square-and-add interval,
+`hylo.stats.success.paired_difference_interval`): a fixed-size interval over the pairs the runs have, the
+counterpart of McNemar's exact test.
 """
 
 from __future__ import annotations
@@ -16,13 +16,20 @@ from hylo.evallog.report import no_pairs_message, pairing_note
 from hylo.evallog.report_page import cell, esc, note, row, table
 from hylo.evallog.report_sections import Anchors, ReportRun, rate, status_cell
 from hylo.evallog.rows import records
-from hylo.stats.sequential import confidence_interval
-from hylo.stats.success import Comparison, Flip, NoPairs, TaskComparison, compare_runs, correlation_line
+from hylo.stats.success import (
+    Comparison,
+    Flip,
+    NoPairs,
+    TaskComparison,
+    compare_runs,
+    correlation_line,
+    paired_difference_interval,
+)
 
 INTERVAL_NOTE = (
-    "B − A's 95% interval is hylo ab's for paired outcomes: valid however many pairs were run, and so wider than a "
-    "fixed-size interval (it may hold 0 where McNemar's p is below 0.05). p (Holm): each task's McNemar p adjusted "
-    "over the tasks by Holm's method."
+    "B − A's 95% interval: Newcombe's interval for paired proportions over the pairs run (a fixed-size interval, "
+    "the counterpart of McNemar's exact test). p (Holm): each task's McNemar p adjusted over the tasks by Holm's "
+    "method."
 )
 
 _HEADERS = (
@@ -99,8 +106,10 @@ def _paired_row(task: str, part: TaskComparison | Comparison, p_holm: float | No
 
 def difference_interval(part: TaskComparison | Comparison) -> tuple[float, float]:
     """The 95% interval for B − A over the scored pairs ([−1, 1] without any)."""
-    low, high = confidence_interval(part.b_only, part.a_only, part.both_success + part.neither, alpha=0.05)
-    return float(low), float(high)
+    counts = (part.both_success, part.a_only, part.b_only, part.neither)
+    if not sum(counts):
+        return -1.0, 1.0
+    return paired_difference_interval(*counts)
 
 
 def flips(c: Comparison, anchors: Anchors) -> str:

@@ -297,6 +297,48 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2 * tail / (1 << n))
 
 
+def paired_difference_interval(
+    both: int, a_only: int, b_only: int, neither: int, confidence: float = 0.95
+) -> tuple[float, float]:
+    """The interval for B's success rate minus A's over paired episodes: Newcombe's (1998) square-and-add interval
+    for paired proportions (his method 10), from each side's Wilson interval and the pairs' phi correlation.
+
+    A fixed-size interval, for the pairs a run has (the counterpart of McNemar's exact test, not of the sequential
+    test's anytime interval): it holds 0 roughly where McNemar's p is above 1 - `confidence`.
+    """
+    counts = {"both": both, "a_only": a_only, "b_only": b_only, "neither": neither}
+    negative = {name: count for name, count in counts.items() if count < 0}
+    if negative:
+        raise ValueError(f"pair counts must be non-negative, got {negative}")
+    n = both + a_only + b_only + neither
+    if n == 0:
+        raise ValueError("no pairs: an interval needs at least one pair")
+    rate_a, rate_b = (both + a_only) / n, (both + b_only) / n
+    low_a, high_a = wilson_interval(both + a_only, n, confidence)
+    low_b, high_b = wilson_interval(both + b_only, n, confidence)
+    phi = _corrected_phi(both, a_only, b_only, neither)
+    difference = rate_b - rate_a
+    below = math.sqrt(
+        max(0.0, (rate_b - low_b) ** 2 - 2 * phi * (rate_b - low_b) * (high_a - rate_a) + (high_a - rate_a) ** 2)
+    )
+    above = math.sqrt(
+        max(0.0, (high_b - rate_b) ** 2 - 2 * phi * (high_b - rate_b) * (rate_a - low_a) + (rate_a - low_a) ** 2)
+    )
+    return max(-1.0, difference - below), min(1.0, difference + above)
+
+
+def _corrected_phi(both: int, a_only: int, b_only: int, neither: int) -> float:
+    """The pairs' phi coefficient with Newcombe's continuity correction (a positive cross-product shrunk by n/2, not
+    below 0); 0 where a margin is empty."""
+    n = both + a_only + b_only + neither
+    margins = (both + a_only) * (b_only + neither) * (both + b_only) * (a_only + neither)
+    if margins == 0:
+        return 0.0
+    cross = both * neither - a_only * b_only
+    corrected = max(0.0, cross - n / 2) if cross > 0 else float(cross)
+    return corrected / math.sqrt(margins)
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment of several p-values (Holm 1979, "A simple sequentially rejective multiple test
     procedure", Scand. J. Statist.): rejecting the hypotheses whose adjusted p-value is ≤ alpha controls the chance
