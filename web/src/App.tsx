@@ -1,12 +1,14 @@
 // The shell: a bar with the three places (Canvas, Live, Runs), the token prompt when the server wants one, and the
-// page of the current hash route. One bundle for the three places: loading each place's code on first visit
-// made every page slower to become interactive (benchmarks/web_tti.py: about 250 ms more on loopback).
+// page of the current hash route (an episode's viewer, `#/runs/<run>/episode/<id>`, is a page of its own). One bundle
+// for the three places: loading each place's code on first visit made every page slower to become interactive
+// (benchmarks/web_tti.py: about 250 ms more on loopback).
 import { useEffect, useState } from "react";
 import { onUnauthorized, setToken } from "./api";
 import { CanvasPage } from "./canvas/CanvasPage";
 import { LivePage } from "./live/LivePage";
+import { EpisodeViewerPage } from "./runs/EpisodeViewer";
 import { RunsPage } from "./runs/RunsPage";
-import { href, useRoute } from "./router";
+import { href, useRoute, type Route } from "./router";
 
 const PLACES = [
   { key: "canvas", label: "Canvas" },
@@ -17,6 +19,7 @@ const PLACES = [
 export function App() {
   const route = useRoute();
   const place = route.parts[0] ?? "canvas";
+  const viewer = episodeRoute(route);
   const [needsToken, setNeedsToken] = useState(false);
   useEffect(() => onUnauthorized(() => setNeedsToken(true)), []);
 
@@ -36,12 +39,22 @@ export function App() {
       <main className="page">
         {place === "canvas" && <CanvasPage route={route} />}
         {place === "live" && <LivePage route={route} />}
-        {(place === "runs" || place === "compare" || place === "ab" || place === "sweeps") && (
-          <RunsPage route={route} />
+        {viewer ? (
+          <EpisodeViewerPage key={`${viewer.runId}/${viewer.episodeId}`} {...viewer} />
+        ) : (
+          (place === "runs" || place === "compare" || place === "ab" || place === "sweeps") && <RunsPage route={route} />
         )}
       </main>
     </div>
   );
+}
+
+/** `#/runs/<run>/episode/<episode id>?attempt=<n>`: the episode viewer's page; null for any other route. */
+function episodeRoute(route: Route): { runId: string; episodeId: string; attempt: number | null } | null {
+  const [place, runId, what, episodeId] = route.parts;
+  if (place !== "runs" || what !== "episode" || !runId || !episodeId) return null;
+  const attempt = Number(route.query.get("attempt"));
+  return { runId, episodeId, attempt: Number.isInteger(attempt) && attempt >= 1 ? attempt : null };
 }
 
 function TokenPrompt({ onDone }: { onDone: () => void }) {

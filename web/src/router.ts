@@ -34,3 +34,8 @@ export function href(parts: string[], query?: Record<string, string>): string {
 export function navigate(parts: string[], query?: Record<string, string>): void {
   location.hash = href(parts, query);
 }
+
+/** The episode viewer's address: `#/runs/<run>/episode/<episode id>` (`?attempt=<n>` for an earlier attempt). */
+export function episodeHref(runId: string, episodeId: string, attempt?: number): string {
+  return href(["runs", runId, "episode", episodeId], attempt === undefined ? undefined : { attempt: String(attempt) });
+}

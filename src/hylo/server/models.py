@@ -95,6 +95,91 @@ class EpisodeTrace(BaseModel):
     events: list[dict[str, Any]]
 
 
+class TimelineReview(BaseModel):
+    """The shield's review of one step's action: `approved` false when it aborted the episode, `modified` when it
+    changed the action (an intervention), its reasons and the guard that refused it."""
+
+    approved: bool
+    modified: bool
+    reasons: list[str]
+    guard: str | None
+
+
+class TimelineStep(BaseModel):
+    """One env step of an episode's timeline. `action`: its numbers, flattened (one per action dimension; null when
+    the action is not numbers, e.g. a digest of a large array); `executed` false for the step whose review aborted
+    the episode; `seq_first`..`seq_last`: the sequence numbers of its trace events (inclusive)."""
+
+    step: int
+    executed: bool
+    action: list[float | None] | None
+    hold: bool
+    reward: float | None
+    terminated: bool
+    truncated: bool
+    success: bool
+    review: TimelineReview | None
+    seq_first: int
+    seq_last: int
+
+
+class TimelineChunk(BaseModel):
+    """One chunk the agent returned (`agent.chunk`): asked for at step `requested_at`, merged at `start_step`, its
+    first `dropped` actions stale by then."""
+
+    seq: int
+    requested_at: int
+    start_step: int
+    size: int
+    execution_steps: int
+    latency_s: float | None
+    virtual_latency_s: float | None
+    dropped: int
+    delay_steps: int
+
+
+class TimelineEnd(BaseModel):
+    """How the episode ended (its `episode.end`)."""
+
+    status: str
+    reason: str
+    success: bool
+    steps: int
+    safety_interventions: int
+
+
+class TimelineVideo(BaseModel):
+    """One camera's video of the episode (`GET /runs/{run}/video`): it plays at `fps` and has `frames` frames; frame
+    `k + frame_offset` shows the observation step k acted on (0: frame 0 is the reset's), frame `k + frame_offset + 1`
+    what step k's action led to. Frame i is on screen from i / fps to (i + 1) / fps seconds."""
+
+    camera: str | None = Field(description="the camera's name; null: the run's one recorded camera")
+    fps: float
+    frames: int
+    frame_offset: int
+
+
+class EpisodeTimeline(BaseModel):
+    """An episode's trace as one row per env step (docs/web.md, the episode viewer), bounded: at most 2000 steps
+    from `first_step` of `total_steps`, the first 32 of `total_dims` action dimensions; `cut` says what was left
+    out (null: nothing)."""
+
+    run_id: str
+    episode_id: str
+    attempt: int
+    attempts: list[int]
+    first_step: int
+    total_steps: int
+    total_dims: int
+    dim_names: list[str]
+    dt: float | None = Field(description="the env's control period in seconds; null when the trace does not tell")
+    steps: list[TimelineStep]
+    chunks: list[TimelineChunk]
+    end: TimelineEnd | None = Field(description="null for an episode that has no `episode.end`")
+    cut: str | None
+    videos: list[TimelineVideo] = Field(description="the episode's videos (none: the timeline alone)")
+
+
 class RunTiming(BaseModel):
     """What a run ran under: its protocol (null: none named), its timing and timing options."""
 

@@ -1,11 +1,12 @@
 """The run routes of the eval API (under `/api/eval/v2`): every run of the log dir, one run's detail, its final
-episodes (paged, or one by id), an episode's trace and video, and two runs compared."""
+episodes (paged, or one by id), an episode's trace, timeline and video, and two runs compared."""
 
 from __future__ import annotations
 
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Annotated, Any
 
+import av
 from fastapi import APIRouter, Query
 from fastapi.responses import FileResponse
 
@@ -19,9 +20,20 @@ from hylo.evallog.realtime_metrics import episode_realtime, realtime_figures
 from hylo.evallog.report import run_timing
 from hylo.evallog.rows import EpisodeRow
 from hylo.evallog.store import EvalLog, list_runs, records
+from hylo.evallog.timeline import MAX_STEPS, timeline
 from hylo.jobs.errors import JobRefused
 from hylo.server.dependencies import CodeChanges, Scheduler
-from hylo.server.models import Comparison, Episode, Episodes, EpisodeTrace, RunDetail, Runs, streamed
+from hylo.server.models import (
+    Comparison,
+    Episode,
+    Episodes,
+    EpisodeTimeline,
+    EpisodeTrace,
+    RunDetail,
+    Runs,
+    TimelineVideo,
+    streamed,
+)
 from hylo.stats.success import compare_runs, seed_clusters, summary_json
 
 router = APIRouter(tags=["runs"])
@@ -120,23 +132,104 @@ def episode(run: str, episode: EpisodeId, scheduler: Scheduler) -> Episode:
     return Episode(run_id=run_id, episode=_episode_json(final))
 
 
+Attempt = Annotated[int | None, Query(ge=1, le=MAX_SEED, description="which attempt (default: the last)")]
+
+
+def _attempt_rows(log: EvalLog, run_id: str, episode: str, attempt: int | None) -> tuple[list[EpisodeRow], int]:
+    """The episode's attempts and the one asked for (the last by default); RunNotFound when either is missing."""
+    rows = sorted(log.attempts(episode), key=lambda row: row.attempt)
+    if not rows or (attempt is not None and attempt not in {row.attempt for row in rows}):
+        which = f"episode {episode!r}" + (f" attempt {attempt}" if attempt is not None else "")
+        raise RunNotFound(f"run {run_id} has no {which}")
+    return rows, attempt if attempt is not None else rows[-1].attempt
+
+
 @router.get("/runs/{run}/trace", response_model=EpisodeTrace, summary="One episode's recorded trace")
 def trace(
     run: str,
     episode: EpisodeId,
     scheduler: Scheduler,
-    attempt: Annotated[int | None, Query(ge=1, le=MAX_SEED, description="which attempt (default: the last)")] = None,
+    attempt: Attempt = None,
+    from_seq: Annotated[int, Query(ge=0, le=MAX_SEED, description="only events from this sequence number")] = 0,
+    to_seq: Annotated[
+        int | None, Query(ge=0, le=MAX_SEED, description="only events up to this sequence number (inclusive)")
+    ] = None,
 ) -> EpisodeTrace:
-    """The trace events of one attempt of an episode, in order. 404 for an episode the run does not have."""
+    """The trace events of one attempt of an episode, in order (those of one step of its timeline, with `from_seq`
+    and `to_seq`). 404 for an episode the run does not have."""
     with EvalLog.open(find_run(scheduler.log_dir, run_name(run))) as log:
         run_id = log.info().run_id
-        attempts = [row.attempt for row in log.attempts(episode)]
-        if not attempts or (attempt is not None and attempt not in attempts):
-            which = f"episode {episode!r}" + (f" attempt {attempt}" if attempt is not None else "")
-            raise RunNotFound(f"run {run_id} has no {which}")
-        chosen = attempt if attempt is not None else max(attempts)
+        rows, chosen = _attempt_rows(log, run_id, episode, attempt)
         events = log.trace(episode, chosen)
-    return EpisodeTrace(run_id=run_id, episode_id=episode, attempt=chosen, attempts=sorted(attempts), events=events)
+    if from_seq > 0 or to_seq is not None:
+        events = [event for event in events if _in_range(event.get("seq"), from_seq, to_seq)]
+    attempts = [row.attempt for row in rows]
+    return EpisodeTrace(run_id=run_id, episode_id=episode, attempt=chosen, attempts=attempts, events=events)
+
+
+def _in_range(seq: Any, first: int, last: int | None) -> bool:
+    return isinstance(seq, int) and seq >= first and (last is None or seq <= last)
+
+
+@router.get("/runs/{run}/timeline", response_model=EpisodeTimeline, summary="One episode's timeline, step by step")
+def episode_timeline(
+    run: str,
+    episode: EpisodeId,
+    scheduler: Scheduler,
+    attempt: Attempt = None,
+    first_step: Annotated[
+        int, Query(ge=0, le=MAX_SEED, description=f"the first step of the answer (at most {MAX_STEPS} steps)")
+    ] = 0,
+) -> EpisodeTimeline:
+    """One attempt's trace as one row per env step (its action, reward, end flags, the shield's review, its events'
+    sequence numbers), its chunks and how it ended, and its video's frame of each step (the last attempt's video
+    only: an earlier attempt has none). Bounded: at most 2000 steps from `first_step` and 32 action dimensions, `cut`
+    saying what was left out. 404 for an episode the run does not have, 422 for a `first_step` past its last step."""
+    run_dir = find_run(scheduler.log_dir, run_name(run))
+    with EvalLog.open(run_dir) as log:
+        run_id = log.info().run_id
+        rows, chosen = _attempt_rows(log, run_id, episode, attempt)
+        events = log.trace(episode, chosen)
+    steps = timeline(events, first_step)
+    if first_step > 0 and first_step >= steps.total_steps:
+        raise JobRefused("first_step", f"first_step {first_step} is past the episode's {steps.total_steps} steps")
+    final = rows[-1]
+    videos: list[TimelineVideo] = []
+    if chosen == final.attempt and final.video:
+        path = confined_file(scheduler.log_dir, PurePath(run_dir.name, final.video))
+        found = None if path is None else _video_track(path)
+        videos = [] if found is None else [found]
+    return EpisodeTimeline.model_validate(
+        {
+            "run_id": run_id,
+            "episode_id": episode,
+            "attempt": chosen,
+            "attempts": [row.attempt for row in rows],
+            **steps.to_json(),
+            "videos": videos,
+        }
+    )
+
+
+def _video_track(path: Path) -> TimelineVideo | None:
+    """The rate and frame count of an episode's video (its one camera's), or None when it cannot be read. The
+    recording's frame 0 is the reset's, then one per step (evallog/recording.py, FrameTap): frame offset 0."""
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            rate = stream.average_rate or stream.guessed_rate
+            fps = float(rate) if rate else 0.0
+            frames = int(stream.frames) or _counted(container)
+    except (OSError, ValueError, IndexError, av.FFmpegError):
+        return None
+    if fps <= 0 or frames <= 0:
+        return None
+    return TimelineVideo(camera=None, fps=fps, frames=frames, frame_offset=0)
+
+
+def _counted(container: Any) -> int:
+    """A video's frames, counted by demuxing (a container that does not store the count)."""
+    return sum(1 for packet in container.demux(video=0) if packet.size)
 
 
 @router.get(

@@ -1,11 +1,13 @@
-// The selected episode: its outcome, its realtime figures under realtime timing, its video when it has one, and its
-// recorded trace (each event with its kind, filterable by kind, one attempt at a time).
+// The selected episode: its outcome, its realtime figures under realtime timing, its video when it has one, the link
+// to its viewer (step by step, `#/runs/<run>/episode/<id>`), and its recorded trace (each event with its kind, large
+// arrays collapsed to their summary, filterable by kind, one attempt at a time).
 import { useEffect, useMemo, useRef, useState } from "react";
 import { api, errorMessage, withToken } from "../api";
 import { StatusBadge } from "./Progress";
 import { ms } from "./RealtimePanel";
 import { pct } from "./format";
-import { summarizeEvent, type TraceEvent } from "../trace";
+import { episodeHref } from "../router";
+import { summarizeEventCompact, type TraceEvent } from "../trace";
 import { runPath, type EpisodeRow, type EpisodeTrace, type RealtimeFigures } from "./types";
 
 const SHOWN_STEP = 300;
@@ -28,6 +30,12 @@ export function EpisodePanel(props: { runId: string; episode: EpisodeRow; reveal
       <p>
         <StatusBadge status={episode.status} /> {episode.reason} · {episode.steps} steps · seed{" "}
         <span className="mono">{episode.seed}</span>
+      </p>
+      <p>
+        <a className="episode-viewer-link" href={episodeHref(runId, episode.episode_id)} data-testid="episode-open-viewer">
+          Open viewer
+        </a>{" "}
+        <span className="muted">step by step: {episode.video ? "frames, " : ""}actions, reward, shield and events</span>
       </p>
       {episode.realtime && <EpisodeRealtime figures={episode.realtime} />}
       {episode.detail && <pre className="episode-detail">{episode.detail}</pre>}
@@ -163,7 +171,7 @@ function TraceLine({ event }: { event: TraceEvent }) {
         {kind}
       </span>
       <span className="trace-time mono">{typeof event.sim_time === "number" ? `t=${event.sim_time.toFixed(2)}` : ""}</span>
-      <span className="trace-fields mono">{summarizeEvent(event, 400)}</span>
+      <span className="trace-fields mono">{summarizeEventCompact(event)}</span>
     </li>
   );
 }

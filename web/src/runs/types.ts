@@ -345,3 +345,69 @@ export interface SweepRecord extends SweepSummary {
   points: SweepPoint[];
   refused: { latency_steps: number; execution_steps: number | null; reason: string }[];
 }
+
+/** The shield's review of one step's action (`safety.review`): not approved when it aborted the episode, modified
+ * when it changed the action (an intervention). */
+export interface TimelineReview {
+  approved: boolean;
+  modified: boolean;
+  reasons: string[];
+  guard: string | null;
+}
+
+/** One env step of an episode's timeline (`GET /runs/{run}/timeline`). */
+export interface TimelineStep {
+  step: number;
+  /** False for the step whose review aborted the episode: no action ran. */
+  executed: boolean;
+  /** The action's numbers, one per dimension; null when it is not numbers (a digest, text). */
+  action: (number | null)[] | null;
+  hold: boolean;
+  reward: number | null;
+  terminated: boolean;
+  truncated: boolean;
+  success: boolean;
+  review: TimelineReview | null;
+  /** The sequence numbers of the step's trace events, inclusive. */
+  seq_first: number;
+  seq_last: number;
+}
+
+/** A chunk the agent returned: asked for at `requested_at`, merged at `start_step`, its first `dropped` stale. */
+export interface TimelineChunk {
+  seq: number;
+  requested_at: number;
+  start_step: number;
+  size: number;
+  execution_steps: number;
+  latency_s: number | null;
+  virtual_latency_s: number | null;
+  dropped: number;
+  delay_steps: number;
+}
+
+/** One camera's video: frame `k + frame_offset` shows the observation step k acted on. */
+export interface TimelineVideo {
+  camera: string | null;
+  fps: number;
+  frames: number;
+  frame_offset: number;
+}
+
+export interface EpisodeTimeline {
+  run_id: string;
+  episode_id: string;
+  attempt: number;
+  attempts: number[];
+  first_step: number;
+  total_steps: number;
+  total_dims: number;
+  dim_names: string[];
+  dt: number | null;
+  steps: TimelineStep[];
+  chunks: TimelineChunk[];
+  end: { status: EpisodeStatus; reason: string; success: boolean; steps: number; safety_interventions: number } | null;
+  /** What the answer left out (steps, action dimensions), in words; null when nothing. */
+  cut: string | null;
+  videos: TimelineVideo[];
+}
