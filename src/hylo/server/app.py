@@ -37,6 +37,7 @@ from hylo.server.models import PANEL_PROBLEMS, PROBLEMS
 from hylo.server.options import router as options_route
 from hylo.server.panels import router as panel_routes
 from hylo.server.problems import exception_handlers
+from hylo.server.run_figures import router as run_figure_routes
 from hylo.server.runs import router as run_routes
 from hylo.server.sessions import router as session_routes
 from hylo.server.web import is_public, mount_web
@@ -125,6 +126,7 @@ def _include_routers(app: FastAPI, docs: bool) -> None:
     web UI at `/`, beneath every API route."""
     app.include_router(job_routes, prefix=PREFIX, responses=PROBLEMS)
     app.include_router(run_routes, prefix=PREFIX, responses=PROBLEMS)
+    app.include_router(run_figure_routes, prefix=PREFIX, responses=PROBLEMS)
     app.include_router(experiment_routes, prefix=PREFIX, responses=PROBLEMS)
     app.include_router(panel_routes, prefix="/api", responses=PANEL_PROBLEMS)
     app.include_router(session_routes, prefix="/api", responses=PANEL_PROBLEMS)

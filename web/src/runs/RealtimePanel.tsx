@@ -1,8 +1,14 @@
 // A realtime run's figures (docs/evallog.md, Realtime metrics): act latency p50 / p95 / p99, measured and on the
 // virtual clock, the effective control rate, the stale and hold ratios with their counts, chunks requested with their
 // mean delay, and the watchdog ends. Pooled over the run's episodes: percentiles over every act, ratios of sums.
+// Below them, charts per task (`GET /runs/{run}/realtime/tasks`): the latency percentiles and the stale and hold
+// ratios, the whole run last.
+import type { RealtimePerTask } from "./figures";
 import { pct } from "./format";
-import type { LatencyPercentiles, RealtimeFigures } from "./types";
+import { type FigureRow, LatencyChart, RatioChart } from "./RealtimeCharts";
+import { runPath, type LatencyPercentiles, type RealtimeFigures } from "./types";
+import { useAnswer } from "./useAnswer";
+import "./figures.css";
 
 const PERCENTILES = ["p50", "p95", "p99"] as const;
 
@@ -24,7 +30,8 @@ function LatencyRow({ name, testId, values }: { name: string; testId: string; va
   );
 }
 
-export function RealtimePanel({ figures: f }: { figures: RealtimeFigures }) {
+export function RealtimePanel(props: { runId: string; version: number; figures: RealtimeFigures }) {
+  const f = props.figures;
   return (
     <section className="panel realtime-panel" data-testid="realtime-panel">
       <h3>Realtime</h3>
@@ -72,6 +79,45 @@ export function RealtimePanel({ figures: f }: { figures: RealtimeFigures }) {
           <dd data-testid="realtime-watchdog">{f.watchdog_ends}</dd>
         </dl>
       </div>
+      <RealtimeCharts runId={props.runId} version={props.version} overall={f} />
     </section>
+  );
+}
+
+/** The per-task charts; while the tasks' figures load (or when they fail) the whole run's figures above stand. */
+function RealtimeCharts(props: { runId: string; version: number; overall: RealtimeFigures }) {
+  const { data, error } = useAnswer<RealtimePerTask>(runPath(props.runId, "/realtime/tasks"), props.version);
+  if (error) {
+    return (
+      <div className="error-message" data-testid="realtime-charts-error">
+        {error}
+      </div>
+    );
+  }
+  if (!data) return null;
+  const rows: FigureRow[] = [
+    ...Object.entries(data.value.per_task).map(([name, figures]) => ({ name, figures, overall: false })),
+    { name: "All tasks", figures: props.overall, overall: true },
+  ];
+  return (
+    <div className="figures-row realtime-charts" data-testid="realtime-charts">
+      <figure className="figure">
+        <figcaption>
+          Act latency per task: <span className="latency-key latency-p50">●</span> p50{" "}
+          <span className="latency-key latency-p95">●</span> p95 <span className="latency-key latency-p99">●</span> p99
+        </figcaption>
+        <LatencyChart rows={rows} which="latency_s" clock="measured" testId="realtime-latency-chart" />
+        {props.overall.virtual_latency_s && (
+          <LatencyChart rows={rows} which="virtual_latency_s" clock="virtual" testId="realtime-virtual-latency-chart" />
+        )}
+      </figure>
+      <figure className="figure">
+        <figcaption>
+          Stale and hold per task: <span className="ratio-key ratio-stale">■</span> stale (dropped / executed){" "}
+          <span className="ratio-key ratio-hold">■</span> hold (hold steps / steps)
+        </figcaption>
+        <RatioChart rows={rows} />
+      </figure>
+    </div>
   );
 }

@@ -1,12 +1,14 @@
 // `#/runs/<id>`: one run — its state, health and progress (polled while it runs), its agent's arguments, protocol and
-// timing, cancel, the per-task table and chart, the agent's code and what changed against the run before it of the
-// same configuration, the realtime figures of a realtime run, the clustered figures of a run of several seeds, and
-// its episodes with the selected episode's trace and video (`?episode=<id>` selects one from a link).
+// timing, cancel, the per-task table and chart, the distributions of episode length and return by status, the
+// agent's code and what changed against the run before it of the same configuration, the realtime figures of a
+// realtime run, the clustered figures of a run of several seeds, and its episodes with the selected episode's trace
+// and video (`?episode=<id>` selects one from a link).
 import { useEffect, useState } from "react";
 import { api, errorMessage } from "../api";
 import { href, navigate } from "../router";
 import { CancelButton } from "./CancelButton";
 import { CodePanel } from "./CodePanel";
+import { DistributionsPanel } from "./Distributions";
 import { EpisodeList } from "./EpisodeList";
 import { EpisodePanel } from "./EpisodePanel";
 import { ProgressBar, StatusBadge } from "./Progress";
@@ -92,8 +94,15 @@ export function RunPage({ runId, episodeId }: { runId: string; episodeId: string
               <SuccessChart summary={data.summary} />
             </div>
           </section>
+          <DistributionsPanel
+            runId={data.run.run_id}
+            tasks={Object.keys(data.summary.per_task)}
+            version={data.run.n_done}
+          />
           {data.code !== undefined && <CodePanel code={data.code} changes={data.code_changes ?? null} />}
-          {data.realtime && <RealtimePanel figures={data.realtime} />}
+          {data.realtime && (
+            <RealtimePanel runId={data.run.run_id} version={data.run.n_done} figures={data.realtime} />
+          )}
           {data.seed_clusters && <SeedsPanel clusters={data.seed_clusters} summary={data.summary} />}
           {episodeError && (
             <div className="error-message" data-testid="episode-error">
