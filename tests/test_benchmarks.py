@@ -174,3 +174,16 @@ def test_lerobot_policy_compares_the_same_episodes_and_keeps_batched_results_equ
     for run in ("inline", "workers_2", "workers_2_batch_2"):
         assert figures[run]["steps"] > 0 and figures[run]["episodes_per_s"] > 0, run
     assert set(figures["workers_2_batch_2"]["rss_by_role_mb"]) == {"runner", "children"}
+
+
+def test_rerun_overhead_prints_both_rates_their_ratio_and_the_export():
+    import pytest
+
+    pytest.importorskip("rerun", reason="the rerun extra")
+    result = run_benchmark(
+        "rerun_overhead.py", "--json", "--repeats", "1", "--episodes", "1", "--max-steps", "10", timeout=300
+    )
+    figures = json.loads(result.stdout)
+    assert figures["bare_steps_per_s"] > 0 and figures["rerun_steps_per_s"] > 0
+    assert abs(figures["ratio"] - figures["rerun_steps_per_s"] / figures["bare_steps_per_s"]) < 1e-9
+    assert figures["export_episodes"] == 1 and figures["export_frames"] == 11 and figures["export_bytes"] > 0
