@@ -1,15 +1,18 @@
 """The canvas (`#/canvas`): open a graph, add and connect nodes with typed ports, see a wrong connection refused,
-edit a config through its generated form, save, and see the server's validation problems on the offending nodes."""
+edit a config through its generated form, save, and see the server's validation problems on the offending nodes;
+every example readable at fit, Layout, Validate, Run beside the canvas (node states, edge values) and the guard on
+unsaved edits."""
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 from browser import HyloServe, snap
-from playwright.sync_api import FloatRect, Locator, Page, expect
+from playwright.sync_api import Dialog, FloatRect, Locator, Page, expect
 
 EXPERT_NODES = ("reset", "iterIn", "observe", "reason", "step", "iterOut", "evaluate")
 
@@ -267,3 +270,168 @@ def test_unknown_node_type_and_missing_graph_are_readable(server: HyloServe, pag
 
     page.goto(server.url + "/#/canvas/no_such_graph")
     expect(page.get_by_test_id("canvas-message")).to_contain_text('graph "no_such_graph" could not be opened: 404')
+
+
+# -- readable at fit, validate, run, the unsaved-edits guard -------------------------------------------------------
+
+ON_SCREEN = """() => {
+  const zoom = new DOMMatrix(getComputedStyle(document.querySelector('.react-flow__viewport')).transform).a;
+  const fonts = [];
+  for (const element of document.querySelectorAll('.react-flow__node-hylo *')) {
+    const text = [...element.childNodes].some((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim());
+    if (text) fonts.push(parseFloat(getComputedStyle(element).fontSize));
+  }
+  const paths = [...document.querySelectorAll('.react-flow__edge-path')];
+  const marked = paths.filter((p) => {
+    const id = /url\\(['"]?#([^'")]+)/.exec(p.getAttribute('marker-end') || '');
+    return id && document.getElementById(id[1]) !== null;
+  });
+  return {
+    zoom,
+    font: Math.min(...fonts),
+    stroke: Math.min(...paths.map((p) => parseFloat(getComputedStyle(p).strokeWidth))),
+    edges: paths.length,
+    arrowheads: marked.length,
+  };
+}"""
+
+
+def fitted(page: Page, before: str | None) -> None:
+    """Wait until the canvas has fitted the view again (after the fit counted `before`)."""
+    flow = page.get_by_test_id("canvas-flow")
+    expect(flow).not_to_have_attribute("data-fits", before or "0")
+
+
+def test_every_example_is_readable_at_fit(server: HyloServe, page: Page, tmp_path: Path) -> None:
+    examples = [g["name"] for g in server.api.get("/api/graphs").json()["graphs"] if g["builtin"]]
+    assert {"babyai_expert", "babyai_memory", "metaworld_chunked_expert"} <= set(examples)
+    page.goto(server.url + "/#/canvas")
+    for name in examples:
+        before = page.get_by_test_id("canvas-flow").get_attribute("data-fits")
+        page.get_by_test_id("graph-select").select_option(name)
+        fitted(page, before)
+        shown = page.evaluate(ON_SCREEN)
+        edges = len(server.api.get(f"/api/graphs/{name}").json()["edges"])
+        assert shown["font"] * shown["zoom"] >= 11, f"{name}: node text is {shown['font'] * shown['zoom']:.1f} px"
+        assert shown["stroke"] * shown["zoom"] >= 1.5, f"{name}: edges are {shown['stroke'] * shown['zoom']:.2f} px"
+        assert shown["edges"] == shown["arrowheads"] == edges
+    snap(page, tmp_path, "fit")
+
+
+def test_layout_lays_the_graph_out_left_to_right_as_an_edit(server: HyloServe, page: Page) -> None:
+    open_canvas(page, server, "babyai_memory")
+    expect(page.get_by_test_id("unsaved")).to_have_count(0)
+    before = {node: position(page, node) for node in ("reset", "recall", "total")}
+    page.get_by_test_id("layout-graph").click()
+    expect(page.get_by_test_id("node-recall")).not_to_have_attribute("data-position", "{},{}".format(*before["recall"]))
+    order = [position(page, n)[0] for n in ("reset", "iterIn", "observe", "reason", "step", "iterOut", "evaluate")]
+    assert order == sorted(order) and len(set(order)) == len(order)
+    expect(page.get_by_test_id("unsaved")).to_be_visible()
+
+
+def test_validate_then_run_the_open_graph_beside_the_canvas(server: HyloServe, page: Page, tmp_path: Path) -> None:
+    open_canvas(page, server, "babyai_expert")
+    page.get_by_test_id("validate-graph").click()
+    expect(page.get_by_test_id("canvas-message")).to_contain_text("valid: the server found no problem")
+    expect(page.get_by_test_id("problems-panel")).to_have_count(0)
+
+    page.get_by_test_id("run-graph").click()
+    panel = page.get_by_test_id("run-panel")
+    expect(panel).to_be_visible()
+    expect(panel.get_by_test_id("outcome-status")).to_have_text("success", timeout=60_000)
+    expect(panel.get_by_test_id("live-frame")).to_be_visible()
+    for node in EXPERT_NODES:
+        shown = page.get_by_test_id(f"node-{node}")
+        expect(shown).to_have_attribute("data-state", "done")
+        expect(shown).to_have_class(re.compile(r"\brun-done\b"))
+    expect(page.get_by_test_id("node-state-step")).to_contain_text(re.compile(r"done ×\d+", re.IGNORECASE))
+
+    page.get_by_test_id("rf__edge-observe.observation->reason.observation").hover()
+    value = page.get_by_test_id("edge-value")
+    expect(value).to_contain_text("observe.observation->reason.observation")
+    expect(value).to_contain_text(re.compile(r"uint8 \d+×\d+×3 min \d+ max \d+"))  # the image, summarised
+    snap(page, tmp_path, "run")
+
+    # run, not saved: the example is not shadowed by a copy
+    example = next(g for g in server.api.get("/api/graphs").json()["graphs"] if g["name"] == "babyai_expert")
+    assert example["builtin"] and not example["shadows_builtin"]
+    page.get_by_test_id("close-run").click()
+    expect(page.get_by_test_id("run-panel")).to_have_count(0)
+    expect(page.get_by_test_id("node-reset")).not_to_have_attribute("data-state", "done")
+    assert server.api.get("/api/sessions").json()["sessions"] == []
+
+
+def test_an_invalid_edit_shows_on_its_node_and_port_on_validate(server: HyloServe, page: Page, tmp_path: Path) -> None:
+    open_canvas(page, server, "babyai_expert")
+    page.get_by_test_id("rf__edge-reason.chunk->step.action").click()
+    page.keyboard.press("Delete")
+    expect(page.locator(".react-flow__edge")).to_have_count(6)
+    page.get_by_test_id("validate-graph").click()
+    expect(page.get_by_test_id("canvas-message")).to_contain_text("invalid: the server found")
+    expect(page.get_by_test_id("node-error-step")).to_contain_text("'action'")
+    expect(page.get_by_test_id("node-step")).to_have_class(re.compile(r"\bhas-problems\b"))
+    expect(page.get_by_test_id("port-problem-step-action")).to_be_visible()
+    expect(page.get_by_test_id("node-error-reason")).to_have_count(0)
+    expect(page.get_by_test_id("problems-panel")).to_contain_text("(last validation)")
+    snap(page, tmp_path, "invalid")
+
+    page.get_by_test_id("run-graph").click()  # the server refuses to run it, with the same problems
+    expect(page.get_by_test_id("canvas-message")).to_contain_text("not run: the server found")
+    expect(page.get_by_test_id("node-error-step")).to_contain_text("'action'")
+    expect(page.get_by_test_id("run-panel")).to_have_count(0)
+
+
+def test_unsaved_edits_are_guarded(server: HyloServe, page: Page) -> None:
+    asked: list[str] = []
+
+    def answer(accept: bool) -> None:
+        """Answer the next dialog: OK when `accept`, else Cancel."""
+
+        def reply(dialog: Dialog) -> None:
+            asked.append(dialog.message)
+            if accept:
+                dialog.accept()
+            else:
+                dialog.dismiss()
+
+        page.once("dialog", reply)
+
+    open_canvas(page, server, "babyai_expert")
+    page.get_by_test_id("rf__edge-reason.chunk->step.action").click()
+    page.keyboard.press("Delete")
+    expect(page.get_by_test_id("unsaved")).to_be_visible()
+
+    answer(False)  # another graph: declined, the edit stays
+    page.get_by_test_id("graph-select").select_option("metaworld_chunked_expert")
+    expect(page.get_by_test_id("graph-select")).to_have_value("babyai_expert")
+    expect(page.locator(".react-flow__edge")).to_have_count(6)
+    answer(False)  # another place of the app: declined
+    page.get_by_test_id("nav-runs").click()
+    expect(page).to_have_url(re.compile(r"#/canvas/babyai_expert$"))
+    expect(page.locator(".react-flow__edge")).to_have_count(6)
+    assert len(asked) == 2 and all("not saved" in message for message in asked)
+
+    answer(True)  # accepted: the other graph opens
+    page.get_by_test_id("graph-select").select_option("metaworld_chunked_expert")
+    expect(page.get_by_test_id("graph-name")).to_have_value("metaworld_chunked_expert")
+    expect(page.get_by_test_id("unsaved")).to_have_count(0)
+    assert len(asked) == 3
+
+    # leaving the page (closing it) with an edit asks too
+    other = page.context.new_page()
+    other.goto(server.url + "/#/canvas/babyai_expert")
+    other.get_by_test_id("rf__edge-reason.chunk->step.action").click()
+    other.keyboard.press("Delete")
+    expect(other.get_by_test_id("unsaved")).to_be_visible()
+    kinds: list[str] = []
+
+    def leave(dialog: Dialog) -> None:
+        kinds.append(dialog.type)
+        dialog.accept()
+
+    other.once("dialog", leave)
+    other.close(run_before_unload=True)
+    deadline = time.monotonic() + 10
+    while not kinds and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    assert kinds == ["beforeunload"]

@@ -37,6 +37,7 @@ from hylo.graph.compile import Plan, PlannedNode
 from hylo.graph.faults import ExecutionStopped, GraphSetupError, NodesetCrashed
 from hylo.graph.firing import LiveNode, NodeFiring
 from hylo.graph.node import Node, Role, RunContext, Runtime, overrides
+from hylo.graph.watch import NodeWatch
 
 __all__ = ["CHECKPOINTS_KEPT", "ExecutionStopped", "GraphRunner", "GraphSetupError", "NodesetCrashed", "RemoteNodesets"]
 
@@ -187,9 +188,11 @@ class GraphRunner(EpisodeLoop, NodeFiring):
       to the graph's `step_budget`, then the env's `max_episode_steps`
     - `remote`: builds the proxies of nodes whose nodeset runs in server mode (and is closed with the runner)
 
-    Two attributes let an interactive session drive an execution: `gate(i)`, when set, is called before iteration
-    i, in the runner's thread (it may block to pause, run other work there, or raise `ExecutionStopped`), and
-    `observer(obs)` is handed every observation a reset or observe node produces (the live view's frames).
+    Three attributes let an interactive session drive and watch an execution: `gate(i)`, when set, is called before
+    iteration i, in the runner's thread (it may block to pause, run other work there, or raise `ExecutionStopped`),
+    `observer(obs)` is handed every observation a reset or observe node produces (the live view's frames), and
+    `on_nodes(message)`, when set before an execution, is handed its nodes' states and its edges' last values
+    (`hylo.graph.watch`: after the pre-loop band, after iterations, at the end).
     """
 
     fault_owner = "graph executor"
@@ -218,6 +221,8 @@ class GraphRunner(EpisodeLoop, NodeFiring):
         self.name = f"graph:{plan.graph.name}"
         self.gate: Callable[[int], None] | None = None
         self.observer: Callable[[Any], None] | None = None
+        self.on_nodes: Callable[[dict[str, Any]], None] | None = None
+        self._watch: NodeWatch | None = None
         self._closed = False
         self._remote = remote
         self._live: dict[str, LiveNode] = {}
@@ -263,6 +268,11 @@ class GraphRunner(EpisodeLoop, NodeFiring):
         """The env steps of the current (or last) execution."""
         return self._sc.steps
 
+    def report_nodes(self) -> None:
+        """Send the watched execution's node states and edge values now, if any changed since its last message."""
+        if self._watch is not None:
+            self._watch.flush()
+
     def close(self) -> None:
         """Close every node once (an agent's connection, a server-mode nodeset's subprocess)."""
         if self._closed:
@@ -292,7 +302,19 @@ class GraphRunner(EpisodeLoop, NodeFiring):
         self._latency = 0.0
         self._outs = {}
         self.checkpoints.clear()
+        self._watch = self._watching()
         self._sc.open(task, agent=self.name, timing="sync")
+
+    def _watching(self) -> NodeWatch | None:
+        """The watch of the execution about to open: None unless `on_nodes` is set (kept across executions)."""
+        report = self.on_nodes
+        if report is None:
+            return None
+        watch = self._watch
+        if watch is None or watch.report is not report:
+            watch = NodeWatch(self._live, self.plan.graph.edges, report)
+        watch.open()
+        return watch
 
     def _episode(self, task: TaskInstance) -> EpisodeOutcome:
         """The bands in order: the `start` hooks and the pre-loop band, the loop, the after-loop band; the verdict."""
@@ -303,6 +325,9 @@ class GraphRunner(EpisodeLoop, NodeFiring):
                 self._call(live, live.node.start, run)
             for level in schedule.pre:
                 self._fire_level(level)
+            if self._watch is not None and schedule.loop_in is not None:
+                self._watch.running(schedule.body_ids)
+                self._watch.send(phase="loop", step=0)
             stopped = schedule.loop_in is not None and self._iterate(run)
             for level in schedule.post:
                 self._fire_level(level)
@@ -327,10 +352,16 @@ class GraphRunner(EpisodeLoop, NodeFiring):
             if self._last.get("done"):
                 break
             if stop:
-                outs[loop_out.id] = self._final(carry, True, i)
+                self._closed_loop(loop_out, self._final(carry, True, i))
                 return True
-        outs[loop_out.id] = self._final(carry, False, i)
+        self._closed_loop(loop_out, self._final(carry, False, i))
         return False
+
+    def _closed_loop(self, loop_out: LiveNode, final: dict[str, Any]) -> None:
+        """iterOut's `final_*` outputs, for the after-loop band."""
+        self._outs[loop_out.id] = final
+        if self._watch is not None:
+            self._watch.published(loop_out.id, final)
 
     def _iteration(self, run: RunContext, i: int, carry: dict[str, Any], gate: Callable[[int], None] | None) -> bool:
         """Iteration `i`: iterIn opens it (`step_start`, scope `<iterIn>:<i>`) with the carried values, the body
@@ -346,7 +377,10 @@ class GraphRunner(EpisodeLoop, NodeFiring):
         outs = self._outs
         for node_id in schedule.body_ids:
             outs.pop(node_id, None)
-        outs[schedule.loop_in.id] = {"step": i, **carry}
+        outs[schedule.loop_in.id] = opened = {"step": i, **carry}
+        watch = self._watch
+        if watch is not None:
+            watch.fired(schedule.loop_in.id, opened)
         for level in schedule.body:
             self._fire_level(level)
         for name, src, port in schedule.carry_out:
@@ -355,6 +389,9 @@ class GraphRunner(EpisodeLoop, NodeFiring):
                 carry[name] = produced[port]
         stop = self._stop_asked()
         self._checkpoint(i)
+        if watch is not None and schedule.loop_out is not None:
+            watch.fired(schedule.loop_out.id, {})
+            watch.send(due=False, phase="loop", step=i + 1)
         sc.step_end()
         return stop
 
@@ -421,6 +458,10 @@ class GraphRunner(EpisodeLoop, NodeFiring):
                 live.node.finish(outcome)
             except FAULTS as exc:
                 outcome = noted(outcome, f"{live.label} on finish: {raised('finish', exc)}")
+        watch = self._watch
+        if watch is not None:
+            watch.finished()
+            watch.send(phase="end", step=self._sc.steps, status=outcome.status.value)
         return outcome
 
     def _verdict(self, stopped: bool) -> EpisodeOutcome:

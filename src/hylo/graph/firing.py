@@ -24,6 +24,7 @@ from hylo.core.status import EpisodeOutcome, EpisodeStatus
 from hylo.graph.compile import PlannedNode
 from hylo.graph.faults import NodesetCrashed
 from hylo.graph.node import Node, NodeFailure, Owner, Role
+from hylo.graph.watch import NodeWatch
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ class NodeFiring(abc.ABC):
     _last: dict[str, Any]
     _latency: float
     _loop: asyncio.AbstractEventLoop | None
+    _watch: NodeWatch | None
     observer: Callable[[Any], None] | None
 
     @abc.abstractmethod
@@ -90,12 +92,20 @@ class NodeFiring(abc.ABC):
         return args
 
     def _fire(self, live: LiveNode, args: dict[str, Any]) -> None:
-        role = live.role
-        if role is Role.ACTUATOR:
-            self._actuate(live, args)
-            return
-        t0 = time.perf_counter()
-        self._accept(live, self._forward(live, args), time.perf_counter() - t0)
+        try:
+            if live.role is Role.ACTUATOR:
+                self._actuate(live, args)
+                return
+            t0 = time.perf_counter()
+            self._accept(live, self._forward(live, args), time.perf_counter() - t0)
+        except EndEpisode:
+            self._mark_failed(live)
+            raise
+
+    def _mark_failed(self, live: LiveNode) -> None:
+        """Show `live` as the node whose failure ended the execution (when the execution is watched)."""
+        if self._watch is not None:
+            self._watch.failed(live.id)
 
     def _forward(self, live: LiveNode, args: dict[str, Any]) -> Any:
         """The node's raw result (its failure ends the episode)."""
@@ -132,7 +142,11 @@ class NodeFiring(abc.ABC):
         elapsed = time.perf_counter() - t0
         for live in level:
             if live.id in firing.results:
-                self._accept(live, firing.results[live.id], elapsed)
+                try:
+                    self._accept(live, firing.results[live.id], elapsed)
+                except EndEpisode:
+                    self._mark_failed(live)
+                    raise
 
     def _accept(self, live: LiveNode, result: Any, elapsed: float) -> dict[str, Any]:
         """Check a node's result against its declared outputs and publish it."""
@@ -165,6 +179,8 @@ class NodeFiring(abc.ABC):
                     self.observer = None
         outputs: dict[str, Any] = result
         self._outs[live.id] = outputs
+        if self._watch is not None:
+            self._watch.fired(live.id, outputs)
         return outputs
 
     def _event_loop(self) -> asyncio.AbstractEventLoop:
@@ -181,6 +197,7 @@ class NodeFiring(abc.ABC):
     def _node_failed(self, live: LiveNode, exc: BaseException) -> EpisodeOutcome:
         """How a node's failure ends the episode: a crashed nodeset is its owner's fault, a harness limit has its own
         status, an env node's crash is `infra_invalid` (unless it rejected the agent's action), any other `error`."""
+        self._mark_failed(live)
         sc = self._sc
         if isinstance(exc, NodesetCrashed):
             status = EpisodeStatus.INFRA_INVALID if exc.owner is Owner.ENV else EpisodeStatus.ERROR

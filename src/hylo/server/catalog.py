@@ -5,6 +5,7 @@
 - `GET /graphs` — every graph (saved and built-in example) as a summary
 - `GET /graphs/{name}`, `PUT /graphs/{name}`, `DELETE /graphs/{name}` — one graph; a PUT is validated whole first
   and refused with `422 {"detail": [{"node", "rule", "message"}, ...]}`, one entry per problem
+- `POST /graphs/validate` — the same checks on a graph document without saving it: `{"valid", "problems"}`
 - `GET /nodes` — every node type's schema, by nodeset (`hylo nodes --json`)
 - `GET /benchmarks` — registered benchmarks: splits, tasks and their step budgets, availability
 - `GET /agents` — registered agents: description and accepted arguments; whether jobs may name `module:Class` ones
@@ -29,9 +30,10 @@ from hylo.eval.protocols import ProtocolInfo, describe_protocol, get_protocol, r
 from hylo.graph.compile import GraphError, GraphInvalid
 from hylo.graph.model import MAX_GRAPH_BYTES, Graph
 from hylo.graph.nodesets import NodesetInfo, all_schemas
-from hylo.graph.store import GraphSummary
+from hylo.graph.store import GraphSummary, GraphTooLarge, check_servable, parse_document
 from hylo.graph.wires import widening
 from hylo.server.dependencies import Access, Graphs
+from hylo.sessions.manager import UNSAVED
 
 # -- response shapes -----------------------------------------------------------------------------------------------
 
@@ -54,6 +56,14 @@ class Refused(BaseModel):
     """A graph refused with every problem found (`422`)."""
 
     detail: list[Problem]
+
+
+class Validation(BaseModel):
+    """What `POST /graphs/validate` found: whether the document is a graph the server would save and run, and every
+    problem, one entry each (none when valid)."""
+
+    valid: bool
+    problems: list[Problem]
 
 
 class Detail(BaseModel):
@@ -145,6 +155,41 @@ async def put_graph(name: str, request: Request, store: Graphs) -> Graph:
     valid, replacing a saved graph of that name; a built-in example's name saves a copy that shadows it."""
     document = _json_body(name, await request.body())
     return await run_in_threadpool(store.put, name, document)
+
+
+@router.post(
+    "/graphs/validate",
+    response_model=Validation,
+    summary="Validate a graph document without saving it",
+    responses={413: {"model": Detail, "description": f"a graph larger than {MAX_GRAPH_BYTES} bytes"}},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"type": "object", "description": "a graph document"}}},
+        }
+    },
+)
+async def validate_graph(request: Request) -> Validation:
+    """The body is a graph document, as `PUT /graphs/{name}` takes it (its `name` may be left out). It is checked
+    exactly as a saved graph is — format, the compiler's rules over the registered nodesets, registered agents and
+    placement, no import path anywhere — and nothing is stored: the answer lists every problem, or says it is
+    valid. A body that is not a JSON object is a `format` problem; one over the graphs' body limit is refused (413)."""
+    body = await request.body()
+    if len(body) > MAX_GRAPH_BYTES:  # the body limit of the graphs' routes refuses it first; kept here as well
+        raise GraphTooLarge(f"the graph is {len(body)} bytes, more than the {MAX_GRAPH_BYTES} a graph may have")
+    problems = await run_in_threadpool(_problems, body)
+    return Validation(valid=not problems, problems=[Problem.model_validate(p.to_json()) for p in problems])
+
+
+def _problems(body: bytes) -> list[GraphError]:
+    """Every problem of the graph document in `body` (none: it is valid)."""
+    try:
+        document = _json_body(UNSAVED, body)
+        given = document.get("name") if isinstance(document, dict) else None
+        graph = parse_document(given if isinstance(given, str) and given else UNSAVED, document)
+    except GraphInvalid as exc:
+        return exc.errors
+    return check_servable(graph)
 
 
 @router.delete(

@@ -1,8 +1,9 @@
 """The panels and sessions of one server: which panels exist, which session each belongs to, and how a session is
-made from a request (a registered agent or a saved graph, plus a placement).
+made from a request (a registered agent, a saved graph or a graph document, plus a placement).
 
 Only registered benchmarks, agents and nodesets are accepted here (never an import path): a request is data, not
-code.
+code. A graph document sent with the request (the canvas' unsaved graph) is checked exactly as a saved one is
+(`check_servable`) before it is compiled.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from hylo.graph.agent_nodes import vet_agents
 from hylo.graph.builder import agent_graph
 from hylo.graph.compile import GraphInvalid, Plan
 from hylo.graph.model import Graph
+from hylo.graph.store import check_servable, parse_document
 from hylo.panels.base import BaseEnvPanel, PanelRefused
 from hylo.panels.benchmark import BenchmarkPanel
 from hylo.sessions.session import Session
@@ -66,15 +68,24 @@ class PlacementRequest(BaseModel):
     seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
 
 
+UNSAVED = "unsaved"
+"""The name of a graph document sent without one."""
+
+
 class SessionRequest(BaseModel):
-    """`POST /api/sessions`: exactly one of `agent` (a registered agent, run in the canonical loop) and `graph` (a
-    saved graph's name), and a placement (its benchmark is required for an agent; a graph gives its own)."""
+    """`POST /api/sessions`: exactly one of `agent` (a registered agent, run in the canonical loop), `graph` (a saved
+    graph's name) and `document` (a graph document, as `PUT /api/graphs/{name}` takes it), and a placement (its
+    benchmark is required for an agent; a graph gives its own)."""
 
     model_config = ConfigDict(extra="forbid")
 
     agent: str | None = Field(default=None, max_length=MAX_NAME)
     agent_args: dict[str, Any] = Field(default_factory=dict)
     graph: str | None = Field(default=None, max_length=64)
+    document: dict[str, Any] | None = Field(
+        default=None,
+        description="a graph document to run unsaved (the canvas' open graph); checked as a saved graph is",
+    )
     placement: PlacementRequest = Field(default_factory=PlacementRequest)
     step_budget: int | None = Field(default=None, ge=1, le=MAX_STEPS)
     env_mode: NodesetMode = NodesetMode.LOCAL
@@ -90,11 +101,15 @@ class SessionRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_program(self) -> SessionRequest:
-        if (self.agent is None) == (self.graph is None):
-            raise ValueError("give exactly one of 'agent' (a registered agent) and 'graph' (a saved graph's name)")
-        if self.graph is not None and self.agent_args:
+        given = [name for name in ("agent", "graph", "document") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'agent' (a registered agent), 'graph' (a saved graph's name) and 'document' (a "
+                f"graph document); got {' and '.join(map(repr, given)) or 'none'}"
+            )
+        if self.agent is None and self.agent_args:
             raise ValueError("'agent_args' is for an agent session; a graph's reason nodes carry their own args")
-        if self.graph is not None and self.env_mode != NodesetMode.LOCAL:
+        if self.agent is None and self.env_mode != NodesetMode.LOCAL:
             raise ValueError("'env_mode' is for an agent session; a graph sets its nodesets' modes itself")
         return self
 
@@ -244,7 +259,7 @@ class SessionManager:
     def create(self, request: SessionRequest) -> Session:
         """Build and start a session (blocks until its env and runner exist). Raises `SessionRefused` (422) for a
         bad request, `SessionConflict` (409) when its panel is taken or the server holds too many sessions."""
-        graph = self._graph(request.graph) if request.graph is not None else None
+        graph = self._program_graph(request)
         bench_name = request.placement.benchmark or (graph.placement.benchmark if graph and graph.placement else None)
         if bench_name is None:
             raise SessionRefused("a session needs a benchmark: give placement.benchmark", "placement.benchmark")
@@ -261,14 +276,14 @@ class SessionManager:
             plan = compile_for(graph, benchmark, allow_import=False)
         except GraphInvalid as exc:
             errors = [{"node": e.node, "rule": e.rule, "message": e.message} for e in exc.errors]
-            raise SessionRefused(f"graph {graph.name!r} is not valid: {exc}", "graph", errors) from None
+            raise SessionRefused(f"graph {graph.name!r} is not valid: {exc}", _graph_field(request), errors) from None
         except ForeignEnvNodes as exc:
             raise SessionRefused(
                 f"graph {graph.name!r} uses env nodes of {exc.others}, but the session places episodes of "
                 f"{benchmark.name!r}",
                 "placement.benchmark",
             ) from None
-        self._vet_agents(plan, benchmark, "agent_args" if request.agent is not None else "graph")
+        self._vet_agents(plan, benchmark, "agent_args" if request.agent is not None else _graph_field(request))
         options = graph.nodesets.get(benchmark.name)
         remote = options is not None and options.mode == NodesetMode.SERVER
         setup = SessionSetup(
@@ -318,7 +333,7 @@ class SessionManager:
             raise
         except (HyloError, ValueError, TypeError) as exc:
             session.close()
-            field = "agent" if setup.agent else "graph"
+            field = "agent" if setup.agent else "graph"  # a document's graph is refused before it is built
             raise SessionRefused(f"the session could not start: {exc}", field) from exc
         except BaseException:
             session.close()
@@ -345,6 +360,14 @@ class SessionManager:
             session.close()
             raise
         return session
+
+    def _program_graph(self, request: SessionRequest) -> Graph | None:
+        """The graph a request runs: a saved one, or its document checked as a saved one is; None for an agent."""
+        if request.graph is not None:
+            return self._graph(request.graph)
+        if request.document is not None:
+            return _document_graph(request.document)
+        return None
 
     def _graph(self, name: str) -> Graph:
         if self._graphs is None:
@@ -385,6 +408,27 @@ class SessionManager:
             "episode_index": given.episode_index,
         }
         return [(name, values[name]) for name in PLACEMENT_ORDER if values[name] is not None]
+
+
+def _graph_field(request: SessionRequest) -> str:
+    return "document" if request.document is not None else "graph"
+
+
+def _document_graph(document: dict[str, Any]) -> Graph:
+    """The graph of a document sent with a request, refused with every problem (its typed per-node errors) when it
+    is not one a server would save."""
+    given = document.get("name")
+    name = given if isinstance(given, str) and given else UNSAVED
+    try:
+        graph = parse_document(name, document)
+    except GraphInvalid as exc:
+        errors = [error.to_json() for error in exc.errors]
+        raise SessionRefused(str(exc), "document", errors) from None
+    problems = check_servable(graph)
+    if problems:
+        errors = [error.to_json() for error in problems]
+        raise SessionRefused(str(GraphInvalid(name, problems)), "document", errors)
+    return graph
 
 
 def _place_now(panel: BaseEnvPanel, placement: list[tuple[str, Any]]) -> None:

@@ -215,6 +215,7 @@ class Session:
         runner = self._parts.build(self.setup, number=self.number, bus=self.bus)
         runner.gate = self._gate
         runner.observer = self._observe
+        runner.on_nodes = self._nodes
         if self.panel is None:
             self.panel = self._parts.panel
             if self.panel is None:
@@ -252,6 +253,8 @@ class Session:
             if self.state is not SessionState.PAUSED:
                 self._set_state(SessionState.PAUSED)
                 self._snapshot()
+                if self._parts.runner is not None:
+                    self._parts.runner.report_nodes()  # what a paused execution shows: its last iteration
             waited = time.perf_counter()
             item = self._inbox.get()
             self._paused_s += time.perf_counter() - waited
@@ -271,6 +274,10 @@ class Session:
         """Keep the containers' values for readers (the session's thread only: the runner is between two steps)."""
         if self._parts.runner is not None:
             self.containers = jsonable(self._parts.runner.containers.snapshot())
+
+    def _nodes(self, message: dict[str, Any]) -> None:
+        """The execution's node states and edge values (`hylo.graph.watch`), as a `graph.nodes` event."""
+        self.feed.note("graph.nodes", **message)
 
     def _observe(self, obs: Any) -> None:
         try:

@@ -1,5 +1,8 @@
-// The canvas (`#/canvas`, `#/canvas/<graph>`): open a saved graph or an example, edit it with React Flow (palette,
-// typed ports, config forms), and save it, with the server's validation problems shown on their nodes.
+// The canvas (`#/canvas`, `#/canvas/<graph>`): open a saved graph or an example (laid out left to right when it has
+// no saved positions, fitted at a readable zoom), edit it with React Flow (palette, typed ports, config forms),
+// validate it on the server and save it, with the server's problems shown on their nodes and ports, and run it beside
+// the canvas: each node's state and each edge's last value shown as the run goes. Edits not saved are guarded: leaving
+// the page or opening another graph asks first.
 import {
   applyEdgeChanges,
   applyNodeChanges,
@@ -16,16 +19,28 @@ import {
   type OnConnectEnd,
 } from "@xyflow/react";
 import "@xyflow/react/dist/style.css";
-import { useCallback, useEffect, useMemo, useRef, useState, type DragEvent } from "react";
+import {
+  useCallback,
+  useEffect,
+  useMemo,
+  useRef,
+  useState,
+  type DragEvent,
+  type MouseEvent as ReactMouseEvent,
+} from "react";
 import { api, ApiError, errorMessage } from "../api";
 import type { GraphSummary } from "../catalog";
-import { navigate, type Route } from "../router";
+import { href, navigate, type Route } from "../router";
 import "./canvas.css";
 import { decorate, refusal } from "./decorate";
 import { GraphNode, LoopRegion } from "./GraphNode";
+import { DISCARD, useLeaveGuard } from "./guard";
+import { READABLE_ZOOM, readableViewport } from "./layout";
 import {
+  contentKey,
   freeSpot,
   freshId,
+  laidOutNodes,
   NODE_SIZE,
   REGION_ID,
   toDocument,
@@ -33,9 +48,12 @@ import {
   toFlowEdge,
   type CanvasNode,
   type HyloNode,
+  type NodeRun,
 } from "./model";
 import { DRAG_TYPE, Palette } from "./Palette";
-import { Inspector, ProblemsPanel } from "./SidePanel";
+import { latestReport, useCanvasRun } from "./run";
+import { RunPanel } from "./RunPanel";
+import { Inspector, ProblemsPanel, type ProblemsSource } from "./SidePanel";
 import { Toolbar, type Notice } from "./Toolbar";
 import {
   isProblemList,
@@ -59,6 +77,17 @@ function emptyGraph(): GraphDocument {
 }
 
 const NO_WIDENING: Widening = {};
+const NO_RUNS: Record<string, NodeRun> = {};
+
+/** The name a graph without one is checked and run under. */
+const UNSAVED = "unsaved";
+
+/** The server's validation of a graph document (`POST /api/graphs/validate`). */
+type Validation = { valid: boolean; problems: Problem[] };
+
+function plural(count: number, what: string): string {
+  return `${count} ${what}${count === 1 ? "" : "s"}`;
+}
 
 export function CanvasPage({ route }: { route: Route }) {
   return (
@@ -108,11 +137,25 @@ function CanvasEditor({ graphName }: { graphName: string }) {
   const [nodes, setNodes] = useState<HyloNode[]>([]);
   const [edges, setEdges] = useState<Edge[]>([]);
   const [problems, setProblems] = useState<Problem[]>([]);
+  const [problemsFrom, setProblemsFrom] = useState<ProblemsSource>("save");
   const [refused, setRefused] = useState<string | null>(null);
   const [saving, setSaving] = useState(false);
+  const [checking, setChecking] = useState(false);
   const [opened, setOpened] = useState(0);
+  const [savedKey, setSavedKey] = useState(() => contentKey([], []));
+  const [hovered, setHovered] = useState<{ id: string; x: number; y: number } | null>(null);
   const loadedRef = useRef<string | null>(null);
   const request = useRef(0);
+  const run = useCanvasRun();
+  const closeRun = run.close;
+
+  const key = useMemo(() => contentKey(nodes, edges), [nodes, edges]);
+  const dirty = key !== savedKey;
+  const dirtyRef = useRef(dirty);
+  dirtyRef.current = dirty;
+  /** The user has agreed to drop the edits for the next graph opened. */
+  const confirmed = useRef(false);
+  useLeaveGuard(dirty);
 
   const refreshGraphs = useCallback(() => {
     api<{ graphs: GraphSummary[] }>("/api/graphs")
@@ -124,24 +167,47 @@ function CanvasEditor({ graphName }: { graphName: string }) {
   }, []);
   useEffect(refreshGraphs, [refreshGraphs]);
 
-  const open = useCallback((doc: GraphDocument, as: string) => {
-    const flowState = toFlow(doc);
-    loadedRef.current = as;
-    setLoaded(as);
-    setBase(doc);
-    setName(as);
-    setNodes(flowState.nodes);
-    setEdges(flowState.edges);
-    setProblems([]);
-    setRefused(null);
-    setOpened((n) => n + 1);
-  }, []);
+  /** Lay the nodes out again once they are measured (a graph opened without saved positions). */
+  const layoutPending = useRef(false);
+  const open = useCallback(
+    (doc: GraphDocument, as: string) => {
+      const flowState = toFlow(doc);
+      loadedRef.current = as;
+      layoutPending.current = flowState.laidOut;
+      setLoaded(as);
+      setBase(doc);
+      setName(as);
+      setNodes(flowState.nodes);
+      setEdges(flowState.edges);
+      setSavedKey(contentKey(flowState.nodes, flowState.edges));
+      setProblems([]);
+      setRefused(null);
+      setOpened((n) => n + 1);
+      void closeRun().catch(() => undefined); // its node states belong to the graph left
+    },
+    [closeRun],
+  );
+
+  /** Open `graph` (the empty string: a new one), after asking when the canvas has unsaved edits. */
+  const openGraph = (graph: string) => {
+    if (dirty && !window.confirm(DISCARD)) return;
+    confirmed.current = true;
+    navigate(graph ? ["canvas", graph] : ["canvas"]);
+  };
 
   useEffect(() => {
     // Every route change outdates the loads still on their way (A, then B, then back to A before B came: B's answer
     // must not open B under A's address).
     const mine = ++request.current;
     if (loadedRef.current === graphName) return;
+    const agreed = confirmed.current;
+    confirmed.current = false;
+    if (loadedRef.current !== null && dirtyRef.current && !agreed && !window.confirm(DISCARD)) {
+      // another address (the browser's Back, a typed one) while the edits are kept: back to the graph shown
+      const shown = loadedRef.current;
+      location.replace(href(shown ? ["canvas", shown] : ["canvas"]));
+      return;
+    }
     if (!graphName) {
       open(emptyGraph(), "");
       setNotice(null);
@@ -160,21 +226,47 @@ function CanvasEditor({ graphName }: { graphName: string }) {
       });
   }, [graphName, open]);
 
-  // fit the view to a graph once all its nodes have been measured
-  const fitPending = useRef(false);
+  // Once all its nodes have been measured: lay out a graph opened without positions, then fit it at a readable zoom
+  // (on opening a graph, and on Layout).
+  const [fitWanted, setFitWanted] = useState(0);
+  const fitted = useRef(0);
+  /** How many fits have been applied (the flow's `data-fits`: a fitted view is one to measure). */
+  const [fits, setFits] = useState(0);
+  useEffect(() => setFitWanted((n) => n + 1), [opened]);
   useEffect(() => {
-    fitPending.current = opened > 0;
-  }, [opened]);
-  useEffect(() => {
-    if (!fitPending.current || !nodes.length || !nodes.every((node) => node.measured?.width)) return;
-    fitPending.current = false;
-    const frame = requestAnimationFrame(() => void flow.fitView({ padding: 0.08, maxZoom: 1.2 }));
+    if (fitWanted === fitted.current || !nodes.length || !nodes.every((node) => node.measured?.width)) return;
+    if (layoutPending.current) {
+      layoutPending.current = false;
+      const laid = laidOutNodes(nodes, edges);
+      setNodes(laid);
+      setSavedKey(contentKey(laid, edges)); // laid out on opening: not an edit
+      return;
+    }
+    const frame = requestAnimationFrame(() => {
+      fitted.current = fitWanted;
+      const box = wrapper.current?.getBoundingClientRect();
+      if (!box) return;
+      const bounds = flow.getNodesBounds(flow.getNodes());
+      void flow.setViewport(readableViewport(bounds, box.width, box.height)).then(() => setFits((n) => n + 1));
+    });
     return () => cancelAnimationFrame(frame);
-  }, [nodes, opened, flow]);
+  }, [nodes, edges, fitWanted, flow]);
 
+  const layout = () => {
+    setNodes((current) => laidOutNodes(current, edges));
+    setFitWanted((n) => n + 1);
+  };
+
+  const report = useMemo(() => (run.session ? latestReport(run.live.events) : null), [run.session, run.live.events]);
+  const runs = useMemo(() => (run.session ? (report?.nodes ?? NO_RUNS) : null), [run.session, report]);
+  const values = report?.values;
   const { display, views } = useMemo(
-    () => decorate(nodes, edges, schemas, problems),
-    [nodes, edges, schemas, problems],
+    () => decorate(nodes, edges, schemas, problems, runs),
+    [nodes, edges, schemas, problems, runs],
+  );
+  const shownEdges = useMemo(
+    () => (values ? edges.map((edge) => (edge.id in values ? { ...edge, className: "has-value" } : edge)) : edges),
+    [edges, values],
   );
 
   const onNodesChange = useCallback((changes: NodeChange<CanvasNode>[]) => {
@@ -285,6 +377,62 @@ function CanvasEditor({ graphName }: { graphName: string }) {
     [nodes, flow],
   );
 
+  /** The open graph as a document (unsaved edits included), named for the server's checks and runs. */
+  const currentDocument = () => toDocument(base, name.trim() || loaded || UNSAVED, nodes, edges);
+
+  /** Show the problems the server found (on their nodes and ports, and listed), with what found them. */
+  const showProblems = (found: Problem[], from: ProblemsSource) => {
+    setProblems(found);
+    setProblemsFrom(from);
+  };
+
+  const validate = async () => {
+    setChecking(true);
+    setNotice(null);
+    const mine = request.current;
+    try {
+      const answer = await api<Validation>("/api/graphs/validate", { method: "POST", json: currentDocument() });
+      if (mine !== request.current) return;
+      showProblems(answer.problems, "check");
+      const found = plural(answer.problems.length, "problem");
+      setNotice(
+        answer.valid
+          ? { kind: "info", text: "valid: the server found no problem in this graph" }
+          : { kind: "error", text: `invalid: the server found ${found} (listed beside and on the nodes)` },
+      );
+    } catch (error) {
+      if (mine === request.current) setNotice({ kind: "error", text: `not validated: ${errorMessage(error)}` });
+    } finally {
+      setChecking(false);
+    }
+  };
+
+  const startRun = async () => {
+    setChecking(true);
+    setNotice(null);
+    try {
+      await run.start(currentDocument());
+      showProblems([], "run");
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 422 && isProblemList(error.detail)) {
+        showProblems(error.detail, "run");
+        const count = plural(error.detail.length, "problem");
+        setNotice({ kind: "error", text: `not run: the server found ${count} (listed beside and on the nodes)` });
+      } else {
+        setNotice({ kind: "error", text: `not run: ${errorMessage(error)}` });
+      }
+    } finally {
+      setChecking(false);
+    }
+  };
+
+  const runAction = (work: () => Promise<void>) => {
+    setChecking(true);
+    work()
+      .catch((error: unknown) => setNotice({ kind: "error", text: errorMessage(error) }))
+      .finally(() => setChecking(false));
+  };
+
   const save = async () => {
     const target = name.trim();
     if (!target) {
@@ -304,6 +452,7 @@ function CanvasEditor({ graphName }: { graphName: string }) {
         return;
       }
       setBase(saved);
+      setSavedKey(contentKey(nodes, edges));
       setProblems([]);
       setNotice({ kind: "info", text: `saved as ${target}` });
       loadedRef.current = target;
@@ -314,7 +463,7 @@ function CanvasEditor({ graphName }: { graphName: string }) {
       if (mine !== request.current) return;
       if (error instanceof ApiError && error.status === 422 && isProblemList(error.detail)) {
         const count = error.detail.length;
-        setProblems(error.detail);
+        showProblems(error.detail, "save");
         setNotice({
           kind: "error",
           text: `not saved: the server found ${count} problem${count === 1 ? "" : "s"} (listed below and on the nodes)`,
@@ -327,6 +476,11 @@ function CanvasEditor({ graphName }: { graphName: string }) {
     }
   };
 
+  const hover = (event: ReactMouseEvent, edge: Edge) => {
+    const box = wrapper.current?.getBoundingClientRect();
+    if (box) setHovered({ id: edge.id, x: event.clientX - box.left, y: event.clientY - box.top });
+  };
+
   const selectedNode = display.find((node): node is HyloNode => node.type === "hylo" && node.selected === true);
   const selectedEdge = edges.find((edge) => edge.selected);
 
@@ -337,9 +491,14 @@ function CanvasEditor({ graphName }: { graphName: string }) {
         loaded={loaded}
         name={name}
         saving={saving}
-        onOpen={(graph) => navigate(graph ? ["canvas", graph] : ["canvas"])}
+        dirty={dirty}
+        checking={checking || run.starting}
+        onOpen={openGraph}
         onName={setName}
         onSave={() => void save()}
+        onValidate={() => void validate()}
+        onRun={() => void startRun()}
+        onLayout={layout}
       />
       {[catalogProblem, graphsProblem].map(
         (text) =>
@@ -362,7 +521,14 @@ function CanvasEditor({ graphName }: { graphName: string }) {
       )}
       <div className="canvas-body">
         <Palette catalog={catalog} onAdd={addAtCenter} />
-        <div className="canvas-flow" ref={wrapper} onDragOver={onDragOver} onDrop={onDrop} data-testid="canvas-flow">
+        <div
+          className="canvas-flow"
+          ref={wrapper}
+          onDragOver={onDragOver}
+          onDrop={onDrop}
+          data-testid="canvas-flow"
+          data-fits={fits}
+        >
           {refused && (
             <div className="connection-refused error-message" data-testid="connection-refused" role="alert">
               {refused}
@@ -371,26 +537,41 @@ function CanvasEditor({ graphName }: { graphName: string }) {
               </button>
             </div>
           )}
+          {hovered && run.session && (
+            <div className="edge-value" data-testid="edge-value" style={{ left: hovered.x + 12, top: hovered.y + 12 }}>
+              <span className="edge-name">{hovered.id}</span>
+              <span>{values?.[hovered.id] ?? "no value has crossed it yet"}</span>
+            </div>
+          )}
           <ReactFlow<CanvasNode, Edge>
             nodes={schemas ? display : []}
-            edges={schemas ? edges : []}
+            edges={schemas ? shownEdges : []}
             nodeTypes={NODE_TYPES}
             onNodesChange={onNodesChange}
             onEdgesChange={onEdgesChange}
             onConnect={onConnect}
             onConnectEnd={onConnectEnd}
             isValidConnection={isValidConnection}
+            onEdgeMouseEnter={hover}
+            onEdgeMouseMove={hover}
+            onEdgeMouseLeave={() => setHovered(null)}
             deleteKeyCode={DELETE_KEYS}
             minZoom={0.2}
             maxZoom={2}
             proOptions={{ hideAttribution: true }}
           >
             <Background gap={20} />
-            <Controls showInteractive={false} />
+            <Controls showInteractive={false} fitViewOptions={{ padding: 0.05, minZoom: READABLE_ZOOM }} />
             <MiniMap pannable zoomable nodeColor={miniMapColor} />
           </ReactFlow>
         </div>
         <aside className="canvas-side">
+          <RunPanel
+            run={run}
+            busy={checking}
+            onStop={() => runAction(run.stop)}
+            onClose={() => runAction(run.close)}
+          />
           <Inspector
             node={selectedNode}
             edge={selectedNode ? undefined : selectedEdge}
@@ -399,7 +580,7 @@ function CanvasEditor({ graphName }: { graphName: string }) {
             onDeleteNode={(id) => void flow.deleteElements({ nodes: [{ id }] })}
             onDeleteEdge={(id) => void flow.deleteElements({ edges: [{ id }] })}
           />
-          <ProblemsPanel problems={problems} onPick={pickNode} />
+          <ProblemsPanel problems={problems} source={problemsFrom} onPick={pickNode} />
         </aside>
       </div>
     </div>

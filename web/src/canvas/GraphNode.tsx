@@ -1,15 +1,23 @@
 // The two kinds of node drawn on the canvas: a graph node (its id and type, one handle per port labelled with the
-// port's name and wire, and the server's problems under it) and the shaded loop region behind the loop band.
+// port's name and wire, the server's problems under it and on the ports they name, its state in the run beside the
+// canvas) and the shaded loop region behind the loop band.
 import { Handle, Position, useUpdateNodeInternals, type NodeProps } from "@xyflow/react";
 import { useEffect } from "react";
-import type { HyloNode, PortView, RegionNode } from "./model";
+import type { HyloNode, NodeRun, PortView, RegionNode } from "./model";
 
-function PortRow({ port, side }: { port: PortView; side: "in" | "out" }) {
+function PortRow({ node, port, side }: { node: string; port: PortView; side: "in" | "out" }) {
   const title = `${port.name} (${port.wire})${port.required ? ", required" : ""}${
     port.description ? `: ${port.description}` : ""
-  }${port.unknown ? " — not a port of this node type" : ""}`;
+  }${port.unknown ? " — not a port of this node type" : ""}${port.problem ? ` — ${port.problem}` : ""}`;
+  const classes = ["port", `port-${side}`];
+  if (port.unknown) classes.push("port-unknown");
+  if (port.problem) classes.push("port-problem");
   return (
-    <div className={`port port-${side}${port.unknown ? " port-unknown" : ""}`} title={title}>
+    <div
+      className={classes.join(" ")}
+      title={title}
+      data-testid={port.problem ? `port-problem-${node}-${port.name}` : undefined}
+    >
       <Handle
         type={side === "in" ? "target" : "source"}
         position={side === "in" ? Position.Left : Position.Right}
@@ -25,6 +33,10 @@ function PortRow({ port, side }: { port: PortView; side: "in" | "out" }) {
   );
 }
 
+function runTitle(run: NodeRun): string {
+  return run.fires ? `${run.state}, fired ${run.fires} time${run.fires === 1 ? "" : "s"}` : run.state;
+}
+
 export function GraphNode({ id, data, selected, positionAbsoluteX, positionAbsoluteY }: NodeProps<HyloNode>) {
   const view = data.view;
   const unknown = view?.unknown ?? false;
@@ -36,15 +48,25 @@ export function GraphNode({ id, data, selected, positionAbsoluteX, positionAbsol
   if (unknown) classes.push("unknown");
   if (problems.length) classes.push("has-problems");
   if (selected) classes.push("selected");
+  const run = view?.run;
+  if (run) classes.push("run", `run-${run.state}`);
   return (
     <div
       className={classes.join(" ")}
       data-testid={`node-${id}`}
       data-position={`${Math.round(positionAbsoluteX)},${Math.round(positionAbsoluteY)}`}
+      data-state={run?.state}
+      title={run ? runTitle(run) : undefined}
     >
       <div className="node-head">
         <span className="node-id">{id}</span>
         <span className="node-type">{unknown ? `unknown · ${data.nodeType}` : data.nodeType}</span>
+        {run && (
+          <span className="node-state" data-testid={`node-state-${id}`}>
+            {run.state}
+            {run.fires > 1 ? ` ×${run.fires}` : ""}
+          </span>
+        )}
       </div>
       {unknown && (
         <div className="node-unknown" data-testid={`node-unknown-${id}`}>
@@ -53,10 +75,10 @@ export function GraphNode({ id, data, selected, positionAbsoluteX, positionAbsol
       )}
       <div className="node-ports">
         <div className="ports-in">
-          {view?.inputs.map((port) => <PortRow key={port.name} port={port} side="in" />)}
+          {view?.inputs.map((port) => <PortRow key={port.name} node={id} port={port} side="in" />)}
         </div>
         <div className="ports-out">
-          {view?.outputs.map((port) => <PortRow key={port.name} port={port} side="out" />)}
+          {view?.outputs.map((port) => <PortRow key={port.name} node={id} port={port} side="out" />)}
         </div>
       </div>
       {problems.length > 0 && (

@@ -1,5 +1,5 @@
 // The canvas' right-hand panel: the selected node (its type's description and the config form) or edge, and the
-// problems the server found in the last save, each naming its node.
+// problems the server found in the last save, validation or run, each naming its node.
 import type { Edge } from "@xyflow/react";
 import { ConfigForm } from "./ConfigForm";
 import type { HyloNode } from "./model";
@@ -66,12 +66,19 @@ export function Inspector({ node, edge, formKey, onConfig, onDeleteNode, onDelet
   );
 }
 
-export function ProblemsPanel({ problems, onPick }: { problems: Problem[]; onPick: (node: string) => void }) {
+/** What found the problems shown: the last save, validation or run. */
+export type ProblemsSource = "save" | "check" | "run";
+
+const FOUND_BY: Record<ProblemsSource, string> = { save: "last save", check: "last validation", run: "last run" };
+
+type ProblemsProps = { problems: Problem[]; source: ProblemsSource; onPick: (node: string) => void };
+
+export function ProblemsPanel({ problems, source, onPick }: ProblemsProps) {
   if (!problems.length) return null;
   return (
     <section className="problems" data-testid="problems-panel">
       <h3>
-        {problems.length} problem{problems.length === 1 ? "" : "s"} <span className="muted">(last save)</span>
+        {problems.length} problem{problems.length === 1 ? "" : "s"} <span className="muted">({FOUND_BY[source]})</span>
       </h3>
       <ul>
         {problems.map((problem, i) => (

@@ -1,9 +1,11 @@
-// The canvas' model: a graph document turned into React Flow nodes and edges and back, the automatic left-to-right
-// layout of a graph that has none, and the loop band (iterIn, the body, iterOut) drawn as a shaded region.
-import type { Edge, Node } from "@xyflow/react";
+// The canvas' model: a graph document turned into React Flow nodes and edges and back (laid out left to right when it
+// has no saved positions), and the loop band (iterIn, the body, iterOut) drawn as a shaded region.
+import { MarkerType, type Edge, type Node } from "@xyflow/react";
+import { layered } from "./layout";
 import type { EdgeSpec, GraphDocument, NodeSpec, NodeTypeSchema, PortSchema, Problem, XY } from "./types";
 
-export type PortView = PortSchema & { unknown?: boolean };
+/** A port as a node shows it: `unknown` when its type lacks it, `problem` the messages of the problems naming it. */
+export type PortView = PortSchema & { unknown?: boolean; problem?: string };
 
 /** What a node shows besides its id, type and config: computed on each render from the whole graph. */
 export type NodeView = {
@@ -13,7 +15,13 @@ export type NodeView = {
   inputs: PortView[];
   outputs: PortView[];
   problems: Problem[];
+  /** The node's state in the canvas' run, when one is shown. */
+  run?: NodeRun;
 };
+
+/** Where a node stands in the run shown beside the canvas (the server's `graph.nodes` events). */
+export type NodeRunState = "idle" | "firing" | "done" | "failed";
+export type NodeRun = { state: NodeRunState; fires: number };
 
 export type HyloNodeData = { nodeType: string; config: Record<string, unknown>; view?: NodeView };
 export type HyloNode = Node<HyloNodeData, "hylo">;
@@ -21,9 +29,20 @@ export type RegionNode = Node<{ label: string; count: number }, "loopRegion">;
 export type CanvasNode = HyloNode | RegionNode;
 
 export const REGION_ID = "__loop_region__";
-export const NODE_SIZE = { width: 200, height: 110 };
-const COLUMN = 260;
-const ROW = 170;
+/** A node's size before it is measured (its width is canvas.css'; its height depends on its ports). */
+export const NODE_SIZE = { width: 180, height: 130 };
+
+/** The colour of edges and their arrowheads. */
+export const EDGE_COLOR = "#5b6577";
+
+/** The arrowhead at an edge's target (in flow pixels, not in multiples of the edge's width). */
+const ARROWHEAD = {
+  type: MarkerType.ArrowClosed,
+  width: 28,
+  height: 28,
+  color: EDGE_COLOR,
+  markerUnits: "userSpaceOnUse",
+};
 
 export function edgeId(edge: EdgeSpec): string {
   return `${edge.source}.${edge.sourceHandle}->${edge.target}.${edge.targetHandle}`;
@@ -36,6 +55,7 @@ export function toFlowEdge(edge: EdgeSpec): Edge {
     sourceHandle: edge.sourceHandle,
     target: edge.target,
     targetHandle: edge.targetHandle,
+    markerEnd: ARROWHEAD,
   };
 }
 
@@ -56,46 +76,13 @@ export function savedPositions(doc: GraphDocument): Record<string, XY> {
   return out;
 }
 
-/** Left to right by topological level (so the pre-loop band, the loop, the after-loop band follow each other); the
- * nodes of one level stacked. Nodes on a cycle go after the rest. */
-export function autoLayout(nodeIds: readonly string[], edges: readonly EdgeSpec[]): Record<string, XY> {
-  const known = new Set(nodeIds);
-  const preds = new Map<string, string[]>(nodeIds.map((id) => [id, []]));
-  const succs = new Map<string, string[]>(nodeIds.map((id) => [id, []]));
-  for (const edge of edges) {
-    if (!known.has(edge.source) || !known.has(edge.target) || edge.source === edge.target) continue;
-    preds.get(edge.target)!.push(edge.source);
-    succs.get(edge.source)!.push(edge.target);
-  }
-  const level = new Map<string, number>();
-  const waiting = new Map(nodeIds.map((id) => [id, preds.get(id)!.length]));
-  const queue = nodeIds.filter((id) => waiting.get(id) === 0);
-  for (const id of queue) level.set(id, 0);
-  while (queue.length) {
-    const id = queue.shift()!;
-    for (const next of succs.get(id)!) {
-      level.set(next, Math.max(level.get(next) ?? 0, level.get(id)! + 1));
-      waiting.set(next, waiting.get(next)! - 1);
-      if (waiting.get(next) === 0) queue.push(next);
-    }
-  }
-  const last = Math.max(-1, ...level.values()) + 1;
-  const rows = new Map<number, number>();
-  const out: Record<string, XY> = {};
-  for (const id of nodeIds) {
-    const column = level.get(id) ?? last;
-    const row = rows.get(column) ?? 0;
-    rows.set(column, row + 1);
-    out[id] = { x: column * COLUMN, y: row * ROW };
-  }
-  return out;
-}
-
-/** A document's nodes and edges for React Flow: saved positions, and the automatic layout for nodes without one. */
-export function toFlow(doc: GraphDocument): { nodes: HyloNode[]; edges: Edge[] } {
+/** A document's nodes and edges for React Flow: saved positions, and the automatic layout when a node has none
+ (`laidOut`: the canvas lays it out again once the nodes are measured). */
+export function toFlow(doc: GraphDocument): { nodes: HyloNode[]; edges: Edge[]; laidOut: boolean } {
   const saved = savedPositions(doc);
   const ids = doc.nodes.map((node) => node.id);
-  const auto = ids.every((id) => saved[id]) ? {} : autoLayout(ids, doc.edges);
+  const laidOut = !ids.every((id) => saved[id]);
+  const auto = laidOut ? layered(ids.map((id) => ({ id, ...NODE_SIZE })), doc.edges) : {};
   const nodes = doc.nodes.map(
     (node): HyloNode => ({
       id: node.id,
@@ -104,7 +91,24 @@ export function toFlow(doc: GraphDocument): { nodes: HyloNode[]; edges: Edge[] }
       data: { nodeType: node.type, config: { ...(node.config ?? {}) } },
     }),
   );
-  return { nodes, edges: doc.edges.map(toFlowEdge) };
+  return { nodes, edges: doc.edges.map(toFlowEdge), laidOut };
+}
+
+/** The nodes moved to the automatic layout, at their measured sizes. */
+export function laidOutNodes(nodes: readonly HyloNode[], edges: readonly Edge[]): HyloNode[] {
+  const boxes = nodes.map((node) => ({
+    id: node.id,
+    width: node.measured?.width ?? NODE_SIZE.width,
+    height: node.measured?.height ?? NODE_SIZE.height,
+  }));
+  const placed = layered(boxes, edgeSpecs(edges));
+  return nodes.map((node) => ({ ...node, position: placed[node.id] ?? node.position }));
+}
+
+/** What the unsaved-changes guard compares: the nodes (type, config, position) and the edges. */
+export function contentKey(nodes: readonly HyloNode[], edges: readonly Edge[]): string {
+  const positions = nodes.map((node) => [Math.round(node.position.x), Math.round(node.position.y)]);
+  return JSON.stringify([nodeSpecs(nodes), positions, edgeSpecs(edges)]);
 }
 
 export function nodeSpecs(nodes: readonly HyloNode[]): NodeSpec[] {

@@ -91,7 +91,7 @@ export function SessionView({ session, live, starting }: Props) {
   );
 }
 
-function OutcomeCard({ outcome }: { outcome: Outcome | null }) {
+export function OutcomeCard({ outcome }: { outcome: Outcome | null }) {
   if (!outcome) return <div className="outcome muted">no outcome yet</div>;
   const metrics = Object.entries(outcome.metrics ?? {});
   return (
