@@ -120,12 +120,19 @@ def test_web_tti_prints_one_json_object_with_each_page_and_the_ratio():
 
 
 def test_sequential_savings_prints_each_case_with_its_ratio():
-    result = run_benchmark("sequential_savings.py", "--json", "--runs", "500", timeout=300)
+    result = run_benchmark("sequential_savings.py", "--json", "--runs", "300", "--rates", "0.5:0.7", "0.2:0.5",
+                           timeout=300)  # fmt: skip
     cases = json.loads(result.stdout)["cases"]
-    assert {(c["p_a"], c["p_b"]) for c in cases} >= {(0.5, 0.7), (0.3, 0.5)}
+    assert {(c["p_a"], c["p_b"]) for c in cases} == {(0.5, 0.7), (0.2, 0.5)}
+    assert {(c["design"], c["min_effect"] is not None) for c in cases} == {
+        (design, futility) for design in ("anytime", "capped") for futility in (False, True)
+    }
     for c in cases:
         assert c["fixed_pairs"] > 0 and 0 < c["sequential_mean_pairs"] <= c["max_pairs"]
         assert abs(c["pairs_ratio"] - c["sequential_mean_pairs"] / c["fixed_pairs"]) < 1e-9
+        assert abs(c["p90_ratio"] - c["p90_pairs"] / c["fixed_pairs"]) < 1e-9
+        assert c["min_effect"] in (None, round(c["p_b"] - c["p_a"], 10)) and 0 <= c["type_ii"] <= 1 - c["power"]
+        assert c["step"]["figure"] is None and c["step"]["reason"]
 
 
 def test_batched_policy_prints_both_rates_their_ratio_and_the_memory_of_each_role():

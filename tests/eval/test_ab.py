@@ -217,3 +217,49 @@ def test_a_retried_attempt_completes_its_pair_whatever_was_queued_after_it(tmp_p
     retried = next(row for row in result.run_a.episodes if row.index == 1)
     assert (retried.attempt, retried.status.value) == (2, "success")
     assert result.test.pairs == 6 and result.test.abstentions == 0  # the pair took A's final attempt
+
+
+def test_a_capped_comparison_with_a_futility_delta_records_its_design_and_refuses_another_cap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["babyai", "--a", "expert", "--b", "random", "--task", *TASKS, "--max-steps", "30", "--design", "capped",
+            "--min-effect", "0.3"]  # fmt: skip
+    code, record = ab(tmp_path, capsys, *args, "--max-episodes", "40", "--json")
+    assert code == 0 and isinstance(record, dict)
+    assert (record["design"], record["min_effect"], record["extendable"]) == ("capped", 0.3, False)
+    assert record["decision"] == "A better" and record["stopped_for"] == "efficacy"
+    pairs = record["pairs_used"]
+    assert isinstance(pairs, int) and pairs < 20
+    leads, efficacy, futility = record["lead_path"], record["efficacy_boundary"], record["futility_boundary"]
+    assert isinstance(leads, list) and isinstance(efficacy, list) and isinstance(futility, list)
+    assert len(leads) == len(efficacy) == len(futility) == pairs
+    assert abs(leads[-1]) >= efficacy[-1] and all(
+        abs(x) < c for x, c in zip(leads[:-1], efficacy[:-1], strict=True) if c
+    )
+    assert record["confidence_sequence_kind"] == "anytime"
+    anytime = run_ab(spec(tmp_path, "expert"), spec(tmp_path, "random"), max_pairs=40)
+    assert anytime.ab_id != record["ab_id"]  # another design: another comparison
+
+    code, text = ab(tmp_path, capsys, "show", str(record["ab_id"]))
+    text = " ".join(str(text).split())
+    assert code == 0 and "design: capped at 40 pairs, futility at δ = 0.3" in text
+    assert "this capped record cannot be extended with a larger --max-episodes" in text
+
+    code, err = ab(tmp_path, capsys, *args, "--max-episodes", "60")
+    assert code == 2 and f"A/B {record['ab_id']} is capped at 40 pairs" in str(err)
+    assert "a capped record cannot be extended" in " ".join(str(err).split())
+    code, again = ab(tmp_path, capsys, *args, "--max-episodes", "40", "--json")
+    assert code == 0 and again == record  # the same cap: the same record
+
+
+def test_without_a_design_the_record_is_the_anytime_one_it_always_was(tmp_path: Path) -> None:
+    result = run_ab(spec(tmp_path, "hold", max_steps=4), spec(tmp_path, "random", max_steps=4), max_pairs=6)
+    record = result.to_json()
+    assert (record["design"], record["min_effect"], record["extendable"], record["stopped_for"]) == (
+        "anytime",
+        None,
+        True,
+        "cap",
+    )
+    assert record["futility_boundary"] == [None] * 6 and record["lead_path"] == [0] * 6
+    assert record["confidence_sequence_kind"] == "test"

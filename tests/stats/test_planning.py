@@ -128,3 +128,31 @@ def test_runs_show_states_what_the_runs_size_can_detect(tmp_path, capsys: pytest
     assert main(["runs", "show", result.run_id, "--log-dir", str(tmp_path)]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert f"with {summary.scored} scored episodes, the smallest difference" in text and f"±{expected:.3f}" in text
+
+
+def test_hylo_plan_plans_each_design_and_says_which(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--p-a", "0.5", "--p-b", "0.7", "--correlation", "0", "--min-effect", "0.15", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    designs = {(entry["design"], entry["min_effect"]): entry for entry in plan["designs"]}
+    assert set(designs) == {("anytime", None), ("anytime", 0.15), ("capped", None), ("capped", 0.15)}
+    for entry in designs.values():
+        assert 0 < entry["mean_pairs"] <= entry["p90_pairs"] <= entry["max_pairs"]
+        assert entry["power"] >= 0.8 and abs(entry["type_ii"] - (1 - entry["power"])) < 1e-9
+    assert designs[("capped", None)]["mean_pairs"] < designs[("anytime", None)]["mean_pairs"]
+    assert designs[("capped", None)]["max_pairs"] < designs[("anytime", None)]["max_pairs"]
+    assert main(["plan", "--p-a", "0.5", "--p-b", "0.7", "--correlation", "0"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "futility at δ = 0.2" in text  # δ defaults to the difference planned for
+    capped = plan["designs"][2]
+    assert f"with --max-episodes {capped['max_pairs']}" in text
+    assert "capped: calibrated to its --max-episodes, fewer pairs, valid up to that cap only" in text
+    assert main(["plan", "--p-a", "0.5", "--p-b", "0.7", "--correlation", "0", "--min-effect", "2"]) == 2
+    assert "--min-effect must be a difference in (0, 1), got 2" in capsys.readouterr().err
+
+
+def test_each_designs_plan_holds_in_fresh_simulations() -> None:
+    for design, min_effect in (("capped", None), ("capped", 0.2), ("anytime", 0.2)):
+        plan = sequential_plan(0.5, 0.7, power=0.8, runs=2000, design=design, min_effect=min_effect)  # type: ignore[arg-type]
+        fresh = simulate(0.5, 0.7, max_pairs=plan.max_pairs, runs=RUNS, seed=98, design=design, min_effect=min_effect)  # type: ignore[arg-type]
+        assert float((fresh.decisions == 1).mean()) > 0.8 - 0.03
+        assert abs(float(fresh.pairs_used.mean()) - plan.mean_pairs) < 0.05 * plan.mean_pairs

@@ -1,19 +1,23 @@
 """An A/B comparison's page in a browser against a real `hylo serve`: a record `hylo ab` made for real (BabyAI's
 expert against a random agent) listed on the runs overview, and its page showing the API's decision, pairs, flips and
-the path of the statistic against the decision boundary."""
+the path of the statistic against the decision boundary; a capped one with a futility δ showing its design, δ,
+outcome and B's lead against both boundaries, and one stopped for futility."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from browser import HyloServe, snap
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from hylo.eval.spec import EvalSpec
+from hylo.evallog.logdir import AB_DIR
 from hylo.experiments.ab import run_ab
+from hylo.stats.sequential import PairedSequentialTest
 
 EVAL = "/api/eval/v2"
 
@@ -90,3 +94,65 @@ def test_the_page_shows_the_decision_the_flips_and_the_path_the_api_recorded(
 def test_an_unknown_comparison_says_so(page: Page, server: HyloServe) -> None:
     page.goto(f"{server.url}/#/ab/ab-000000000000")
     expect(page.get_by_test_id("ab-error")).to_contain_text("no A/B comparison 'ab-000000000000'")
+
+
+@pytest.fixture(scope="module")
+def capped(server: HyloServe) -> dict[str, Any]:
+    """A capped A/B record with a futility δ made into the server's log dir by `hylo ab`'s own code, as served."""
+    sides = [
+        EvalSpec(benchmark="babyai", agent=agent, tasks=["GoToLocal"], max_steps=30, log_dir=str(server.log_dir))
+        for agent in ("expert", "random")
+    ]
+    result = run_ab(*sides, max_pairs=40, design="capped", min_effect=0.3)
+    record: dict[str, Any] = server.api.get(f"{EVAL}/ab/{result.ab_id}").json()
+    return record
+
+
+@pytest.fixture(scope="module")
+def futile(server: HyloServe, capped: dict[str, Any]) -> dict[str, Any]:
+    """A record that stopped for futility: the capped record's shape, its test fed the pairs of two equal agents (A
+    and B each win one pair in four) until "no difference ≥ 0.3"."""
+    test = PairedSequentialTest(design="capped", max_pairs=200, min_effect=0.3)
+    for i in range(200):
+        test.add(i % 4 == 1, i % 4 == 3)  # only A wins pair 1 of 4, only B pair 3, neither the others
+        if test.stopped:
+            break
+    ab_id = "ab-" + "f" * 12
+    record = {**capped, **test.to_json(), **test.design_json(), "ab_id": ab_id, "max_pairs": 200}
+    (server.log_dir / AB_DIR / f"{ab_id}.json").write_text(json.dumps(record))
+    served: dict[str, Any] = server.api.get(f"{EVAL}/ab/{ab_id}").json()
+    return served
+
+
+def drawn_boundary(chart: Locator, name: str) -> list[float | None]:
+    values: list[float | None] = json.loads(chart.get_by_test_id(name).get_attribute("data-values") or "null")
+    return values
+
+
+def test_the_page_shows_the_design_its_delta_the_outcome_and_both_boundaries(
+    page: Page, server: HyloServe, capped: dict[str, Any], futile: dict[str, Any], tmp_path: Path
+) -> None:
+    page.goto(f"{server.url}/#/ab/{capped['ab_id']}")
+    expect(page.get_by_test_id("ab-design")).to_contain_text("capped")
+    expect(page.get_by_test_id("ab-design-note")).to_contain_text(
+        "capped at 40 pairs, futility at δ = 0.3; valid up to the cap only: this capped record cannot be extended"
+    )
+    expect(page.get_by_test_id("ab-min-effect")).to_have_text("0.3")
+    expect(page.get_by_test_id("ab-decision")).to_have_text("A better")
+    expect(page.get_by_test_id("ab-stopped-for")).to_have_text("the test decided")
+    chart = page.get_by_test_id("lead-chart")
+    expect(chart.get_by_test_id("lead-point")).to_have_count(len(capped["lead_path"]))
+    assert drawn_boundary(chart, "efficacy-boundary") == capped["efficacy_boundary"]
+    expect(page.get_by_test_id("path-chart")).to_have_count(0)  # the log E chart is the anytime design's
+
+    assert futile["decision"] == "no difference ≥ 0.3" and futile["stopped_for"] == "futility"
+    page.goto(f"{server.url}/#/ab/{futile['ab_id']}")
+    expect(page.get_by_test_id("ab-decision")).to_have_text("no difference ≥ 0.3")
+    expect(page.get_by_test_id("ab-stopped-for")).to_contain_text("a difference of 0.3 or more became unlikely")
+    chart = page.get_by_test_id("lead-chart")
+    futility = drawn_boundary(chart, "futility-boundary")
+    assert futility == futile["futility_boundary"] and futility[-1] is not None
+    assert drawn_boundary(chart, "efficacy-boundary") == futile["efficacy_boundary"]
+    for name in ("efficacy-boundary", "futility-boundary"):  # each drawn above and below 0
+        assert chart.get_by_test_id(name).locator("polyline").count() >= 2
+    snap(page, tmp_path, "ab-futility")

@@ -31,6 +31,16 @@ def add_parser(commands: Subparsers) -> None:
     ab.add_argument("--max-episodes", type=positive_int, default=None, metavar="N", help="at most N pairs")
     ab.add_argument("--alpha", type=float, default=0.05, help="the test's two-sided level (default 0.05)")
     ab.add_argument(
+        "--design",
+        choices=("anytime", "capped"),
+        default="anytime",
+        help="anytime (default): valid whenever it stops, a larger --max-episodes extends it; capped: "
+        "calibrated to --max-episodes N, fewer pairs, valid up to N only (cannot be extended)",
+    )
+    ab.add_argument("--min-effect", type=float, default=None, metavar="DELTA",
+                    help="the smallest difference worth finding: also stop with \"no difference >= DELTA\" once one "
+                    "that large is unlikely")  # fmt: skip
+    ab.add_argument(
         "--reuse-runs", action="store_true", help="compare on the runs hylo eval made for A and B, extending them"
     )
     add_run_options(ab, episodes=False)
@@ -75,7 +85,8 @@ def _compare(args: argparse.Namespace) -> int:
     spec_a = EvalSpec(agent=args.agent_a, agent_args=parse_agent_args(args.agent_args_a), **common)
     spec_b = EvalSpec(agent=args.agent_b, agent_args=parse_agent_args(args.agent_args_b), **common)
     with stdout_to_stderr():  # simulators that print never reach stdout
-        result = run_ab(spec_a, spec_b, max_pairs=args.max_episodes, alpha=args.alpha, reuse_runs=args.reuse_runs)
+        result = run_ab(spec_a, spec_b, max_pairs=args.max_episodes, alpha=args.alpha, reuse_runs=args.reuse_runs,
+                        design=args.design, min_effect=args.min_effect)  # fmt: skip
     record = result.to_json()
     if result.reuse_runs:
         out = console(stderr=args.json)  # --json: stdout holds the record alone
@@ -99,10 +110,33 @@ def interval_note(record: dict[str, Any]) -> str:
     if record.get("confidence_sequence_kind") != "test":
         return ("an older record: its interval is a separate betting confidence sequence, which may contain 0 "
                 "although the test decided")  # fmt: skip
+    decided = record["decision"] in ("A better", "B better")
+    if record.get("confidence_sequence_kind") == "anytime":
+        return (f"every B − A the anytime test has not ruled out at alpha {record['alpha']}, valid on its own; the "
+                "capped design decides on its own boundary, which spends more of alpha by the cap")  # fmt: skip
     ruled = f"every B − A the test itself has not ruled out at alpha {record['alpha']}"
-    if record["decision"] is None:
+    if not decided:
         return f"{ruled}; 0 is still among them: no decision"
     return f"{ruled}; it leaves out 0 exactly because the test decided"
+
+
+def design_note(record: dict[str, Any]) -> str:
+    """The design in one line: which, δ, and what a larger --max-episodes does to it."""
+    delta = record.get("min_effect")
+    futility = f", futility at δ = {delta:g}" if delta is not None else ", no futility stop (no --min-effect)"
+    if record.get("design") == "capped":
+        return (f"design: capped at {record['max_pairs']} pairs{futility}; valid up to the cap only: this capped "
+                "record cannot be extended with a larger --max-episodes")  # fmt: skip
+    return f"design: anytime{futility}; valid whenever it stops, and a larger --max-episodes extends it"
+
+
+def outcome(record: dict[str, Any]) -> str:
+    """The outcome in words: the decision, "no difference ≥ δ", or no decision (and why it stopped)."""
+    if record["decision"] is not None:
+        return str(record["decision"])
+    if record.get("stopped_for") == "curtailment":
+        return f"no decision: none was reachable within {record['max_pairs']} pairs"
+    return f"no decision within {record['max_pairs']} pairs"
 
 
 def bound(value: float) -> str:
@@ -117,11 +151,12 @@ def _print(record: dict[str, Any], *, json_out: bool) -> None:
         sys.stdout.write(json.dumps(record) + "\n")
         return
     out = console()
-    decision = record["decision"] or f"no decision within {record['max_pairs']} pairs"
+    decision = outcome(record)
     reused = " (--reuse-runs: the runs hylo eval made)" if record.get("reuse_runs") else ""
     out.print(f"A/B {record['ab_id']}: A = {record['agent_a']} ({record['run_a']}), "
               f"B = {record['agent_b']} ({record['run_b']}){reused}", highlight=False)  # fmt: skip
     out.print(f"decision: {decision} (after {record['pairs_used']} pairs, alpha {record['alpha']})", highlight=False)
+    out.print(design_note(record), highlight=False)
     difference = record["difference"]
     low, high = record["confidence_sequence"]
     if difference is not None:

@@ -8,12 +8,15 @@ task by task within an index (index 0 of every task, then index 1, ...), so a co
 task. The test (`hylo.stats.sequential`) takes the pairs in key order, whatever order they finish in, so its decision
 does not depend on the worker count. When it decides, or `max_pairs` pairs are in, no more episodes start; those running
 finish and are committed. The A/B record (`<log dir>/ab/<ab id>.json`) keeps the decision, the pairs it used, the
-difference with its confidence sequence, the flips and the path of the statistic. Re-running the same command resumes
-both runs and replays their pairs through the test: the same record.
+difference with its confidence sequence, the flips and the path of the statistic, the design (`anytime` or `capped`),
+δ (`min_effect`, the futility stop's) and why it stopped. Re-running the same command resumes both runs and replays
+their pairs through the test: the same record.
 
 The A/B id is a function of the runs A and B would be on their own (configuration and agent code, as `hylo eval` names a
-run: `resolve.plan_run`) and of alpha; not of the cap, so that re-running with a larger `--max-episodes` continues the
-same comparison (the test stays valid when a stopped comparison is extended). A comparison never extends a run that
+run: `resolve.plan_run`), of alpha, and of the design and δ where not the default; not of the cap, so that re-running
+with a larger `--max-episodes` continues the same comparison (the anytime test stays valid when a stopped comparison
+is extended). A capped comparison's boundary is calibrated to its cap: re-running it with another is refused.
+A comparison never extends a run that
 `hylo eval` made: its runs are named after it. With `reuse_runs` it takes the runs `hylo eval` would resume for A's and
 B's configurations instead (and extends them); that is another comparison, another id.
 """
@@ -39,7 +42,7 @@ from hylo.eval.worker import EpisodeJob
 from hylo.evallog.logdir import AB_DIR, FILENAME, records_oldest_first
 from hylo.evallog.rows import EpisodeRow
 from hylo.evallog.store import EvalLog
-from hylo.stats.sequential import PairedSequentialTest
+from hylo.stats.sequential import DESIGNS, Design, PairedSequentialTest
 
 SIDES = ("a", "b")
 AB_ID = re.compile(r"ab-[0-9a-f]{12}")
@@ -57,20 +60,22 @@ class ABNotFound(ABError, LookupError):
 class PairCoordinator:
     """The two runs' shared state: which keys may start, the results so far, the test fed in key order."""
 
-    def __init__(self, keys: list[str], window: int, alpha: float) -> None:
+    def __init__(
+        self, keys: list[str], window: int, alpha: float, design: Design = "anytime", min_effect: float | None = None
+    ) -> None:
         self.keys = keys
         self.position = {key: i for i, key in enumerate(keys)}
         self.window = window
-        self.test = PairedSequentialTest(alpha=alpha)
+        self.test = PairedSequentialTest(alpha=alpha, design=design, max_pairs=len(keys), min_effect=min_effect)
         self.results: dict[str, dict[str, EpisodeRow]] = {side: {} for side in SIDES}
         self.consumed = 0  # keys fed to the test
-        self.pairs_used: int | None = None  # keys fed when it decided
+        self.pairs_used: int | None = None  # keys fed when it stopped (decided, futile or curtailed)
         self.failed = False  # a side's run ended with an error: the other stops too
         self._changed = threading.Condition()
 
     @property
     def stopped(self) -> bool:
-        return self.failed or self.test.decision is not None or self.consumed >= len(self.keys)
+        return self.failed or self.test.stopped or self.consumed >= len(self.keys)
 
     def load(self, side: str, rows: list[EpisodeRow]) -> None:
         """A side's episodes already in its log (a resumed comparison)."""
@@ -102,16 +107,20 @@ class PairCoordinator:
                 self._changed.wait(timeout)
 
     def _advance(self) -> None:
-        """Feed the test every pair complete on both sides, in key order, until it decides."""
+        """Feed the test every pair complete on both sides, in key order, until it stops."""
         a, b = self.results["a"], self.results["b"]
-        while self.test.decision is None and self.consumed < len(self.keys):
+        while not self.test.stopped and self.consumed < len(self.keys):
             key = self.keys[self.consumed]
             if key not in a or key not in b:
                 return
-            decision = self.test.add(_outcome(a[key]), _outcome(b[key]))
             self.consumed += 1
-            if decision is not None:
+            if self._stops_at(_outcome(a[key]), _outcome(b[key])):
                 self.pairs_used = self.consumed
+
+    def _stops_at(self, a_outcome: bool | None, b_outcome: bool | None) -> bool:
+        """Feed one pair; whether the test stopped on it."""
+        self.test.add(a_outcome, b_outcome)
+        return self.test.stopped
 
 
 def _outcome(row: EpisodeRow) -> bool | None:
@@ -179,6 +188,7 @@ class ABResult:
             "log_evalue": test["log_evalue"],
             "threshold": test["threshold"],
             "path": list(self.test.path),
+            **self.test.design_json(),
         }
 
 
@@ -196,21 +206,45 @@ def keys_of(evaluation: Evaluation, max_pairs: int) -> list[str]:
     return keys[:max_pairs]
 
 
-def ab_id(run_a: str, run_b: str, alpha: float, *, reuse_runs: bool = False) -> str:
+def ab_id(
+    run_a: str,
+    run_b: str,
+    alpha: float,
+    *,
+    reuse_runs: bool = False,
+    design: Design = "anytime",
+    min_effect: float | None = None,
+) -> str:
     """The comparison's id, from the runs A and B would be on their own (`hylo eval`'s names for them: configuration
-    and code), alpha, and whether it takes those runs themselves."""
+    and code), alpha, whether it takes those runs themselves, and the design and δ where not the default (an anytime
+    comparison without δ keeps the id it always had)."""
     identity: list[Any] = [run_a, run_b, alpha] + (["reuse-runs"] if reuse_runs else [])
+    identity += [f"design={design}"] if design != "anytime" else []
+    identity += [f"min-effect={min_effect!r}"] if min_effect is not None else []
     digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()
     return f"ab-{digest[:12]}"
 
 
 def run_ab(
-    spec_a: EvalSpec, spec_b: EvalSpec, *, max_pairs: int, alpha: float = 0.05, reuse_runs: bool = False
+    spec_a: EvalSpec,
+    spec_b: EvalSpec,
+    *,
+    max_pairs: int,
+    alpha: float = 0.05,
+    reuse_runs: bool = False,
+    design: Design = "anytime",
+    min_effect: float | None = None,
 ) -> ABResult:
     """Compare A (`spec_a`) and B (`spec_b`, the same but for the agent) for at most `max_pairs` pairs, on runs of
-    the comparison's own (`reuse_runs`: on the runs `hylo eval` would resume for A and B, extending them)."""
+    the comparison's own (`reuse_runs`: on the runs `hylo eval` would resume for A and B, extending them), with the
+    test's `design` and, given δ (`min_effect`), a futility stop. A capped comparison re-run with another cap is
+    refused: its boundary is calibrated to its cap."""
     if max_pairs < 1:
         raise ABError(f"--max-episodes must be at least 1, got {max_pairs}")
+    if design not in DESIGNS:
+        raise ABError(f"--design must be one of {', '.join(DESIGNS)}, got {design!r}")
+    if min_effect is not None and not 0.0 < min_effect < 1.0:
+        raise ABError(f"--min-effect must be a difference in (0, 1), got {min_effect!r}")
     if reuse_runs and (spec_a.fresh or spec_b.fresh):
         raise ABError("--reuse-runs takes the runs hylo eval made, --fresh starts new ones: give one of them")
     tasks = spec_a.tasks or resolve(spec_a).tasks  # none named: every task of the split
@@ -219,14 +253,17 @@ def run_ab(
     own = {side: eval_run_id(spec) for side, spec in sized.items()}
     if own["a"] == own["b"]:
         raise ABError(f"A and B are the same run ({own['a']}): give them different agents or agent arguments")
-    identity = ab_id(own["a"], own["b"], alpha, reuse_runs=reuse_runs)
+    identity = ab_id(own["a"], own["b"], alpha, reuse_runs=reuse_runs, design=design, min_effect=min_effect)
+    record = Path(sized["a"].log_path).resolve() / AB_DIR / f"{identity}.json"
+    _refuse_another_cap(record, max_pairs)
     sides = {side: spec if reuse_runs else _named(spec, f"{identity}-{side}") for side, spec in sized.items()}
     evaluations = {side: Evaluation(spec) for side, spec in sides.items()}
     a, b = evaluations["a"], evaluations["b"]
     keys = keys_of(a, max_pairs)
     if keys != keys_of(b, max_pairs):
         raise ABError("A and B do not plan the same episodes: they must share benchmark, split, tasks and seed")
-    coordinator = PairCoordinator(keys, window=max(1, sides["a"].workers), alpha=alpha)
+    coordinator = PairCoordinator(keys, window=max(1, sides["a"].workers), alpha=alpha, design=design,
+                                  min_effect=min_effect)  # fmt: skip
     logged_before = {}
     for side, evaluation in evaluations.items():
         logged = _logged(evaluation.run_dir)
@@ -236,10 +273,29 @@ def run_ab(
     results = _run_both(evaluations, coordinator)
     pairs_used = coordinator.pairs_used if coordinator.pairs_used is not None else coordinator.consumed
     result = ABResult(identity, results["a"], results["b"], coordinator.test, pairs_used, len(keys),
-                      Path(sides["a"].log_path).resolve() / AB_DIR / f"{identity}.json", reuse_runs,
-                      logged_before)  # fmt: skip
+                      record, reuse_runs, logged_before)  # fmt: skip
     _write_record(result)
     return result
+
+
+def _refuse_another_cap(record: Path, max_pairs: int) -> None:
+    """A capped comparison already recorded under another cap cannot go on: its boundary is calibrated to its cap,
+    and is not valid past it (nor is a smaller cap the same test)."""
+    if not record.is_file():
+        return
+    try:
+        before = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return  # not a record any more: made anew
+    if not isinstance(before, dict):
+        return
+    cap = before.get("max_pairs")
+    if before.get("design") == "capped" and isinstance(cap, int) and cap != max_pairs:
+        raise ABError(
+            f"A/B {record.stem} is capped at {cap} pairs: its boundary is calibrated to that cap, and a capped record "
+            f"cannot be extended or cut to --max-episodes {max_pairs}. Re-run it with --max-episodes {cap}, or "
+            "compare with --design anytime, which a larger --max-episodes extends"
+        )
 
 
 def eval_run_id(spec: EvalSpec) -> str:
@@ -311,6 +367,9 @@ def read_ab(log_dir: Path, identity: str) -> dict[str, Any]:
     record: dict[str, Any] = json.loads(path.read_text())
     record.setdefault("confidence_sequence_kind", "betting")  # made before its interval was the test's own
     record.setdefault("reuse_runs", False)
+    record.setdefault("design", "anytime")  # made before the designs
+    record.setdefault("min_effect", None)
+    record.setdefault("extendable", record["design"] == "anytime")
     return record
 
 

@@ -44,7 +44,8 @@ def ab_list(scheduler: Scheduler) -> ABRecords:
 @router.get("/ab/{ab_id}", response_model=ABRecord, summary="An A/B comparison's record")
 def ab_record(ab_id: str, scheduler: Scheduler) -> ABRecord:
     """As `hylo ab show --json`: the decision, the pairs used, the difference with its confidence sequence, the flips,
-    the abstentions and the path of log E against its threshold. 404 for an unknown id (an id is `ab-` and 12 hex
+    the abstentions, the path of log E against its threshold, the design, δ and why it stopped, and B's lead after
+    each pair with the efficacy and futility boundaries there. 404 for an unknown id (an id is `ab-` and 12 hex
     digits, never a path)."""
     return ABRecord.model_validate(read_ab(scheduler.log_dir, ab_id))
 

@@ -232,9 +232,14 @@ class ABSummary(BaseModel):
     agent_b: str
     run_a: str
     run_b: str
-    decision: str | None = Field(description='"A better", "B better", or null when the test did not decide')
+    decision: str | None = Field(
+        description='"A better", "B better", "no difference ≥ δ" (stopped for futility), or null when the test did '
+        "not decide"
+    )
     pairs_used: int
     max_pairs: int
+    design: str = Field(default="anytime", description='"anytime" (extendable) or "capped" (calibrated to max_pairs)')
+    min_effect: float | None = Field(default=None, description="δ of the futility stop; null: none")
 
 
 class ABRecords(BaseModel):
@@ -253,8 +258,8 @@ class ABRecord(ABSummary):
     confidence_sequence_kind: str = Field(
         default="betting",
         description='"test": every p_B − p_A the deciding test has not rejected, which excludes 0 exactly when it '
-        'decided; "betting": a record made before, whose separate betting interval may contain 0 although the test '
-        "decided",
+        'decided; "anytime": the anytime test\'s interval beside a capped design, valid on its own; "betting": a '
+        "record made before, whose separate betting interval may contain 0 although the test decided",
     )
     reuse_runs: bool = Field(
         default=False, description="whether the comparison ran on the runs `hylo eval` made (`--reuse-runs`)"
@@ -265,6 +270,17 @@ class ABRecord(ABSummary):
     log_evalue: float
     threshold: float
     path: list[float]
+    stopped_for: str | None = Field(
+        default=None, description='"efficacy", "futility", "curtailment", "cap", or null (a record made before)'
+    )
+    extendable: bool = Field(default=True, description="whether a larger --max-episodes may extend it (anytime)")
+    lead_path: list[int] = Field(default_factory=list, description="B's lead (b_wins − a_wins) after each pair")
+    efficacy_boundary: list[int | None] = Field(
+        default_factory=list, description="the |lead| that decided at each pair (null where none could)"
+    )
+    futility_boundary: list[float | None] = Field(
+        default_factory=list, description="the |lead| below which it stopped for futility at each pair (null: none)"
+    )
 
 
 class SweepSummary(BaseModel):

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from hylo.stats.sequential import pair_probabilities, simulate
+from hylo.stats.sequential import FUTILE, Design, Simulated, decide, pair_probabilities
 
 _NORMAL = NormalDist()
 
@@ -153,14 +153,24 @@ def correlation_error(correlation: float, pairs: int) -> float:
 
 @dataclass(frozen=True)
 class SequentialPlan:
-    """The sequential paired test's plan: `max_pairs`, the smallest cap at which it decides for the better side
-    with the power asked for, and with that cap the mean and 90th percentile of the pairs its comparisons use (a
-    comparison stops when it decides, else at the cap); `power` as simulated."""
+    """The sequential paired test's plan for one design: `max_pairs`, the smallest cap at which it decides for the
+    better side with the power asked for, and with that cap the mean and 90th percentile of the pairs its
+    comparisons use (a comparison stops when it decides, stops for futility or is curtailed, else at the cap);
+    `power` as simulated, `futile` the share of comparisons stopped for futility ("no difference ≥ δ") although the
+    rates differ."""
 
     max_pairs: int
     mean_pairs: float
     p90_pairs: int
     power: float
+    design: Design = "anytime"
+    min_effect: float | None = None
+    futile: float = 0.0
+
+    @property
+    def type_ii(self) -> float:
+        """The share of comparisons that miss the difference: 1 − power."""
+        return 1.0 - self.power
 
 
 def sequential_plan(
@@ -172,19 +182,67 @@ def sequential_plan(
     power: float = 0.8,
     runs: int = 4000,
     seed: int = 1,
+    design: Design = "anytime",
+    min_effect: float | None = None,
+    tuning: dict[str, float] | None = None,
 ) -> SequentialPlan:
-    """The sequential test's plan, from `runs` simulated comparisons."""
+    """The sequential test's plan for `design` (with futility at `min_effect` δ when given), from `runs` simulated
+    comparisons; `tuning` overrides `decide`'s `prior`, `beta` or `share` (as the benchmark tunes them)."""
+    options = dict(tuning or {})
     fixed = mcnemar_pairs(p_a, p_b, correlation=correlation, alpha=alpha, power=power)
     horizon = 4 * fixed
-    sim = simulate(p_a, p_b, correlation=correlation, max_pairs=horizon, runs=runs, alpha=alpha, seed=seed)
-    right = np.sort(sim.pairs_used[sim.decisions == (1 if p_b > p_a else -1)])
+    better = 1 if p_b > p_a else -1
+    rng = np.random.default_rng(seed)
+    cells = rng.choice(4, size=(runs, horizon), p=pair_probabilities(p_a, p_b, correlation)).astype(np.int8)
     needed = math.ceil(power * runs)
-    if right.size < needed:
-        raise ValueError(f"the sequential test does not reach power {power} within {horizon} pairs for {p_a}/{p_b}")
-    cap = int(right[needed - 1])
-    used = np.minimum(sim.pairs_used, cap)
-    decided = float((right <= cap).sum() / runs)
-    return SequentialPlan(cap, float(used.mean()), int(np.ceil(np.quantile(used, 0.9))), decided)
+    if design == "anytime":
+        sim = decide(cells, alpha=alpha, min_effect=min_effect, **options)  # type: ignore[arg-type]
+        right = np.sort(sim.pairs_used[sim.decisions == better])
+        if right.size < needed:
+            raise ValueError(f"the sequential test does not reach power {power} within {horizon} pairs for {p_a}/{p_b}")
+        cap = int(right[needed - 1])
+        used = np.minimum(sim.pairs_used, cap)
+        futile = float(((sim.stopped == FUTILE) & (sim.pairs_used <= cap)).mean())
+        decided = float((right <= cap).sum() / runs)
+        return SequentialPlan(cap, float(used.mean()), _p90(used), decided, design, min_effect, futile)
+    return _capped_plan(cells, better, fixed, alpha=alpha, power=power, min_effect=min_effect, options=options)
+
+
+def _capped_plan(
+    cells: np.ndarray[Any, Any], better: int, fixed: int, *, alpha: float, power: float, min_effect: float | None,
+    options: dict[str, float],
+) -> SequentialPlan:  # fmt: skip
+    """The capped design's plan: its boundary depends on the cap, so the cap is searched (by bisection, on the same
+    simulated pairs for every cap tried) for the smallest whose runs reach `power`."""
+    horizon = cells.shape[1]
+    tried: dict[int, Simulated] = {}
+
+    def at(cap: int) -> Simulated:
+        if cap not in tried:
+            tried[cap] = decide(cells[:, :cap], alpha=alpha, design="capped", min_effect=min_effect,
+                                **options)  # fmt: skip
+        return tried[cap]
+
+    def reaches(cap: int) -> bool:
+        return float((at(cap).decisions == better).mean()) >= power
+
+    low, high = max(1, fixed // 3), max(2, fixed)
+    while not reaches(high):
+        low, high = high, min(2 * high, horizon)
+        if low == horizon:
+            raise ValueError(f"the capped design does not reach power {power} within {horizon} pairs")
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if reaches(mid) else (mid, high)
+    sim = at(high)
+    power_reached = float((sim.decisions == better).mean())
+    futile = float((sim.stopped == FUTILE).mean())
+    used = sim.pairs_used
+    return SequentialPlan(high, float(used.mean()), _p90(used), power_reached, "capped", min_effect, futile)
+
+
+def _p90(used: np.ndarray[Any, Any]) -> int:
+    return int(np.ceil(np.quantile(used, 0.9)))
 
 
 def _fewest(reaches: Callable[[int], bool], guess: float, what: str) -> int:

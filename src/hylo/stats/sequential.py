@@ -46,7 +46,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from hylo.stats.capped import INTERIM_PRIOR, SHARE, CappedBoundary, capped_boundary
+from hylo.stats.futility import BETA, check_min_effect, futility_leads
+
 Decision = Literal["B better", "A better"]
+Design = Literal["anytime", "capped"]
+DESIGNS: tuple[Design, ...] = ("anytime", "capped")
 
 PRIOR = 2.0
 """The a of the Beta(a, a) mixing distribution over θ, B's chance of winning a discordant pair."""
@@ -211,13 +216,36 @@ def confidence_interval(
     return np.where(none, -1.0, low), np.where(none, 1.0, high)
 
 
+def check_design(design: str) -> None:
+    """A design other than `DESIGNS` is refused naming it."""
+    if design not in DESIGNS:
+        raise ValueError(f"the design must be one of {', '.join(DESIGNS)}, got {design!r}")
+
+
+def futility_outcome(min_effect: float) -> str:
+    """The futility outcome's words: "no difference ≥ δ"."""
+    return f"no difference ≥ {min_effect:g}"
+
+
 @dataclass
 class PairedSequentialTest:
     """The test over the pairs fed to `add`, in key order. `decision` is set by the first pair that decides, and
-    stays: later pairs still update the counts and the interval, never the decision."""
+    stays: later pairs still update the counts and the interval, never the decision.
+
+    `design` "anytime" is the mixture SPRT above, valid at any stopping time and extendable; "capped" rejects on the
+    boundary calibrated to `max_pairs` (`hylo.stats.capped`; its final look is the `max_pairs`-th pair fed, an
+    abstention included), valid up to that cap only, and stops as soon as no rejection is reachable by the cap
+    (`curtailed`). With `min_effect` δ it also stops for futility (`futile`: "no difference ≥ δ",
+    `hylo.stats.futility`)."""
 
     alpha: float = 0.05
     prior: float = PRIOR
+    design: Design = "anytime"
+    max_pairs: int | None = None  # the cap: the capped design's calibration
+    min_effect: float | None = None
+    beta: float = BETA
+    share: float = SHARE
+    interim_prior: float = INTERIM_PRIOR
     pairs: int = 0  # scored pairs
     b_wins: int = 0
     a_wins: int = 0
@@ -225,8 +253,13 @@ class PairedSequentialTest:
     neither: int = 0
     abstentions: int = 0  # pairs with an unscored side
     decision: Decision | None = None
-    decided_at: int | None = None  # the number of scored pairs when it decided
+    decided_at: int | None = None  # the number of scored pairs when it decided (or stopped for futility)
+    futile: bool = False
+    curtailed: bool = False
     path: list[float] = field(default_factory=list)  # log E after each scored pair
+    lead_path: list[int] = field(default_factory=list)  # B's lead (b_wins − a_wins) after each scored pair
+    efficacy_path: list[int | None] = field(default_factory=list)  # the |lead| that decided there (None: none could)
+    futility_path: list[float | None] = field(default_factory=list)  # |lead| below which it stopped for futility
     _decided_counts: tuple[int, int, int] | None = field(default=None, init=False)  # B's wins, A's, ties then
 
     def __post_init__(self) -> None:
@@ -234,20 +267,59 @@ class PairedSequentialTest:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha!r}")
         if not self.prior > 0.0:
             raise ValueError(f"the prior's a must be > 0, got {self.prior!r}")
+        check_design(self.design)
+        check_min_effect(self.min_effect)
+        if self.design == "capped" and (self.max_pairs is None or self.max_pairs < 1):
+            raise ValueError(f"the capped design needs its cap (max_pairs ≥ 1), got {self.max_pairs!r}")
+
+    @functools.cached_property
+    def boundary(self) -> CappedBoundary | None:
+        """The capped design's boundary (None for anytime)."""
+        if self.design != "capped" or self.max_pairs is None:
+            return None
+        return capped_boundary(self.max_pairs, self.alpha, self.share, self.interim_prior)
 
     @property
     def threshold(self) -> float:
-        """The log e-value at which the test decides: log(1 / alpha)."""
+        """The log e-value at which the anytime test decides: log(1 / alpha)."""
         return math.log(1 / self.alpha)
 
     @property
     def log_evalue(self) -> float:
         return log_evalue(self.b_wins, self.a_wins, self.prior)
 
+    @property
+    def stopped(self) -> bool:
+        """Whether the test has stopped: decided, futile or curtailed."""
+        return self.decision is not None or self.futile or self.curtailed
+
+    @property
+    def outcome(self) -> str | None:
+        """The decision, "no difference ≥ δ" when it stopped for futility, or None."""
+        if self.decision is not None:
+            return self.decision
+        return futility_outcome(self.min_effect) if self.futile and self.min_effect is not None else None
+
+    @property
+    def stopped_for(self) -> str | None:
+        """Why it stopped: "efficacy", "futility", "curtailment" (capped: no rejection reachable by the cap), "cap"
+        (every pair allowed is in), or None while it may go on."""
+        if self.decision is not None:
+            return "efficacy"
+        if self.futile:
+            return "futility"
+        if self.curtailed:
+            return "curtailment"
+        if self.max_pairs is not None and self.pairs + self.abstentions >= self.max_pairs:
+            return "cap"
+        return None
+
     def add(self, a_success: bool | None, b_success: bool | None) -> Decision | None:
         """One pair, in key order (None for a side that abstained); the decision so far."""
         if a_success is None or b_success is None:
             self.abstentions += 1
+            if self.design == "capped" and not self.stopped and self._at_cap:
+                self._look()  # the final look is the cap's, whichever pair it is
             return self.decision
         self.pairs += 1
         if a_success and not b_success:
@@ -258,13 +330,53 @@ class PairedSequentialTest:
             self.both += 1
         else:
             self.neither += 1
-        log_e = self.log_evalue
-        self.path.append(log_e)
-        if self.decision is None and log_e >= self.threshold and self.b_wins != self.a_wins:
-            self.decision = "B better" if self.b_wins > self.a_wins else "A better"
+        self.path.append(self.log_evalue)
+        self.lead_path.append(self.b_wins - self.a_wins)
+        efficacy, futility = self._boundaries()
+        self.efficacy_path.append(efficacy)
+        self.futility_path.append(futility)
+        if not self.stopped:
+            self._look()
+        return self.decision
+
+    @property
+    def _at_cap(self) -> bool:
+        return self.max_pairs is not None and self.pairs + self.abstentions >= self.max_pairs
+
+    def _boundaries(self) -> tuple[int | None, float | None]:
+        """The |lead| that decides at this pair (None where none can), and the one below which it is futile."""
+        m = self.b_wins + self.a_wins
+        if self.boundary is None:
+            needed = anytime_lead(m, self.threshold, self.prior)
+        else:
+            needed = int(self.boundary.needed(m, at_cap=self._at_cap))
+        u = self._futility_lead(m)
+        return (needed if needed <= m else None), (u if math.isfinite(u) and u > 0 else None)
+
+    def _look(self) -> None:
+        """Decide, stop for futility or curtail, on the counts so far."""
+        lead, m = self.b_wins - self.a_wins, self.b_wins + self.a_wins
+        if self.boundary is None:
+            decides = self.log_evalue >= self.threshold
+        else:
+            decides = abs(lead) >= int(self.boundary.needed(m, at_cap=self._at_cap))
+        if decides and lead != 0:
+            self.decision = "B better" if lead > 0 else "A better"
+        elif self.min_effect is not None and self.pairs and abs(lead) < self._futility_lead(m):
+            self.futile = True
+        elif self.boundary is not None and self.max_pairs is not None and not self._at_cap:
+            remaining = self.max_pairs - self.pairs - self.abstentions
+            self.curtailed = not bool(self.boundary.reachable(m, lead, remaining))
+        if self.decision is not None or self.futile:
             self.decided_at = self.pairs
             self._decided_counts = (self.b_wins, self.a_wins, self.both + self.neither)
-        return self.decision
+
+    def _futility_lead(self, discordant: int) -> float:
+        """u: the test is futile while |lead| < u (−inf before it can be)."""
+        if self.min_effect is None:
+            return -math.inf
+        return float(futility_leads(discordant, self.pairs, min_effect=self.min_effect, alpha=self.alpha,
+                                    beta=self.beta))  # fmt: skip
 
     @property
     def difference(self) -> float | None:
@@ -273,11 +385,12 @@ class PairedSequentialTest:
 
     @property
     def confidence_sequence(self) -> tuple[float, float]:
-        """[low, high] for p_B − p_A, valid at any stopping time ([−1, 1] before any pair): the differences the test
-        turned around has not rejected. It excludes 0 exactly when the test has decided, on the side it decided for."""
+        """[low, high] for p_B − p_A, valid at any stopping time ([−1, 1] before any pair): the differences the
+        anytime test turned around has not rejected. For the anytime design it excludes 0 exactly when the test has
+        decided, on the side it decided for."""
         counts = (self.b_wins, self.a_wins, self.both + self.neither)
         now = self._interval(*counts)
-        if self._decided_counts is None or self._decided_counts == counts:
+        if self.decision is None or self._decided_counts is None or self._decided_counts == counts:
             return now
         then = self._interval(*self._decided_counts)
         low, high = max(now[0], then[0]), min(now[1], then[1])
@@ -290,18 +403,49 @@ class PairedSequentialTest:
     def to_json(self) -> dict[str, Any]:
         low, high = self.confidence_sequence
         return {
-            "decision": self.decision,
+            "decision": self.outcome,
             "pairs_used": self.decided_at if self.decided_at is not None else self.pairs,
             "pairs": self.pairs,
             "difference": self.difference,
             "confidence_sequence": [low, high],
-            "confidence_sequence_kind": "test",
+            "confidence_sequence_kind": "test" if self.design == "anytime" else "anytime",
             "flips": {"b_wins": self.b_wins, "a_wins": self.a_wins, "both": self.both, "neither": self.neither},
             "abstentions": self.abstentions,
             "log_evalue": self.log_evalue,
             "threshold": self.threshold,
             "alpha": self.alpha,
         }
+
+    def design_json(self) -> dict[str, Any]:
+        """The design's part of the record: design, δ, why it stopped, and B's lead after each pair with the two
+        boundaries there."""
+        return {
+            "design": self.design,
+            "min_effect": self.min_effect,
+            "stopped_for": self.stopped_for,
+            "extendable": self.design == "anytime",
+            "lead_path": list(self.lead_path),
+            "efficacy_boundary": list(self.efficacy_path),
+            "futility_boundary": list(self.futility_path),
+        }
+
+
+def anytime_lead(discordant: int, threshold: float, prior: float = PRIOR) -> int:
+    """The anytime test's boundary as a |lead| (B's discordant wins less A's): the smallest ≥ 1 at which log E over
+    `discordant` pairs reaches `threshold` (`discordant` + 1 where none does). log E grows with the lead: bisection."""
+    low, high = 1 + (discordant + 1) % 2, discordant + 2  # leads of the parity of `discordant`; high: out of reach
+    if low > discordant:
+        return discordant + 1
+
+    def reaches(lead: int) -> bool:
+        return log_evalue((discordant + lead) // 2, (discordant - lead) // 2, prior) >= threshold
+
+    if not reaches(discordant - (discordant - low) % 2):
+        return discordant + 1
+    while high - low > 2:
+        mid = low + 2 * ((high - low) // 4)
+        low, high = (low, mid) if reaches(mid) else (mid, high)
+    return low if reaches(low) else high
 
 
 # -- simulation ---------------------------------------------------------------------------------------------------
@@ -330,13 +474,21 @@ def pair_probabilities(p_a: float, p_b: float, correlation: float = 0.0) -> tupl
     return clipped[0] / total, clipped[1] / total, clipped[2] / total, clipped[3] / total
 
 
+CAP, DECIDED, FUTILE, CURTAILED = 0, 1, 2, 3
+"""How a simulated run stopped (`Simulated.stopped`): at the cap undecided, deciding, for futility ("no difference
+≥ δ"), or curtailed (capped: no rejection was reachable by the cap any more)."""
+BLOCK_CELLS = 4_000_000
+"""Pairs `decide` takes at once (runs × pairs), to keep its arrays small."""
+
+
 @dataclass(frozen=True)
 class Simulated:
-    """Simulated A/B runs: each run's decision (+1 B better, −1 A better, 0 none by `max_pairs`) and the pairs it
-    used (`max_pairs` when it did not decide)."""
+    """Simulated A/B runs: each run's decision (+1 B better, −1 A better, 0 none), the pairs it used (`max_pairs`
+    when it ran to the cap) and how it stopped (`CAP`, `DECIDED`, `FUTILE`, `CURTAILED`)."""
 
     decisions: np.ndarray[Any, np.dtype[np.int8]]
     pairs_used: np.ndarray[Any, np.dtype[np.int64]]
+    stopped: np.ndarray[Any, np.dtype[np.int8]]
 
 
 def simulate(
@@ -349,23 +501,74 @@ def simulate(
     alpha: float = 0.05,
     prior: float = PRIOR,
     seed: int = 0,
+    design: Design = "anytime",
+    min_effect: float | None = None,
+    beta: float = BETA,
+    share: float = SHARE,
+    interim_prior: float = INTERIM_PRIOR,
 ) -> Simulated:
     """`runs` A/B runs of at most `max_pairs` pairs each, decided as `PairedSequentialTest` decides."""
     probabilities = pair_probabilities(p_a, p_b, correlation)
     rng = np.random.default_rng(seed)
-    return decide(rng.choice(4, size=(runs, max_pairs), p=probabilities), alpha=alpha, prior=prior)
+    cells = rng.choice(4, size=(runs, max_pairs), p=probabilities).astype(np.int8)
+    return decide(cells, alpha=alpha, prior=prior, design=design, min_effect=min_effect, beta=beta, share=share,
+                  interim_prior=interim_prior)  # fmt: skip
 
 
-def decide(cells: np.ndarray[Any, Any], *, alpha: float = 0.05, prior: float = PRIOR) -> Simulated:
+def decide(
+    cells: np.ndarray[Any, Any],
+    *,
+    alpha: float = 0.05,
+    prior: float = PRIOR,
+    design: Design = "anytime",
+    min_effect: float | None = None,
+    beta: float = BETA,
+    share: float = SHARE,
+    interim_prior: float = INTERIM_PRIOR,
+) -> Simulated:
     """The test's decisions over runs of pairs: `cells[run, i]` is pair i of a run, 0 when neither side succeeded,
-    1 only A, 2 only B, 3 both."""
+    1 only A, 2 only B, 3 both. The capped design's cap is the runs' length."""
+    check_design(design)
+    check_min_effect(min_effect)
+    runs, max_pairs = cells.shape
+    boundary = capped_boundary(max_pairs, alpha, share, interim_prior) if design == "capped" else None
+    block = max(1, BLOCK_CELLS // max(max_pairs, 1))
+    parts = [
+        _decide_block(cells[start : start + block], alpha, prior, boundary, min_effect, beta)
+        for start in range(0, runs, block)
+    ]
+    return Simulated(*(np.concatenate([part[i] for part in parts]) for i in range(3)))
+
+
+def _decide_block(
+    cells: np.ndarray[Any, Any],
+    alpha: float,
+    prior: float,
+    boundary: CappedBoundary | None,
+    min_effect: float | None,
+    beta: float,
+) -> tuple[np.ndarray[Any, Any], ...]:
+    """`decide` over one block of runs."""
     runs, max_pairs = cells.shape
     b_wins = np.cumsum(cells == 2, axis=1)
     a_wins = np.cumsum(cells == 1, axis=1)
-    log_e = log_evalue_table(max_pairs, prior)[b_wins + a_wins, b_wins]
-    decides = (log_e >= math.log(1 / alpha)) & (b_wins != a_wins)
-    decided = decides.any(axis=1)
-    first = np.where(decided, decides.argmax(axis=1), max_pairs - 1)
+    discordant, lead = b_wins + a_wins, b_wins - a_wins
+    pairs = np.arange(1, max_pairs + 1)[None, :]
+    if boundary is None:
+        decides = (log_evalue_table(max_pairs, prior)[discordant, b_wins] >= math.log(1 / alpha)) & (lead != 0)
+    else:
+        decides = (np.abs(lead) >= boundary.needed(discordant, at_cap=pairs == max_pairs)) & (lead != 0)
+    futile = np.zeros_like(decides)
+    if min_effect is not None:
+        futile = np.abs(lead) < futility_leads(discordant, pairs, min_effect=min_effect, alpha=alpha, beta=beta)
+    curtailed = np.zeros_like(decides)
+    if boundary is not None:
+        curtailed = ~boundary.reachable(discordant, lead, max_pairs - pairs) & (pairs < max_pairs)
+    stops = decides | futile | curtailed
+    stopped = stops.any(axis=1)
+    first = np.where(stopped, stops.argmax(axis=1), max_pairs - 1)
     rows = np.arange(runs)
-    side = np.sign(b_wins[rows, first] - a_wins[rows, first]).astype(np.int8)
-    return Simulated(np.where(decided, side, 0).astype(np.int8), (first + 1).astype(np.int64))
+    decided = decides[rows, first]
+    side = np.sign(lead[rows, first]).astype(np.int8)
+    how = np.select([decided, futile[rows, first], curtailed[rows, first]], [DECIDED, FUTILE, CURTAILED], CAP)
+    return np.where(decided, side, 0).astype(np.int8), (first + 1).astype(np.int64), how.astype(np.int8)

@@ -1,14 +1,17 @@
 // `#/ab/<id>`: an A/B comparison's record, as `hylo ab` wrote it — the sequential test's decision, the pairs it
 // used of the most allowed, the difference with its confidence sequence, the flips, the abstentions, both runs, and
-// the path of log E against the decision boundary.
+// the path of log E against the decision boundary, the design with its futility δ, and B's lead over the pairs with
+// both boundaries (efficacy and futility).
 import { href } from "../router";
+import { type ABDesignRecord, designNote, stoppedFor } from "./abDesign";
+import { LeadChart } from "./LeadChart";
 import { PathChart } from "./PathChart";
 import { bound, points } from "./format";
 import { EVAL_API, type ABRecord } from "./types";
 import { useRecord } from "./useRecord";
 
 export function ABPage({ abId }: { abId: string }) {
-  const { record, error } = useRecord<ABRecord>(`${EVAL_API}/ab/${encodeURIComponent(abId)}`);
+  const { record, error } = useRecord<ABDesignRecord>(`${EVAL_API}/ab/${encodeURIComponent(abId)}`);
 
   return (
     <div className="compare-page ab-page">
@@ -27,15 +30,19 @@ export function ABPage({ abId }: { abId: string }) {
 }
 
 /** What the interval is, in one line, as `hylo ab` prints it under the interval. */
-function confidenceNote(r: ABRecord): string {
+function confidenceNote(r: ABDesignRecord): string {
   if (r.confidence_sequence_kind === "betting") {
     return "an older record: its interval is a separate betting confidence sequence, which may contain 0 although the test decided";
   }
+  if (r.confidence_sequence_kind === "anytime") {
+    return `every B − A the anytime test has not ruled out at alpha ${r.alpha}, valid on its own; the capped design decides on its own boundary, which spends more of alpha by the cap`;
+  }
   const ruledOut = `every B − A the test itself has not ruled out at alpha ${r.alpha}`;
-  return r.decision ? `${ruledOut}; it leaves out 0 exactly because the test decided` : `${ruledOut}; 0 is still among them: no decision`;
+  const decided = r.decision === "A better" || r.decision === "B better";
+  return decided ? `${ruledOut}; it leaves out 0 exactly because the test decided` : `${ruledOut}; 0 is still among them: no decision`;
 }
 
-function ABResult({ record: r }: { record: ABRecord }) {
+function ABResult({ record: r }: { record: ABDesignRecord }) {
   const [low, high] = r.confidence_sequence;
   return (
     <>
@@ -51,6 +58,17 @@ function ABResult({ record: r }: { record: ABRecord }) {
             <dd data-testid="ab-decision" className={r.decision ? "significant" : "muted"}>
               {r.decision ?? "no decision"}
             </dd>
+            <dt>Design</dt>
+            <dd data-testid="ab-design">
+              {r.design ?? "anytime"}
+              <div className="muted" data-testid="ab-design-note">
+                {designNote(r)}
+              </div>
+            </dd>
+            <dt>Smallest difference (δ)</dt>
+            <dd data-testid="ab-min-effect">{r.min_effect ?? "none"}</dd>
+            <dt>Stopped</dt>
+            <dd data-testid="ab-stopped-for">{stoppedFor(r)}</dd>
             <dt>Pairs used</dt>
             <dd data-testid="ab-pairs">
               {r.pairs_used} of {r.max_pairs}
@@ -125,10 +143,18 @@ function ABResult({ record: r }: { record: ABRecord }) {
           </a>
         </p>
       </section>
-      <section className="panel">
-        <h3>The path of the statistic</h3>
-        <PathChart record={r} />
-      </section>
+      {r.lead_path && r.lead_path.length > 0 && (
+        <section className="panel">
+          <h3>B's lead over the pairs, with both boundaries</h3>
+          <LeadChart record={r} />
+        </section>
+      )}
+      {(r.design ?? "anytime") === "anytime" && (
+        <section className="panel">
+          <h3>The path of the statistic</h3>
+          <PathChart record={r as ABRecord} />
+        </section>
+      )}
     </>
   );
 }
