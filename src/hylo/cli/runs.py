@@ -91,6 +91,7 @@ def run_runs(args: argparse.Namespace) -> int:
         print_summary,
         realtime_table,
         seeds_note,
+        suite_lines,
         timing_note,
     )
     from hylo.evallog.store import EvalLog, list_runs, records  # start-up time: the EvalLog reader
@@ -101,6 +102,7 @@ def run_runs(args: argparse.Namespace) -> int:
         summarize_by_task,
         summary_json,
     )
+    from hylo.stats.suite import suite_figures  # start-up time: the statistics
 
     if args.runs_command == "list":
         from hylo.evallog.run_list import listed, print_runs  # start-up time: the run list
@@ -136,6 +138,7 @@ def run_runs(args: argparse.Namespace) -> int:
             changes = code_changes(args.log_dir, info)
             recs = records(final)
             overall = summarize(recs)
+            suite = suite_figures(recs)
             realtime = run_realtime(final)
             detectable = (
                 detectable_difference(overall.success_rate, overall.scored)
@@ -145,6 +148,7 @@ def run_runs(args: argparse.Namespace) -> int:
             if args.json:
                 data: dict[str, Any] = {**info.to_json(), "summary": summary_json(recs)}
                 data["detectable_difference"] = detectable
+                data["suite"] = suite.to_json()
                 data["code_changes"] = changes.to_json() if changes is not None else None
                 clusters = seed_clusters(recs)
                 if clusters is not None:
@@ -163,6 +167,8 @@ def run_runs(args: argparse.Namespace) -> int:
             for line in code_note(CodeIdentity.from_json(info.spec.get("code")), changes):
                 out.print(line, highlight=False)
             print_summary(out, info.run_id, summarize_by_task(recs), overall)
+            for i, line in enumerate(suite_lines(suite)):
+                out.print(line, style="dim" if i else None, highlight=False)
             clustered = seed_clusters(recs)
             if clustered is not None:
                 out.print(seeds_note(clustered), highlight=False)
@@ -235,9 +241,17 @@ def _with_realtime(entry: dict[str, Any], realtime: dict[str, Any] | None) -> di
 def run_compare(args: argparse.Namespace) -> int:
     """`hylo compare RUN_A RUN_B`."""
     # start-up time: the report tables
-    from hylo.evallog.report import no_pairs_message, pairing_note, print_comparison, run_timing, timing_note
+    from hylo.evallog.report import (
+        improvement_lines,
+        no_pairs_message,
+        pairing_note,
+        print_comparison,
+        run_timing,
+        timing_note,
+    )
     from hylo.evallog.store import EvalLog, records  # start-up time: the EvalLog reader
     from hylo.stats.success import NoPairs, compare_runs, correlation_line  # start-up time: the statistics
+    from hylo.stats.suite import improvement  # start-up time: the statistics
 
     loaded = []
     for run in (args.run_a, args.run_b):
@@ -252,12 +266,16 @@ def run_compare(args: argparse.Namespace) -> int:
     if comparison.partial:
         print(f"hylo: warning: {pairing_note(info_a, info_b, comparison)}", file=sys.stderr)
     timings = {"timing_a": run_timing(info_a.spec), "timing_b": run_timing(info_b.spec)}
+    improved = improvement(a, b)
     if args.json:
-        sys.stdout.write(json.dumps({"run_a": name_a, "run_b": name_b, **timings, **comparison.to_json()}) + "\n")
+        answer = {"run_a": name_a, "run_b": name_b, **timings, **comparison.to_json()}
+        sys.stdout.write(json.dumps({**answer, "improvement": improved.to_json()}) + "\n")
     else:
         out = console()
         for name, info in ((name_a, info_a), (name_b, info_b)):
             out.print(f"{name}: {timing_note(info.spec)}", highlight=False)
         print_comparison(out, name_a, name_b, comparison, max_flips=None if args.all_flips else 50)
         out.print(correlation_line(comparison), highlight=False)
+        for i, line in enumerate(improvement_lines(improved)):
+            out.print(line, style="dim" if i else None, highlight=False)
     return 0

@@ -15,6 +15,7 @@ from hylo.evallog.reasons import reason_groups
 from hylo.evallog.rows import EpisodeRow, RunInfo
 from hylo.evallog.table_fit import add_name_column, add_number_column, compact_table, print_fitting
 from hylo.stats.success import Comparison, NoPairs, SeedClusters, Summary
+from hylo.stats.suite import Improvement, SuiteFigures
 
 
 def _rate(value: float | None) -> str:
@@ -186,6 +187,63 @@ def seeds_note(clusters: SeedClusters) -> str:
         f"with the episodes of one (task, index) as a cluster (design effect {clusters.design_effect:.2f}); "
         f"{passes}; per seed {per_seed}"
     )
+
+
+def _units(unit: str, several: bool = False) -> str:
+    """What a bootstrap resamples within each task, in words."""
+    if unit == "episode":
+        return "runs' episodes" if several else "episodes"
+    return "runs' (task, index) clusters" if several else "(task, index) clusters (every seed of an index together)"
+
+
+def suite_lines(figures: SuiteFigures) -> list[str]:
+    """A run's suite figures as `hylo runs show` prints them under its per-task table: the mean over tasks and the
+    IQM with their intervals, then how they were had (and the tasks left out); why there are none, for a run of
+    several tasks that has none. Nothing for a run of one task: its row is its figure."""
+    f = figures
+    if f.tasks + len(f.left_out) < 2:
+        return []
+    left = [f"left out (no scored episode): {', '.join(f.left_out)}"] if f.left_out else []
+    if f.mean is None:
+        return [f"suite: no figures ({f.reason})", *left]
+    seeds = f"{f.seeds} seeds" if f.seeds > 1 else "1 seed"
+    scores = "per-(seed, task) success rates" if f.seeds > 1 else "per-task success rates"
+    return [
+        f"suite over {f.tasks} tasks, {seeds}: mean over tasks {_rate(f.mean)} {_ci(f.mean_ci)}, "
+        f"IQM {_rate(f.iqm)} {_ci(f.iqm_ci)}",
+        f"  IQM = mean of the middle half of the {scores}; {f.bootstrap.confidence:.0%} percentile intervals of a "
+        f"stratified bootstrap: each task's {_units(f.unit)} resampled within the task, {f.bootstrap.resamples} "
+        "times (Agarwal et al. 2021; docs/statistics.md, Suite-level aggregates)",
+        *[f"  {line}" for line in left],
+    ]
+
+
+def improvement_lines(improvement: Improvement) -> list[str]:
+    """The probability of improvement as `hylo compare` prints it: P(B > A) over the tasks with its interval and how
+    it was had, the tasks left out; why there is none, for runs of several tasks. Nothing for runs of one task."""
+    i = improvement
+    if i.tasks + len(i.left_out) < 2:
+        return []
+    left = ["left out: " + ", ".join(f"{task} ({why})" for task, why in i.left_out.items())] if i.left_out else []
+    if i.probability is None:
+        return [f"probability of improvement: none ({i.reason})", *left]
+    scores = (
+        "each seed's success rate"
+        if i.scores == "seed"
+        else "the episodes' 0/1 outcomes, i.e. ½ + ½ (rate B − rate A) per task"
+    )
+    units = (
+        f"both {_units(i.unit_a, several=True)}"
+        if i.unit_a == i.unit_b
+        else f"A's {_units(i.unit_a)} and B's {_units(i.unit_b)}"
+    )
+    return [
+        f"probability of improvement P(B > A) over {i.tasks} tasks: {_rate(i.probability)} {_ci(i.ci)}",
+        f"  per task P(X_B > X_A) + ½ P(X_B = X_A) over {scores}, averaged over the tasks; "
+        f"{i.bootstrap.confidence:.0%} percentile interval of a stratified bootstrap, {i.bootstrap.resamples} "
+        f"resamples of {units} within each task, each run on its own (Agarwal et al. 2021)",
+        *[f"  {line}" for line in left],
+    ]
 
 
 def detectable_note(overall: Summary, detectable: float | None) -> str:

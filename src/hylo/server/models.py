@@ -50,6 +50,48 @@ class Episode(BaseModel):
     episode: dict[str, Any]
 
 
+class SuiteBootstrap(BaseModel):
+    """How a suite figure's interval was drawn: stratified resamples from a fixed-seed generator, percentile."""
+
+    resamples: int
+    seed: int
+    confidence: float
+
+
+class SuiteFigures(BaseModel):
+    """A run's suite-level aggregates (`hylo runs show --json`'s `suite`, docs/statistics.md, Suite-level
+    aggregates): the mean over tasks of the per-task success rates and the IQM of the per-(seed, task) rates, each
+    with its stratified bootstrap interval; null figures, with `reason`, for a run of one task."""
+
+    tasks: int = Field(description="the tasks counted: those with a scored episode")
+    seeds: int
+    unit: str = Field(description='what the bootstrap resamples within a task: "episode" or "(task, index) cluster"')
+    mean: float | None
+    mean_ci: list[float] | None
+    iqm: float | None
+    iqm_ci: list[float] | None
+    left_out: list[str] = Field(description="tasks without a scored episode")
+    bootstrap: SuiteBootstrap
+    reason: str | None = Field(description="why there are no figures; null when there are")
+
+
+class Improvement(BaseModel):
+    """The probability of improvement P(B > A) of two runs (`hylo compare --json`'s `improvement`): the mean over
+    tasks of P(X_B > X_A) + ½ P(X_B = X_A), with its stratified bootstrap interval; null, with `reason`, when fewer
+    than two tasks are scored in both runs."""
+
+    probability: float | None
+    ci: list[float] | None
+    tasks: int
+    scores: str = Field(description='a task\'s scores: "seed" (per-seed success rates) or "episode" (0/1 outcomes)')
+    unit_a: str
+    unit_b: str
+    per_task: dict[str, float]
+    left_out: dict[str, str] = Field(description="task → why it is left out")
+    bootstrap: SuiteBootstrap
+    reason: str | None
+
+
 class RunDetail(BaseModel):
     """A run (as listed in `Runs`), its summary (`hylo runs show --json`'s `summary`: counts of every status, success
     rate with its 95% Wilson interval, conservative rate, and `per_task`), its agent's code and what changed in it
@@ -81,6 +123,9 @@ class RunDetail(BaseModel):
         default=None,
         description="a run of several seeds (`--seeds`): seeds, clusters (episode keys), design_effect, success_ci "
         "clustered by (task, index), pass_at_k and per_seed success rates (docs/statistics.md); null for one seed",
+    )
+    suite: SuiteFigures | None = Field(
+        default=None, description="the suite-level aggregates (`hylo runs show --json`'s `suite`)"
     )
     job: JobStatus | None
 
@@ -221,6 +266,9 @@ class Comparison(BaseModel):
     per_task: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
         description="each task's pairs, rates, difference, McNemar p-value and its Holm adjustment over the tasks",
+    )
+    improvement: Improvement | None = Field(
+        default=None, description="the probability of improvement P(B > A) (`hylo compare --json`'s `improvement`)"
     )
 
 

@@ -31,10 +31,12 @@ from hylo.server.models import (
     EpisodeTrace,
     RunDetail,
     Runs,
+    SuiteFigures,
     TimelineVideo,
     streamed,
 )
 from hylo.stats.success import compare_runs, seed_clusters, summary_json
+from hylo.stats.suite import improvement, suite_figures, suite_units, units_from_tallies
 
 router = APIRouter(tags=["runs"])
 
@@ -83,13 +85,16 @@ def run_detail(run: str, scheduler: Scheduler, memo: CodeChanges) -> RunDetail:
     over scored episodes with its 95% Wilson interval, conservative rate over all, and the same per task), its agent's
     code identity and how that differs from the latest other run of the same configuration (as `hylo runs show
     --json`'s `code_changes`), its realtime figures, a run of several seeds' episodes clustered by (task, index) (as
-    `hylo runs show --json`'s `seed_clusters`), and its queued or running job, if any. Only a run whose spec holds
-    several seeds reads its episodes for the clusters: the summary of any run is read from the log's tallies."""
+    `hylo runs show --json`'s `seed_clusters`), its suite-level aggregates (`suite`), and its queued or running job,
+    if any. Only a run whose spec holds several seeds reads its episodes for the clusters: the summary and the suite
+    figures of any other run are read from the log's tallies."""
     with EvalLog.open(find_run(scheduler.log_dir, run_name(run))) as log:
         info = log.info()
         tallies = log.tallies()
         realtime = realtime_figures(log.realtime_records())
-        clusters = seed_clusters(records(log.final_episodes())) if _several_seeds(info.spec) else None
+        recs = records(log.final_episodes()) if _several_seeds(info.spec) else None
+    clusters = seed_clusters(recs) if recs is not None else None
+    suite = suite_figures(suite_units(recs) if recs is not None else units_from_tallies(tallies))
     job = scheduler.active_job(info.run_id)
     code = CodeIdentity.from_json(info.spec.get("code"))
     changes = memo.changes(info) if code is not None else None
@@ -100,6 +105,7 @@ def run_detail(run: str, scheduler: Scheduler, memo: CodeChanges) -> RunDetail:
         code_changes=None if changes is None else changes.to_json(),
         realtime=None if realtime is None else realtime.to_json(),
         seed_clusters=None if clusters is None else clusters.to_json(),
+        suite=SuiteFigures.model_validate(suite.to_json()),
         job=scheduler.status(job.job_id) if job is not None else None,
     )
 
@@ -258,8 +264,9 @@ def compare(
     b: Annotated[str, Query(min_length=1, description="run b (id or unique prefix)")],
     scheduler: Scheduler,
 ) -> Comparison:
-    """Episodes paired by id; McNemar's exact test on the pairs both runs scored; every flipped episode. As `hylo
-    compare --json`. 422 when the runs cannot be paired (an episode id with different tasks)."""
+    """Episodes paired by id; McNemar's exact test on the pairs both runs scored; every flipped episode; the
+    probability of improvement over the tasks (`improvement`). As `hylo compare --json`. 422 when the runs cannot be
+    paired (an episode id with different tasks)."""
     loaded = []
     for run in (a, b):
         with EvalLog.open(find_run(scheduler.log_dir, run_name(run))) as log:
@@ -270,6 +277,6 @@ def compare(
         comparison = compare_runs(recs_a, recs_b)
     except ValueError as exc:
         raise JobRefused(None, str(exc)) from exc
-    return Comparison.model_validate(
-        {"run_a": run_a, "run_b": run_b, "timing_a": timing_a, "timing_b": timing_b, **comparison.to_json()}
-    )
+    runs = {"run_a": run_a, "run_b": run_b, "timing_a": timing_a, "timing_b": timing_b}
+    answer = {**runs, **comparison.to_json(), "improvement": improvement(recs_a, recs_b).to_json()}
+    return Comparison.model_validate(answer)

@@ -1,12 +1,14 @@
 // `#/compare?a=&b=`: two runs paired by episode id — the 2x2 table of paired outcomes, both rates, their difference,
-// McNemar's exact p-value, the same per task with the p-values adjusted by Holm's method over the tasks, and every
-// flipped episode, each linked to its episode in either run.
+// McNemar's exact p-value, the probability of improvement P(b > a) over the tasks with its bootstrap interval, the
+// same per task with the p-values adjusted by Holm's method over the tasks, and every flipped episode, each linked to
+// its episode in either run.
 import { useEffect, useState } from "react";
 import { api, errorMessage } from "../api";
 import { href, navigate } from "../router";
 import { StatusBadge } from "./Progress";
 import { pValue, pct, points } from "./format";
 import { agentArgs } from "./RunIdentity";
+import { ImprovementFacts } from "./SuitePanel";
 import { EVAL_API, type Comparison, type RunInfo, type TaskComparison } from "./types";
 
 const FLIPS_STEP = 200;
@@ -160,6 +162,7 @@ function CompareResult({ result: r }: { result: Comparison }) {
           <dd data-testid="p-value" data-value={r.p_value} className={r.p_value < 0.05 ? "significant" : ""}>
             {pValue(r.p_value)}
           </dd>
+          {r.improvement && <ImprovementFacts improvement={r.improvement} />}
         </dl>
       </div>
       {r.per_task && Object.keys(r.per_task).length > 0 && <PerTaskTable perTask={r.per_task} />}

@@ -1,8 +1,9 @@
 // `#/runs/<id>`: one run — its state, health and progress (polled while it runs), its agent's arguments, protocol and
 // timing, cancel, the per-task table and chart, the distributions of episode length and return by status, the
 // agent's code and what changed against the run before it of the same configuration, the realtime figures of a
-// realtime run, the clustered figures of a run of several seeds, and its episodes with the selected episode's trace
-// and video (`?episode=<id>` selects one from a link).
+// realtime run, the clustered figures of a run of several seeds, the suite figures of a run of several tasks (the
+// mean over tasks and the IQM with their bootstrap intervals), and its episodes with the selected episode's trace and
+// video (`?episode=<id>` selects one from a link).
 import { useEffect, useState } from "react";
 import { api, errorMessage } from "../api";
 import { href, navigate } from "../router";
@@ -16,6 +17,7 @@ import { RealtimePanel } from "./RealtimePanel";
 import { agentArgs, RunStatus } from "./RunIdentity";
 import { SeedsPanel } from "./SeedsPanel";
 import { SuccessChart } from "./SuccessChart";
+import { SuitePanel } from "./SuitePanel";
 import { TaskTable } from "./TaskTable";
 import { when } from "./format";
 import { runPath, type EpisodeRow, type RunDetail } from "./types";
@@ -94,6 +96,7 @@ export function RunPage({ runId, episodeId }: { runId: string; episodeId: string
               <SuccessChart summary={data.summary} />
             </div>
           </section>
+          {data.suite && data.suite.tasks + data.suite.left_out.length > 1 && <SuitePanel suite={data.suite} />}
           <DistributionsPanel
             runId={data.run.run_id}
             tasks={Object.keys(data.summary.per_task)}

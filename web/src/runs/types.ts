@@ -180,6 +180,8 @@ export interface RunDetail {
   realtime?: RealtimeFigures | null;
   /** null for a run of one seed (absent from a server that predates it). */
   seed_clusters?: SeedClusters | null;
+  /** The suite-level aggregates over the run's tasks (absent from a server that predates them). */
+  suite?: SuiteFigures | null;
   job: JobStatus | null;
 }
 
@@ -257,6 +259,8 @@ export interface Comparison {
   difference: number | null;
   p_value: number;
   flips: Flip[];
+  /** P(b > a) over the tasks (absent from a server that predates it). */
+  improvement?: Improvement | null;
 }
 
 /** An A/B comparison as `GET /ab` lists it. */
@@ -410,4 +414,46 @@ export interface EpisodeTimeline {
   /** What the answer left out (steps, action dimensions), in words; null when nothing. */
   cut: string | null;
   videos: TimelineVideo[];
+}
+
+/** How a suite figure's interval was drawn: stratified bootstrap resamples from a fixed-seed generator. */
+export interface SuiteBootstrap {
+  resamples: number;
+  seed: number;
+  confidence: number;
+}
+
+/** A run's suite-level aggregates, docs/statistics.md "Suite-level aggregates". */
+export interface SuiteFigures {
+  /** The tasks counted: those with a scored episode. */
+  tasks: number;
+  seeds: number;
+  /** What the bootstrap resamples within a task: "episode" or "(task, index) cluster". */
+  unit: string;
+  /** The mean over tasks of the per-task success rates; null (with `reason`) for a run of one task. */
+  mean: number | null;
+  mean_ci: [number, number] | null;
+  /** The interquartile mean of the per-(seed, task) success rates. */
+  iqm: number | null;
+  iqm_ci: [number, number] | null;
+  /** Tasks without a scored episode. */
+  left_out: string[];
+  bootstrap: SuiteBootstrap;
+  reason: string | null;
+}
+
+/** The probability of improvement P(b > a) of a comparison over its tasks. */
+export interface Improvement {
+  probability: number | null;
+  ci: [number, number] | null;
+  tasks: number;
+  /** A task's scores: "seed" (per-seed success rates) or "episode" (the episodes' 0/1 outcomes). */
+  scores: string;
+  unit_a: string;
+  unit_b: string;
+  per_task: Record<string, number>;
+  /** Task → why it is left out. */
+  left_out: Record<string, string>;
+  bootstrap: SuiteBootstrap;
+  reason: string | null;
 }
