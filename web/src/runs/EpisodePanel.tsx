@@ -15,10 +15,9 @@ const SHOWN_STEP = 300;
 export function EpisodePanel(props: { runId: string; episode: EpisodeRow; reveal?: boolean; onClose: () => void }) {
   const { runId, episode, reveal } = props;
   const panel = useRef<HTMLElement>(null);
-  // Opened from a link (a comparison's flip): the panel is below the run's figures, so it is brought into view.
-  useEffect(() => {
-    if (reveal) panel.current?.scrollIntoView({ block: "start" });
-  }, [reveal, episode.episode_id]);
+  // Opened from a link (a comparison's flip): the panel is below the run's figures, so it is brought into view, and
+  // kept there while the figures above it load (until the user scrolls).
+  useKeptInView(panel, reveal === true, episode.episode_id);
   return (
     <aside ref={panel} className="panel episode-panel" data-testid="episode-panel" data-episode-id={episode.episode_id}>
       <div className="section-head">
@@ -175,3 +174,28 @@ function TraceLine({ event }: { event: TraceEvent }) {
     </li>
   );
 }
+
+/** How long an element brought into view is kept there while the page above it grows (its panels loading). */
+const KEEP_IN_VIEW_MS = 5000;
+
+/** Scrolls `target` to the top of the view when `active` (again when `key` changes), and keeps it there for
+ * KEEP_IN_VIEW_MS while what is above it grows, unless the user scrolls or types first. */
+function useKeptInView(target: React.RefObject<HTMLElement | null>, active: boolean, key: string) {
+  useEffect(() => {
+    if (!active) return;
+    const reveal = () => target.current?.scrollIntoView({ block: "start" });
+    reveal();
+    const grown = new ResizeObserver(reveal);
+    grown.observe(document.body);
+    const stop = () => {
+      grown.disconnect();
+      clearTimeout(timer);
+      for (const kind of USER_SCROLLS) window.removeEventListener(kind, stop);
+    };
+    const timer = setTimeout(stop, KEEP_IN_VIEW_MS);
+    for (const kind of USER_SCROLLS) window.addEventListener(kind, stop, { passive: true });
+    return stop;
+  }, [target, active, key]);
+}
+
+const USER_SCROLLS = ["wheel", "touchmove", "keydown", "mousedown"] as const;
