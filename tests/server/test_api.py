@@ -289,7 +289,18 @@ def test_an_ab_comparison_is_listed_and_served_as_recorded_and_an_unknown_id_is_
 
     (log_dir / "ab" / "ab-ffffffffffff.json").write_text('{"ab_id": "ab-ffffffffffff"}')  # no record: left out
     listed = client.get(f"{API}/ab").json()["comparisons"]
-    summary = ("ab_id", "agent_a", "agent_b", "run_a", "run_b", "decision", "pairs_used", "max_pairs")
+    summary = (
+        "ab_id",
+        "agent_a",
+        "agent_b",
+        "run_a",
+        "run_b",
+        "decision",
+        "pairs_used",
+        "max_pairs",
+        "design",
+        "min_effect",
+    )
     assert listed == [{key: recorded[key] for key in summary}]
     served = client.get(f"{API}/ab/{result.ab_id}")
     assert served.status_code == 200 and served.json() == recorded
