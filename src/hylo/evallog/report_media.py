@@ -19,6 +19,7 @@ import av
 import numpy as np
 from PIL import Image
 
+from hylo.core.errors import HyloError
 from hylo.evallog.video import VideoWriter, read_frames
 
 PLAYABLE_CODEC = "h264"
@@ -37,7 +38,7 @@ STRIP_HEIGHT = 120
 """A strip's frames' height in pixels."""
 
 
-class UnreadableVideo(ValueError):
+class UnreadableVideo(HyloError, ValueError):
     """A recorded video that cannot be decoded."""
 
 
