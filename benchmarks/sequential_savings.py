@@ -33,7 +33,7 @@ POWERS = (0.8, 0.9)
 DESIGNS = (("anytime", False), ("anytime", True), ("capped", False), ("capped", True))
 STEP = {
     "figure": None,
-    "reason": "the paper's text found gives no expected trial count for a setting like these: its abstract reports "
+    "reason": "the paper gives no expected trial count for a setting like these: its abstract reports "
     "up to 40 % fewer trials (32 % in a later version) than state-of-the-art baselines over its own grid of rate "
     "pairs, an unpaired two-sample design against other sequential tests, not a ratio to a fixed-size paired test",
 }
