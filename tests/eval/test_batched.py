@@ -283,7 +283,14 @@ def test_act_timeout_covers_a_call_that_hangs_in_the_host(tmp_path, monkeypatch,
     rows = {row.index: row for row in result.episodes}
     assert (rows[1].status.value, rows[1].reason) == ("error", "timeout")
     assert any(row.status.value == "failure" and row.steps == 20 for row in rows.values())  # the run went on
-    assert result.batching is not None and result.batching["host_restarts"] == 1  # the hung host was replaced
+    # the hung host was replaced, unless no episode needed it after the hang: a worker slow to start (Ray on a loaded
+    # machine) can send episode 1's first call after the other worker has run every other episode; the run then ends
+    # with the hung call's timeout (a host that never restarts fails here: episodes after the hang time out too)
+    hang_began = rows[1].ended_at - 30.0
+    needed_after_the_hang = any(row.ended_at > hang_began + 2.0 for index, row in rows.items() if index != 1)
+    assert result.batching is not None
+    restarts = result.batching["host_restarts"]
+    assert restarts == 1 if needed_after_the_hang else restarts in (0, 1)
 
 
 def test_a_silent_or_trickling_connection_to_the_host_does_not_delay_a_batched_run(tmp_path, monkeypatch):

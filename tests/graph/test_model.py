@@ -103,8 +103,11 @@ def test_builder_writes_the_example_file_byte_for_byte() -> None:
     g.connect(step["result"], loop_out["result"])
     g.connect(step["done"], loop_out["stop"])
     g.connect(loop_out["final_result"], evaluate["result"])
-    for i, node in enumerate((reset, loop_in, observe, reason, step, loop_out, evaluate)):
-        g.position(node, 200 * i, 200)
+    # two rows, as the canvas shows the example whole: reset, then the loop's first row, its second, and evaluate
+    places = {reset: (0, 0), loop_in: (230, 0), observe: (440, 0), reason: (650, 0), step: (230, 240),
+              loop_out: (440, 240), evaluate: (880, 240)}  # fmt: skip
+    for node, (x, y) in places.items():
+        g.position(node, x, y)
     graph = g.build()
     assert graph.to_json() == original
     assert graph.dumps() == path.read_text()
