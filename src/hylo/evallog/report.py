@@ -18,15 +18,18 @@ from hylo.stats.success import Comparison, NoPairs, SeedClusters, Summary
 from hylo.stats.suite import Improvement, SuiteFigures
 
 
-def _rate(value: float | None) -> str:
+def rate_text(value: float | None) -> str:
+    """A rate to three decimals, or a dash."""
     return "—" if value is None else f"{value:.3f}"
 
 
-def _ci(ci: tuple[float, float] | None) -> str:
+def interval_text(ci: Sequence[float] | None) -> str:
+    """An interval as [low, high] to three decimals, or a dash."""
     return "—" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def _return(s: Summary) -> str:
+def return_text(s: Summary) -> str:
+    """The mean return ± its standard deviation, or a dash."""
     if s.mean_return is None:
         return "—"
     return f"{s.mean_return:.3g}" if s.return_std is None else f"{s.mean_return:.3g} ± {s.return_std:.3g}"
@@ -54,7 +57,7 @@ SHORT_SUMMARY_NOTE = (
 NO_SIGNAL = "no signal"
 
 
-def _summary_rows(per_task: Mapping[str, Summary], overall: Summary) -> list[tuple[str, Summary]]:
+def summary_rows(per_task: Mapping[str, Summary], overall: Summary) -> list[tuple[str, Summary]]:
     """Each task's row, then the overall row (left out for one task: it would repeat the task's)."""
     rows = list(per_task.items())
     if len(rows) != 1:
@@ -68,11 +71,11 @@ def _counts(s: Summary) -> list[str]:
 
 def _figures(s: Summary) -> list[str]:
     rates = (
-        [_rate(s.success_rate), _ci(s.success_ci), _rate(s.conservative_success_rate)]
+        [rate_text(s.success_rate), interval_text(s.success_ci), rate_text(s.conservative_success_rate)]
         if s.success_signal
         else [NO_SIGNAL, "—", "—"]
     )
-    return [*rates, _return(s), "—" if s.mean_steps is None else f"{s.mean_steps:.1f}"]
+    return [*rates, return_text(s), "—" if s.mean_steps is None else f"{s.mean_steps:.1f}"]
 
 
 def _task_table(
@@ -97,13 +100,13 @@ def summary_table(title: str, per_task: Mapping[str, Summary], overall: Summary,
     `short`, the headers are abbreviated (`SHORT_SUMMARY_NOTE` spells them out)."""
     statuses = [STATUS_HEADERS[s.value] if short else s.value for s in EpisodeStatus]
     headers = ["n", *statuses, *(_SHORT if short else _FULL)]
-    return _task_table(title, _summary_rows(per_task, overall), headers, lambda s: _counts(s) + _figures(s))
+    return _task_table(title, summary_rows(per_task, overall), headers, lambda s: _counts(s) + _figures(s))
 
 
 def summary_layouts(title: str, per_task: Mapping[str, Summary], overall: Summary) -> list[list[RenderableType]]:
     """The summary's layouts, widest first: one table with full headers; with short headers and a legend; the
     counts and the rates in two tables; each task in two lines of text."""
-    rows = _summary_rows(per_task, overall)
+    rows = summary_rows(per_task, overall)
     short_note = Text(SHORT_SUMMARY_NOTE, style="dim")
     counts_headers = ["n", *[STATUS_HEADERS[s.value] for s in EpisodeStatus]]
     heading = Text(title, style="italic")
@@ -180,10 +183,11 @@ def print_reasons(
 def seeds_note(clusters: SeedClusters) -> str:
     """A run of several seeds, in one line: the clustered interval, pass@k and each seed's rate."""
     low, high = clusters.success_ci
-    passes = ", ".join(f"pass@{k} {_rate(rate)}" for k, rate in clusters.pass_at_k.items())
-    per_seed = ", ".join(f"{seed}: {_rate(rate)}" for seed, rate in clusters.per_seed.items())
+    passes = ", ".join(f"pass@{k} {rate_text(rate)}" for k, rate in clusters.pass_at_k.items())
+    per_seed = ", ".join(f"{seed}: {rate_text(rate)}" for seed, rate in clusters.per_seed.items())
     return (
-        f"{clusters.seeds} seeds over {clusters.clusters} episode keys: 95% interval [{_rate(low)}, {_rate(high)}] "
+        f"{clusters.seeds} seeds over {clusters.clusters} episode keys: 95% interval "
+        f"[{rate_text(low)}, {rate_text(high)}] "
         f"with the episodes of one (task, index) as a cluster (design effect {clusters.design_effect:.2f}); "
         f"{passes}; per seed {per_seed}"
     )
@@ -209,8 +213,8 @@ def suite_lines(figures: SuiteFigures) -> list[str]:
     seeds = f"{f.seeds} seeds" if f.seeds > 1 else "1 seed"
     scores = "per-(seed, task) success rates" if f.seeds > 1 else "per-task success rates"
     return [
-        f"suite over {f.tasks} tasks, {seeds}: mean over tasks {_rate(f.mean)} {_ci(f.mean_ci)}, "
-        f"IQM {_rate(f.iqm)} {_ci(f.iqm_ci)}",
+        f"suite over {f.tasks} tasks, {seeds}: mean over tasks {rate_text(f.mean)} {interval_text(f.mean_ci)}, "
+        f"IQM {rate_text(f.iqm)} {interval_text(f.iqm_ci)}",
         f"  IQM = mean of the middle half of the {scores}; {f.bootstrap.confidence:.0%} percentile intervals of a "
         f"stratified bootstrap: each task's {_units(f.unit)} resampled within the task, {f.bootstrap.resamples} "
         "times (Agarwal et al. 2021; docs/statistics.md, Suite-level aggregates)",
@@ -238,7 +242,7 @@ def improvement_lines(improvement: Improvement) -> list[str]:
         else f"A's {_units(i.unit_a)} and B's {_units(i.unit_b)}"
     )
     return [
-        f"probability of improvement P(B > A) over {i.tasks} tasks: {_rate(i.probability)} {_ci(i.ci)}",
+        f"probability of improvement P(B > A) over {i.tasks} tasks: {rate_text(i.probability)} {interval_text(i.ci)}",
         f"  per task P(X_B > X_A) + ½ P(X_B = X_A) over {scores}, averaged over the tasks; "
         f"{i.bootstrap.confidence:.0%} percentile interval of a stratified bootstrap, {i.bootstrap.resamples} "
         f"resamples of {units} within each task, each run on its own (Agarwal et al. 2021)",
@@ -308,8 +312,8 @@ def _paired_layouts(title: str, c: Comparison) -> list[list[RenderableType]]:
     """The paired table with its headers on one line, on two, or the figures as text."""
     cells = [
         str(c.n_pairs),
-        _rate(c.rate_a),
-        _rate(c.rate_b),
+        rate_text(c.rate_a),
+        rate_text(c.rate_b),
         "—" if c.difference is None else f"{c.difference:+.3f}",
         str(c.both_success),
         str(c.a_only),
@@ -343,7 +347,7 @@ def _per_task_layouts(c: Comparison) -> list[list[RenderableType]]:
     grid.add_column()
     for task, part in c.per_task.items():
         difference = "—" if part.difference is None else f"{part.difference:+.3f}"
-        cells = [str(part.n_pairs), _rate(part.rate_a), _rate(part.rate_b), difference, f"{part.p_value:.4g}",
+        cells = [str(part.n_pairs), rate_text(part.rate_a), rate_text(part.rate_b), difference, f"{part.p_value:.4g}",
                  f"{part.p_holm:.4g}"]  # fmt: skip
         table.add_row(task, *cells)
         grid.add_row(task, ", ".join(f"{header} {cell}" for header, cell in zip(headers, cells, strict=True)))

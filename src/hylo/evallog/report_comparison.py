@@ -13,8 +13,9 @@ from collections.abc import Sequence
 
 from hylo.core.status import EpisodeStatus
 from hylo.evallog.report import no_pairs_message, pairing_note
+from hylo.evallog.report import rate_text as rate
 from hylo.evallog.report_page import cell, esc, note, row, table
-from hylo.evallog.report_sections import Anchors, ReportRun, rate, status_cell
+from hylo.evallog.report_sections import Anchors, ReportRun, status_cell
 from hylo.evallog.rows import records
 from hylo.stats.success import (
     Comparison,

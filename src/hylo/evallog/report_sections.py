@@ -15,7 +15,17 @@ from dataclasses import dataclass, field
 from hylo.core.status import EpisodeStatus
 from hylo.envs.gym_ids import short_episode_id
 from hylo.evallog.reasons import reason_groups
-from hylo.evallog.report import NO_SIGNAL, STATUS_HEADERS, SUMMARY_NOTE, seeds_note, timing_note
+from hylo.evallog.report import (
+    NO_SIGNAL,
+    STATUS_HEADERS,
+    SUMMARY_NOTE,
+    return_text,
+    seeds_note,
+    summary_rows,
+    timing_note,
+)
+from hylo.evallog.report import interval_text as interval
+from hylo.evallog.report import rate_text as rate
 from hylo.evallog.report_page import cell, definitions, esc, note, row, select, table
 from hylo.evallog.rows import EpisodeRow, RunInfo, records
 from hylo.evallog.run_list import abstentions, agent_text, benchmark_text
@@ -64,14 +74,6 @@ class Anchors:
 
     def medium_of(self, i: int, episode_id: str, task: str) -> str | None:
         return self.media.get((i, short_episode_id(episode_id, task)))
-
-
-def rate(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
-
-
-def interval(ci: Sequence[float] | None) -> str:
-    return "—" if ci is None else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
 def status_cell(status: EpisodeStatus | str) -> str:
@@ -138,17 +140,8 @@ def summary_cells(s: Summary) -> list[str]:
         rates = [rate(s.success_rate), interval(s.success_ci), rate(s.conservative_success_rate)]
     else:
         rates = [NO_SIGNAL, "—", "—"]
-    ret = "—" if s.mean_return is None else f"{s.mean_return:.3g}"
-    if s.mean_return is not None and s.return_std is not None:
-        ret += f" ± {s.return_std:.3g}"
     steps = "—" if s.mean_steps is None else f"{s.mean_steps:.1f}"
-    return counts + [cell(text, num=True) for text in (*rates, ret, steps)]
-
-
-def summary_rows(per_task: Mapping[str, Summary], overall: Summary) -> list[tuple[str, Summary]]:
-    """Each task's row, then the overall row (left out for one task: it would repeat the task's)."""
-    rows = list(per_task.items())
-    return rows if len(rows) == 1 else [*rows, ("overall", overall)]
+    return counts + [cell(text, num=True) for text in (*rates, return_text(s), steps)]
 
 
 def task_table(i: int, run: ReportRun) -> str:
