@@ -175,11 +175,13 @@ function TraceLine({ event }: { event: TraceEvent }) {
   );
 }
 
-/** How long an element brought into view is kept there while the page above it grows (its panels loading). */
-const KEEP_IN_VIEW_MS = 5000;
+/** How long, at most, an element brought into view is kept there while the page above it grows (its panels
+ * loading; on a busy machine or a large run they can take many seconds). The user's first scroll, click or key
+ * ends it sooner. */
+const KEEP_IN_VIEW_MS = 60_000;
 
-/** Scrolls `target` to the top of the view when `active` (again when `key` changes), and keeps it there for
- * KEEP_IN_VIEW_MS while what is above it grows, unless the user scrolls or types first. */
+/** Scrolls `target` to the top of the view when `active` (again when `key` changes), and keeps it there while
+ * what is above it grows, until the user scrolls, clicks or types, or KEEP_IN_VIEW_MS have passed. */
 function useKeptInView(target: React.RefObject<HTMLElement | null>, active: boolean, key: string) {
   useEffect(() => {
     if (!active) return;
