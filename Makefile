@@ -60,9 +60,10 @@ typecheck: $(STAMP_TEST)
 	$(BIN)/mypy
 
 # Test files run in parallel, one process per CPU (at most 4), each file whole in one process (its module fixtures
-# built once); `pytest tests/...` alone runs serially.
+# built once); `pytest tests/...` alone runs serially. The 25 slowest tests are listed at the end: the suite's time
+# is bounded, and they are where it goes.
 pytest: $(STAMP_TEST)
-	$(BIN)/python -m pytest -q --numprocesses=auto --maxprocesses=4 --dist=loadfile
+	$(BIN)/python -m pytest -q --numprocesses=auto --maxprocesses=4 --dist=loadfile --durations=25
 
 test: lint typecheck pytest
 
