@@ -139,3 +139,31 @@ def test_rerun_without_the_extra_is_refused_before_anything_runs(
     _, err = capsys.readouterr()
     assert code == 2 and "pip install 'hylo[rerun]'" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_refused_at_its_resume_leaves_no_recording_and_keeps_a_file_already_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    logs = str(tmp_path / "runs")
+    _eval_json(capsys, *BABYAI, "--run-id", "r1", "--log-dir", logs)
+    other = [*BABYAI, "--seed", "9", "--run-id", "r1", "--log-dir", logs]  # another configuration under r1
+    out = tmp_path / "refused.rrd"
+    assert main(["eval", *other, "--rerun", str(out)]) == 2
+    assert "different configuration" in capsys.readouterr().err
+    assert not out.exists()
+
+    kept = tmp_path / "kept.rrd"
+    kept.write_bytes(b"an earlier recording")
+    assert main(["eval", *other, "--rerun", str(kept)]) == 2
+    capsys.readouterr()
+    assert kept.read_bytes() == b"an earlier recording"
+
+
+def test_a_resumed_run_with_nothing_left_to_run_writes_an_empty_recording(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    _eval_json(capsys, *BABYAI, "--log-dir", str(tmp_path))
+    out = tmp_path / "again.rrd"
+    again = _eval_json(capsys, *BABYAI, "--log-dir", str(tmp_path), "--rerun", str(out))
+    assert again["executed_now"] == 0 and again["rerun"]["episodes"] == 0
+    assert out.is_file() and read_rrd(out) == {}

@@ -1,5 +1,6 @@
-"""`hylo report`: one self-contained HTML file of real runs, whose tables say what `hylo runs show --json` says, whose
-comparison of two runs is `hylo compare`'s, and whose media stay within the size bound (those left out listed)."""
+"""`hylo report`: one self-contained HTML file of real runs, whose tables and suite figures say what `hylo runs show
+--json` says, whose comparison of two runs (its probability of improvement too) is `hylo compare`'s, and whose media
+stay within the size bound (those left out listed)."""
 
 from __future__ import annotations
 
@@ -23,13 +24,22 @@ MIB = 1024 * 1024
 @pytest.fixture(scope="module")
 def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """babyai expert and random on two tasks (3 episodes each), Meta-World expert and random on two tasks (2
-    episodes each, every one recorded)."""
+    episodes each, every one recorded); the babyai expert on four tasks under two seeds, cut short at 5 and at 8
+    steps (rates between 0 and 1 that differ by task), and on one task."""
     runs = tmp_path_factory.mktemp("report") / "runs"
     babyai = ["babyai", "--task", "GoToLocal", "GoToObj", "--episodes", "3"]
     metaworld = ["metaworld", "--task", "reach-v3", "push-v3", "--episodes", "2", "--video", "2", "--max-steps", "40"]
     for agent, benchmark in (("expert", babyai), ("random", babyai), ("expert", metaworld), ("random", metaworld)):
         name = f"{benchmark[0]}-{agent}"
         assert main(["eval", *benchmark, "--agent", agent, "--run-id", name, "--log-dir", str(runs)]) == 0
+    suite = ["babyai", "--task", "GoToLocal", "GoToObj", "GoToRedBall", "GoToRedBallGrey", "--episodes", "3",
+             "--seeds", "0", "1"]  # fmt: skip
+    for name, args in (
+        ("suite-5", [*suite, "--max-steps", "5"]),
+        ("suite-8", [*suite, "--max-steps", "8"]),
+        ("one-task", ["babyai", "--task", "GoToLocal", "--episodes", "2"]),
+    ):
+        assert main(["eval", *args, "--agent", "expert", "--run-id", name, "--log-dir", str(runs)]) == 0
     return runs
 
 
@@ -140,6 +150,38 @@ def test_two_runs_give_the_comparison_and_the_flips_compare_gives(log_dir, tmp_p
         row = re.search(rf'data-episode="{re.escape(flip["episode_id"])}">.*?</tr>', html).group()
         for target in re.findall(r'href="#(r[01]-e\d+)"', row):
             assert f'id="{target}"' in html
+
+
+def test_the_suite_block_says_what_runs_show_json_says_and_a_one_task_run_has_none(log_dir, tmp_path, capsys):
+    runs = ("suite-5", "metaworld-expert", "one-task")
+    html = _report(log_dir, tmp_path / "r.html", *runs)
+    tables = _parsed(html).tables
+    sections = re.split(r'<section class="card" id="run-\d+">', html)[1:]
+    for i, run in enumerate(runs[:2]):
+        shown = _json(capsys, "runs", "show", run, "--log-dir", str(log_dir), "--json")["suite"]
+        rows = {row[0]: row[1:] for row in tables[f"suite-{i}"][1:]}
+        for name, key in (("mean over tasks", "mean"), ("IQM", "iqm")):
+            low, high = shown[f"{key}_ci"]
+            assert rows[name] == [f"{shown[key]:.3f}", f"[{low:.3f}, {high:.3f}]"], (run, key)
+        counts = re.search(r"<dt>tasks</dt><dd>(\d+)</dd><dt>seeds</dt><dd>(\d+)</dd>", sections[i])
+        assert counts is not None and (int(counts[1]), int(counts[2])) == (shown["tasks"], shown["seeds"])
+    assert (shown["tasks"], shown["seeds"]) == (2, 1)  # Meta-World's
+    assert "suite-2" not in tables and "<h3>suite</h3>" not in sections[2]
+    assert "tasks-2" in tables
+
+
+def test_two_runs_of_several_tasks_give_the_probability_of_improvement_compare_gives(log_dir, tmp_path, capsys):
+    scores = []
+    for a, b in (("suite-5", "suite-8"), ("metaworld-expert", "metaworld-random")):
+        html = _report(log_dir, tmp_path / f"{a}.html", a, b)
+        improved = _json(capsys, "compare", a, b, "--log-dir", str(log_dir), "--json")["improvement"]
+        scores.append(improved["scores"])
+        rows = {row[0]: row[1:] for row in _parsed(html).tables["improvement"][1:]}
+        low, high = improved["ci"]
+        overall = [f"{improved['probability']:.3f}", f"[{low:.3f}, {high:.3f}]"]
+        per_task = {task: [f"{p:.3f}", "—"] for task, p in improved["per_task"].items()}
+        assert rows == {**per_task, f"over {improved['tasks']} tasks": overall}, (a, b)
+    assert scores == ["seed", "episode"]  # two seeds compare the seeds' rates; one, the episodes' outcomes
 
 
 def test_the_size_bound_holds_and_what_it_left_out_is_listed(log_dir, tmp_path):

@@ -1,5 +1,6 @@
 """A report opened from disk in Chromium with the network cut off: nothing is fetched beyond the file itself, its
-tables show, its episode filter works and an embedded clip loads."""
+tables (the suite figures and the probability of improvement too) show, its episode filter works and an embedded clip
+loads."""
 
 from __future__ import annotations
 
@@ -58,6 +59,8 @@ def test_the_report_reads_offline_and_its_filter_and_clips_work(page: Page, repo
     page.goto(report.as_uri())
     expect(page.locator("#paired")).to_be_visible()
     expect(page.locator("#tasks-0 tbody tr")).to_have_count(3)  # two tasks and the overall row
+    expect(page.locator("#suite-1 tbody tr")).to_have_count(2)  # the mean over tasks and the IQM
+    expect(page.locator("#improvement tbody tr")).to_have_count(3)  # two tasks and their mean
     shown = page.locator('.filters[data-table="episodes-1"] .shown')
     visible = page.locator("#episodes-1 tbody tr:visible")
     expect(shown).to_have_text("4 of 4 episodes shown")

@@ -283,7 +283,8 @@ def run(args: argparse.Namespace) -> int:
 def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = None, rerun: Path | None = None) -> int:
     """Run (or resume) `spec` with a progress bar on stderr; print the summary, or with `json_out` one JSON object on
     stdout; with `dataset`, write the run's recorded episodes there as a LeRobot dataset; with `rerun`, write the
-    episodes run now to that Rerun recording as they finish. Returns the exit status."""
+    episodes run now to that Rerun recording as they finish (no file when the run is refused before it starts).
+    Returns the exit status."""
     from hylo.envs.quiet import stdout_to_stderr  # start-up time: the envs package
     from hylo.eval.progress import ProgressBar  # start-up time: the evaluation stack
     from hylo.eval.runner import Evaluation  # start-up time: the evaluation stack
@@ -304,7 +305,8 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = Non
             advice = "" if "resume" in what else "; fix the cause and re-run to resume"
             return fail(EXIT_ABORTED, f"run {evaluation.run_id} aborted: {what}{advice}")
         finally:
-            recording = recorder.close() if recorder is not None else None  # what finished is in the file
+            # what finished is in the file; a run refused before it started leaves none
+            recording = recorder.close(keep_empty=evaluation.started) if recorder is not None else None
         written = _write_dataset(result.run_id, result.log_dir, dataset) if dataset is not None else None
         if isinstance(written, int):
             return written
@@ -344,7 +346,8 @@ def run_evaluation(spec: EvalSpec, *, json_out: bool, dataset: Path | None = Non
 
 
 def _recorder(evaluation: Evaluation, path: Path) -> RerunRecorder:
-    """`--rerun FILE.rrd`: a recorder of the episodes the evaluation runs, handed each one as it comes back."""
+    """`--rerun FILE.rrd`: a recorder of the episodes the evaluation runs, handed each one as it comes back (its
+    file made with the first, so that a run refused at its start leaves none)."""
     from hylo.eval.rerun_recording import RerunRecorder  # start-up time: the recording writer
 
     recorder = RerunRecorder(path, evaluation.run_dir, evaluation.run_id)

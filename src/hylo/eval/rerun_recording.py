@@ -6,6 +6,10 @@ the run records one) and writes them (`hylo.evallog.rrd`). The same holds for ev
 worker processes or in Ray actors all come back to the runner, in this process, with their trace, and their videos
 are in the run's directory. A recording is output, not spec: it never enters the run's spec, digest or results.
 
+The file is opened when the first episode reaches the writer, not before: a run refused before it starts (a log
+directory holding a run of other code, another configuration under its run id) leaves no file behind, and a file
+already at the path is left as it was. A run that started without an episode to run closes with an empty recording.
+
 The queue is bounded (`capacity` episodes). When the writer is behind, what costs it most goes first: an episode put
 while half the queue or more waits is written without its camera frames (`frames_dropped` counts them); an episode
 put while the queue is full is not written at all (`episodes_dropped`). The loop never waits for the recording.
@@ -14,6 +18,7 @@ put while the queue is full is not written at all (`episodes_dropped`). The loop
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 from collections.abc import Sequence
@@ -23,7 +28,7 @@ from typing import Any
 
 from hylo.evallog.recording import TraceEntry
 from hylo.evallog.rows import EpisodeRow
-from hylo.evallog.rrd import RrdWriter, events_of, video_frames
+from hylo.evallog.rrd import RerunError, RrdWriter, events_of, video_frames
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +41,20 @@ class _Episode:
     row: EpisodeRow
     trace: Sequence[TraceEntry] | Sequence[bytes]
     frames: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Close:
+    """The queue's last item: close the file, or with no episode written, make it only when `keep_empty`."""
+
+    keep_empty: bool
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse a recording's path that this process cannot write (its directory, or the file it would replace)."""
+    target = path if path.exists() else path.parent
+    if not os.access(target, os.W_OK):
+        raise RerunError(f"cannot write the recording {str(path)!r}: {str(target)!r} is not writable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +96,7 @@ class RerunRecorder:
         self.run_dir = run_dir
         self.run_id = run_id
         self.capacity = capacity
-        self._queue: queue.Queue[_Episode | None] = queue.Queue(maxsize=capacity)
+        self._queue: queue.Queue[_Episode | _Close] = queue.Queue(maxsize=capacity)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.episodes = self.steps = self.frames = 0
@@ -85,9 +104,10 @@ class RerunRecorder:
         self.error: str | None = None
 
     def start(self) -> None:
-        """Open the file and start the writer (episodes put before are written first)."""
-        writer = RrdWriter(self.path, recording_id=self.run_id)
-        self._thread = threading.Thread(target=self._write_all, args=(writer,), name="rerun-recording", daemon=True)
+        """Start the writer (episodes put before are written first), which opens the file with the first episode;
+        refuses a path that cannot be written, before any episode runs."""
+        _check_writable(self.path)
+        self._thread = threading.Thread(target=self._write_all, name="rerun-recording", daemon=True)
         self._thread.start()
 
     def put(self, row: EpisodeRow, trace: Sequence[TraceEntry] | Sequence[bytes]) -> None:
@@ -104,25 +124,45 @@ class RerunRecorder:
             with self._lock:
                 self.frames_dropped += row.steps + 1  # one frame per step, and the reset's
 
-    def close(self) -> RecordingSummary:
-        """Write what is queued, close the file and say what the recording holds."""
+    def close(self, *, keep_empty: bool = True) -> RecordingSummary:
+        """Write what is queued, close the file and say what the recording holds. With no episode put, the file is
+        written empty when `keep_empty` (a run that started with nothing left to run), else never made (a run
+        refused before it started)."""
         thread, self._thread = self._thread, None
         if thread is not None:
-            self._queue.put(None)  # after every queued episode
+            self._queue.put(_Close(keep_empty))  # after every queued episode
             thread.join()
         return RecordingSummary(
             self.path, self.episodes, self.steps, self.frames, self.frames_dropped, self.episodes_dropped, self.error
         )
 
-    def _write_all(self, writer: RrdWriter) -> None:
+    def _write_all(self) -> None:
+        """Write each queued episode, the file opened with the first; close it at the queue's `_Close`."""
+        writer: RrdWriter | None = None
         try:
-            while (item := self._queue.get()) is not None:
-                self._write(writer, item)
+            while isinstance(item := self._queue.get(), _Episode):
+                writer = writer or self._open()
+                if writer is not None:
+                    self._write(writer, item)
+            if writer is None and item.keep_empty and self.error is None:
+                writer = self._open()
         finally:
             try:
-                writer.close()
+                if writer is not None:
+                    writer.close()
             except Exception as exc:  # the run's results stand; the summary says the recording is incomplete
                 self.error = self.error or f"{type(exc).__name__}: {exc}"
+
+    def _open(self) -> RrdWriter | None:
+        """The recording's writer, or None when its file cannot be made (`error` says why; no episode is written)."""
+        if self.error is not None:
+            return None
+        try:
+            return RrdWriter(self.path, recording_id=self.run_id)
+        except Exception as exc:  # a recording is a view of the run, never its end
+            logger.warning("could not open the recording %s: %r", self.path, exc)
+            self.error = f"{type(exc).__name__}: {exc}"
+            return None
 
     def _write(self, writer: RrdWriter, item: _Episode) -> None:
         try:

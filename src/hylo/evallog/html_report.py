@@ -1,9 +1,10 @@
 """A report of one or more runs as ONE self-contained HTML file (`hylo report`): every style, script, chart and clip
 inline, no URL outside the file, so it opens offline wherever it is sent.
 
-Per run: what identifies it, the per-task table and a chart of it, status counts, reason groups, the episode list
-(filterable by task and status) and embedded media of the first `per_group` episodes of each task and status that
-recorded a video. Two runs add their paired comparison (`hylo compare`'s); more add a summary table.
+Per run: what identifies it, the per-task table and a chart of it, the suite figures of a run of several tasks (`hylo
+runs show`'s mean over tasks and IQM), status counts, reason groups, the episode list (filterable by task and status)
+and embedded media of the first `per_group` episodes of each task and status that recorded a video. Two runs add
+their paired comparison and probability of improvement (`hylo compare`'s); more add a summary table.
 
 The file is held to `max_bytes`. The tables are always whole; media are added in priority order (flipped episodes
 first, then the first of each task and status, failures before successes) while they fit, a clip where it fits, else
@@ -33,6 +34,7 @@ from hylo.evallog.report_sections import (
     reasons,
     spec_json,
     status_counts,
+    suite_block,
     summary_table,
     task_table,
 )
@@ -201,6 +203,7 @@ def _run_section(i: int, run: ReportRun, anchors: Anchors, media: _Media, *, pai
         task_table(i, run),
         "<h3>success per task (95% Wilson interval)</h3>",
         chart(run),
+        suite_block(i, run),
         "<h3>status counts</h3>",
         status_counts(run),
         "<h3>why episodes did not succeed</h3>",

@@ -5,6 +5,9 @@ tasks), and the episodes that flipped, each linked to its rows and clips.
 The difference B − A has its 95% interval for paired proportions (Newcombe's square-and-add interval,
 `hylo.stats.success.paired_difference_interval`): a fixed-size interval over the pairs the runs have, the
 counterpart of McNemar's exact test.
+
+Runs of several tasks add the probability of improvement P(B > A) over the tasks with its stratified bootstrap
+interval, as `hylo compare` computes it (`hylo.stats.suite.improvement`).
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hylo.core.status import EpisodeStatus
-from hylo.evallog.report import no_pairs_message, pairing_note
+from hylo.evallog.report import improvement_lines, no_pairs_message, pairing_note
+from hylo.evallog.report import interval_text as interval
 from hylo.evallog.report import rate_text as rate
 from hylo.evallog.report_page import cell, esc, note, row, table
 from hylo.evallog.report_sections import Anchors, ReportRun, status_cell
@@ -26,6 +30,7 @@ from hylo.stats.success import (
     correlation_line,
     paired_difference_interval,
 )
+from hylo.stats.suite import Improvement, improvement
 
 INTERVAL_NOTE = (
     "B − A's 95% interval: Newcombe's interval for paired proportions over the pairs run (a fixed-size interval, "
@@ -73,7 +78,26 @@ def comparison_section(a: ReportRun, b: ReportRun, comparison: Comparison | str,
         notes.append(pairing_note(a.info, b.info, c))
     if c.abstained:
         notes.append(f"{c.abstained} pairs left out because an episode abstained (error / infra_invalid)")
-    return names + paired_table(c) + note(INTERVAL_NOTE) + "".join(note(n) for n in notes) + flips(c, anchors)
+    paired = paired_table(c) + note(INTERVAL_NOTE) + "".join(note(n) for n in notes)
+    return names + paired + improvement_block(improvement(records(a.rows), records(b.rows))) + flips(c, anchors)
+
+
+def improvement_block(i: Improvement) -> str:
+    """The probability of improvement as `hylo compare` gives it: each task's P(B > A), then their mean over the
+    tasks with its interval, how it was had and the tasks left out (or why there is none). Nothing for runs of one
+    task: the paired difference and McNemar's test are its figures."""
+    lines = improvement_lines(i)
+    if not lines:
+        return ""
+    heading = "<h3>probability of improvement P(B &gt; A)</h3>"
+    if i.probability is None:
+        return heading + "".join(note(line.strip()) for line in lines)
+    body = [row([cell(task), cell(rate(p), num=True), cell("—", num=True)]) for task, p in i.per_task.items()]
+    overall = [cell(f"over {i.tasks} tasks"), cell(rate(i.probability), num=True), cell(interval(i.ci), num=True)]
+    body.append(row(overall, css="overall"))
+    confidence = f"{i.bootstrap.confidence:.0%}"
+    figures = table(("task", "P(B > A)", f"{confidence} interval"), body, table_id="improvement")
+    return heading + figures + "".join(note(line.strip()) for line in lines[1:])
 
 
 def paired_table(c: Comparison) -> str:

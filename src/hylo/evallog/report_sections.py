@@ -1,8 +1,9 @@
-"""The sections of a report about one run: what identifies it, its per-task table and chart, its status counts, why
-its episodes did not succeed, and its episode list with a filter; and the summary table of several runs.
+"""The sections of a report about one run: what identifies it, its per-task table and chart, its suite figures (a
+run of several tasks), its status counts, why its episodes did not succeed, and its episode list with a filter; and
+the summary table of several runs.
 
 Every figure comes from the functions `hylo runs show` prints with (`summarize_by_task`, `summarize`,
-`reason_groups`), so the page and the terminal never disagree.
+`suite_figures`, `reason_groups`), so the page and the terminal never disagree.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from hylo.evallog.report import (
     SUMMARY_NOTE,
     return_text,
     seeds_note,
+    suite_lines,
     summary_rows,
     timing_note,
 )
@@ -30,6 +32,7 @@ from hylo.evallog.report_page import cell, definitions, esc, note, row, select, 
 from hylo.evallog.rows import EpisodeRow, RunInfo, records
 from hylo.evallog.run_list import abstentions, agent_text, benchmark_text
 from hylo.stats.success import Summary, seed_clusters, summarize, summarize_by_task
+from hylo.stats.suite import SuiteFigures, suite_figures
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,10 @@ class ReportRun:
 
     def overall(self) -> Summary:
         return summarize(records(self.rows))
+
+    def suite(self) -> SuiteFigures:
+        """The run's suite figures, as `hylo runs show --json` gives them (`suite`)."""
+        return suite_figures(records(self.rows))
 
 
 @dataclass
@@ -218,6 +225,29 @@ def _figure(s: Summary) -> str:
     if s.success_rate is None:
         return f"nothing scored (n {s.n})"
     return f"{s.successes}/{s.scored} = {rate(s.success_rate)} {interval(s.success_ci)}"
+
+
+# -- the suite figures ----------------------------------------------------------------------------------------------
+
+
+def suite_block(i: int, run: ReportRun) -> str:
+    """A run of several tasks summed up over them, as `hylo runs show` does: the mean over tasks and the IQM with
+    their stratified bootstrap intervals, the tasks and seeds counted, how the figures were had and the tasks left
+    out (or why there are no figures). Nothing for a run of one task: its row is its figure."""
+    f = run.suite()
+    lines = suite_lines(f)
+    if not lines:
+        return ""
+    counts = definitions([("tasks", str(f.tasks)), ("seeds", str(f.seeds))])
+    if f.mean is None:
+        return "<h3>suite</h3>" + counts + "".join(note(line.strip()) for line in lines)
+    body = [
+        row([cell(name), cell(rate(value), num=True), cell(interval(ci), num=True)], attrs=f' data-figure="{key}"')
+        for key, name, value, ci in (("mean", "mean over tasks", f.mean, f.mean_ci), ("iqm", "IQM", f.iqm, f.iqm_ci))
+    ]
+    confidence = f"{f.bootstrap.confidence:.0%}"
+    figures = table(("figure", "value", f"{confidence} interval"), body, table_id=f"suite-{i}")
+    return "<h3>suite</h3>" + figures + counts + "".join(note(line.strip()) for line in lines[1:])
 
 
 # -- status counts and reasons ---------------------------------------------------------------------------------------
