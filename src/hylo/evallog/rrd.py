@@ -1,12 +1,14 @@
 """A run's episodes as a Rerun recording (`.rrd`), to scrub through in the Rerun viewer (`rerun FILE.rrd`).
 
-Each episode is built from its trace (`EvalLog.trace`) and, when the run recorded its video, the frames of that video
-(decoded with PyAV: frame k is the observation the agent acted on at step k, frame 0 the reset's), under
-`/episodes/<name>/`, where `<name>` is the episode id made path-safe (`episode_name`):
+Each episode is built from its trace (`EvalLog.iter_trace`), cut into steps as the episode viewer cuts it
+(`hylo.evallog.steps`), and, when the run recorded its video, the frames of that video (decoded with PyAV: frame k is
+the observation the agent acted on at step k, frame 0 the reset's), under `/episodes/<name>/`, where `<name>` is the
+episode id made path-safe (`episode_name`):
 
     camera                  the video's frames (JPEG), one per step (a run recorded with --video N)
     observation/<key>       each number and small array of the observation, as scalars (one series per element;
-                            the trace keeps arrays of more than 64 elements, images among them, by digest alone)
+                            the trace keeps arrays of more than 64 elements, images among them, by digest alone),
+                            at the step that acts on it, as its camera frame
     action/<i>              the action, one scalar series per dimension (`action/<key>/<i>` for a dict action)
     reward                  the step's reward
     shield                  the shield's review of each action, as a text log (an intervention at warning level)
@@ -38,6 +40,7 @@ from PIL import Image
 from hylo.core.errors import HyloError
 from hylo.evallog.recording import TraceEntry, serialize
 from hylo.evallog.rows import EpisodeRow
+from hylo.evallog.steps import place_events
 from hylo.evallog.store import EvalLog
 from hylo.evallog.video import read_frames
 
@@ -125,67 +128,76 @@ class Written:
 
 @dataclass
 class Steps:
-    """An episode's trace cut into the columns of its steps: the step each row belongs to, and its sim time."""
+    """An episode's trace cut into the columns of its steps (`hylo.evallog.steps`' cut, the episode viewer's too): the
+    step each event belongs to, and the sim time at which each step began.
 
-    count: int
-    start_times: list[float]
+    `observations` are logged at the instant they were taken: the reset's at step 0, the one step k returned (step
+    k's own event) at step k + 1, the step that acts on it, beside its camera frame. Every other event is logged at
+    the step it belongs to; `belongs` holds that step for every event, by its `seq`."""
+
+    count: int = 0
+    start_times: list[float] = field(default_factory=lambda: [0.0])
     actions: dict[int, Any] = field(default_factory=dict)
     rewards: dict[int, float] = field(default_factory=dict)
     observations: list[tuple[int, Any]] = field(default_factory=list)
     reviews: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     others: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     end: dict[str, Any] | None = None
+    belongs: dict[int, int] = field(default_factory=dict)
 
     def time(self, step: int) -> float:
         """The sim time at which `step` began (the last known one past the episode's end)."""
         return self.start_times[min(step, len(self.start_times) - 1)]
 
 
-def cut_steps(events: Sequence[Mapping[str, Any]]) -> Steps:
-    """Sort an episode's events into the steps they belong to: the k-th observation is step k's (the reset's is
-    step 0's), an action, review or reward the step it names or runs in, any other event the step running when it
-    was emitted (after the last step: the step count, where the outcome is)."""
-    results = sorted((int(e["step"]), e) for e in events if e.get("event") == "step.result" and "step" in e)
-    count = results[-1][0] + 1 if results else 0
-    start_times = [0.0] * (count + 1)
-    first = next((e for e in events if e.get("event") == "observation"), None)
-    start_times[0] = _number(first.get("sim_time"), 0.0) if first is not None else 0.0
-    for step, event in results:
-        start_times[step + 1] = _number(event.get("sim_time"), start_times[step])
-    steps = Steps(count, start_times)
-    current, seen = 0, 0
-    for event in events:
+def cut_steps(events: Iterable[Mapping[str, Any]]) -> Steps:
+    """Sort an episode's events into the steps they belong to (`place_events`), read once, in order: an action,
+    review, reward or any other event the step it belongs to, an observation the step it was taken at (the reset's
+    step 0's, the one step k returned step k + 1's)."""
+    steps = Steps()
+    reset_time: float | None = None
+    ended: dict[int, float] = {}  # each step's sim time at its result, where the result tells
+    for placed in place_events(events):
+        event, step = placed.event, placed.step
+        steps.belongs[placed.seq] = step
         kind = event.get("event")
-        if kind == "signal" and str(event.get("scope_id", "")).startswith("step:"):
-            current = _int(str(event["scope_id"])[5:], current)
         if kind == "observation":
-            steps.observations.append((seen, event.get("obs")))
-            seen += 1
+            at = step + 1 if placed.after_result else step
+            steps.observations.append((at, event.get("obs")))
+            if reset_time is None:
+                reset_time = _number(event.get("sim_time"), 0.0)
         elif kind == "action":
-            current = _int(event.get("step"), current)
-            steps.actions[current] = event.get("action")
+            steps.actions[step] = event.get("action")
         elif kind == "step.result":
-            step = _int(event.get("step"), current)
             steps.rewards[step] = _number(event.get("reward"), float("nan"))
+            if _is_number(event.get("sim_time")):
+                ended[step] = float(event["sim_time"])
         elif kind == "safety.review":
-            steps.reviews.append((current, dict(event)))
+            steps.reviews.append((step, dict(event)))
         else:
             if kind == "episode.end":
                 steps.end = dict(event)
-                current = count
-            steps.others.append((min(current, count), dict(event)))
+            steps.others.append((step, dict(event)))
+    steps.count = max(steps.rewards) + 1 if steps.rewards else 0
+    steps.start_times = _start_times(reset_time or 0.0, steps.count, ended)
     return steps
 
 
-def _int(value: Any, default: int) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
+def _start_times(reset_time: float, count: int, ended: Mapping[int, float]) -> list[float]:
+    """The sim time at which each step began, and at which the episode ended (`count + 1` of them): the reset's
+    observation's, then each step's result's (the one before where a step has none)."""
+    times = [reset_time]
+    for step in range(count):
+        times.append(ended.get(step, times[-1]))
+    return times
 
 
 def _number(value: Any, default: float) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+    return float(value) if _is_number(value) else default
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def numeric_leaves(value: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], np.ndarray[Any, Any]]]:
@@ -225,10 +237,10 @@ class RrdWriter:
         self.stream.send_recording_name(recording_id)
 
     def write_episode(
-        self, row: EpisodeRow, events: Sequence[Mapping[str, Any]], frames: Iterable[np.ndarray[Any, Any]] = ()
+        self, row: EpisodeRow, events: Iterable[Mapping[str, Any]], frames: Iterable[np.ndarray[Any, Any]] = ()
     ) -> Written:
-        """Write one episode: its trace's steps and events, its outcome, and `frames` (its video's, frame k being
-        step k's observation)."""
+        """Write one episode: its trace's steps and events (read once), its outcome, and `frames` (its video's,
+        frame k being the observation step k acted on)."""
         root = f"/episodes/{self.names(row.episode_id)}"
         steps = cut_steps(events)
         self._observations(root, steps)
@@ -413,7 +425,8 @@ def export_rrd(
         writer = RrdWriter(out, recording_id=log.info().run_id)
         try:
             for row in rows:
-                written = writer.write_episode(row, log.trace(row.episode_id, row.attempt), video_frames(run_dir, row))
+                events = log.iter_trace(row.episode_id, row.attempt)
+                written = writer.write_episode(row, events, video_frames(run_dir, row))
                 steps += written.steps
                 frames += written.frames
         finally:

@@ -14,7 +14,7 @@ import socket
 import sqlite3
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,8 @@ CREATE TABLE IF NOT EXISTS traces (
 """
 
 TRACE_ENCODING = "jsonl+zlib"
+TRACE_PIECE = 1 << 16
+"""How many bytes of a stored trace are decompressed at a time (`EvalLog.iter_trace`)."""
 
 
 class RunBusy(HyloError):
@@ -359,6 +361,17 @@ class EvalLog:
 
     def trace(self, episode_id: str, attempt: int | None = None) -> list[dict[str, Any]]:
         """The trace events of one attempt (the last when none is given)."""
+        return list(self.iter_trace(episode_id, attempt))
+
+    def iter_trace(self, episode_id: str, attempt: int | None = None) -> Iterator[dict[str, Any]]:
+        """The trace events of one attempt (the last when none is given), in order, each read when asked for: the
+        trace is decompressed `TRACE_PIECE` bytes at a time and never held whole. The trace is fetched now; the
+        events can be read after the log is closed."""
+        blob = self._trace_blob(episode_id, attempt)
+        return iter(()) if blob is None else _trace_events(blob, episode_id)
+
+    def _trace_blob(self, episode_id: str, attempt: int | None) -> bytes | None:
+        """The compressed trace of one attempt (the last when none is given); None when it has none."""
         if attempt is None:
             found = self._conn.execute(
                 "SELECT MAX(attempt) FROM episodes WHERE episode_id = ?", (episode_id,)
@@ -368,11 +381,58 @@ class EvalLog:
             "SELECT encoding, events FROM traces WHERE episode_id = ? AND attempt = ?", (episode_id, attempt)
         ).fetchone()
         if row is None:
-            return []
-        encoding, blob = row
+            return None
+        encoding: str = row[0]
+        blob: bytes = row[1]
         if encoding != TRACE_ENCODING:
             raise HyloError(f"unknown trace encoding {encoding!r}")
-        return [json.loads(line) for line in zlib.decompress(blob).split(b"\n") if line]
+        return blob
+
+
+def _trace_events(blob: bytes, episode_id: str) -> Iterator[dict[str, Any]]:
+    """The events of a stored trace (`TRACE_ENCODING`), parsed one line at a time."""
+    for line in _trace_lines(blob, episode_id):
+        yield json.loads(line)
+
+
+def _trace_lines(blob: bytes, episode_id: str) -> Iterator[bytes]:
+    """The JSON lines of a stored trace, decompressed `TRACE_PIECE` bytes at a time."""
+    inflate = zlib.decompressobj()
+    pending: list[bytes] = []  # the start of a line that the pieces so far have not finished
+    data = blob
+    while not inflate.eof:
+        piece = inflate.decompress(data, TRACE_PIECE)
+        data = inflate.unconsumed_tail
+        if not piece and not data and not inflate.eof:
+            raise HyloError(f"the stored trace of episode {episode_id!r} is cut short")
+        lines = piece.split(b"\n")
+        if len(lines) > 1:
+            lines[0] = b"".join([*pending, lines[0]])
+            pending.clear()
+            yield from (line for line in lines[:-1] if line)
+        if lines[-1]:
+            pending.append(lines[-1])
+    if pending:
+        yield b"".join(pending)
+
+
+def in_seq_range(events: Iterable[dict[str, Any]], first: int, last: int | None) -> Iterator[dict[str, Any]]:
+    """The events whose `seq` is from `first` to `last` (inclusive; no end when None), in order. The reading stops at
+    the first event past `last` when the trace is in sequence order, as the EvalLog writes it: the bus stamps each
+    event's `seq` and hands it to the trace buffer under one lock, counting up from 0 from the episode's start, and
+    the writer keeps that order. A trace that does not start at 0 or whose `seq` ever steps back is read to its end."""
+    ordered, previous = True, -1
+    for index, event in enumerate(events):
+        seq = event.get("seq")
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            ordered = False
+            continue
+        ordered = ordered and seq > previous and (index > 0 or seq == 0)
+        previous = seq
+        if first <= seq and (last is None or seq <= last):
+            yield event
+        elif ordered and last is not None and seq > last:
+            return
 
 
 _SELECT = (

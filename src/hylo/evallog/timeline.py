@@ -1,5 +1,5 @@
-"""An episode's timeline: its trace events (as `EvalLog.trace` reads them back) made into one row per env step, for
-the episode viewer.
+"""An episode's timeline: its trace events (as `EvalLog.iter_trace` reads them back) made into one row per env step,
+for the episode viewer. Which step an event belongs to is `hylo.evallog.steps`' cut, the Rerun export's too.
 
 A row holds the step's action (flattened to numbers, one value per action dimension), whether it was the env's hold,
 its reward and end flags, the shield's review of it and the range of sequence numbers of the trace events that belong
@@ -8,24 +8,24 @@ latency and the stale actions dropped) and how the episode ended. A review that 
 action: it gets a row of its own, `executed` false.
 
 The answer is bounded whatever the trace: at most `MAX_STEPS` rows from `first_step` on, and `MAX_DIMS` action
-dimensions; `total_steps` and `total_dims` say what was cut. Pure: events in, a `Timeline` out.
+dimensions; `total_steps` and `total_dims` say what was cut. Pure: events in (read once, none kept), a `Timeline`
+out.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from hylo.evallog.steps import STEP_KINDS, Placed, place_events
 
 MAX_STEPS = 2000
 """The most steps one timeline holds."""
 
 MAX_DIMS = 32
 """The most action dimensions one timeline holds (the first ones)."""
-
-_STEP_TAIL = frozenset({"observation", "container.checkpoint"})
-"""Kinds that, right after a step's result, still belong to that step (its observation, a graph's checkpoint)."""
 
 
 @dataclass(frozen=True)
@@ -110,29 +110,92 @@ class Timeline:
         return asdict(self)
 
 
-def timeline(events: Sequence[Mapping[str, Any]], first_step: int = 0) -> Timeline:
-    """The timeline of an episode's trace events, its rows from `first_step` on."""
+def timeline(events: Iterable[Mapping[str, Any]], first_step: int = 0) -> Timeline:
+    """The timeline of an episode's trace events, its rows from `first_step` on. The events are read once, in order,
+    and not kept: a lazily read trace (`EvalLog.iter_trace`) is never held whole."""
     if first_step < 0:
         raise ValueError(f"first_step must be at least 0, got {first_step}")
-    rows = _step_rows(events)
-    chunks = [_chunk(event) for event in events if event.get("event") == "agent.chunk"]
-    names = _dim_names(events)
-    total_steps = len(rows)
-    shown = rows[first_step : first_step + MAX_STEPS]
-    for row in shown:
-        if row.action is not None:
-            row.action = row.action[:MAX_DIMS]
-    return Timeline(
-        first_step=first_step,
-        total_steps=total_steps,
-        total_dims=len(names),
-        dim_names=names[:MAX_DIMS],
-        dt=_control_period(events),
-        steps=shown,
-        chunks=[chunk for chunk in chunks if first_step <= chunk.start_step < first_step + MAX_STEPS],
-        end=_end(events),
-        cut=_cut(first_step, len(shown), total_steps, len(names)),
-    )
+    fold = _Fold(first_step)
+    for placed in place_events(events):
+        fold.add(placed)
+    return fold.finished()
+
+
+class _Fold:
+    """A timeline made one placed event at a time, keeping only the rows and chunks in its window of steps."""
+
+    def __init__(self, first_step: int) -> None:
+        self.first_step = first_step
+        self.rows: list[StepRow] = []  # the steps from `first_step` on, at most MAX_STEPS
+        self.chunks: list[ChunkRow] = []
+        self.names: list[str] = []  # the action dimensions' names, from the action with the most of them
+        self.steps = 0  # the steps seen
+        self.stepped = False  # whether any step ran or was refused
+        self.dt: float | None = None
+        self.end: EpisodeEnd | None = None
+
+    def add(self, placed: Placed) -> None:
+        """Count `placed` in its step, and keep what the timeline shows of it."""
+        event = placed.event
+        kind = event.get("event")
+        self.steps = max(self.steps, placed.step + 1)
+        self.stepped = self.stepped or kind in STEP_KINDS
+        row = self._row(placed.step, placed.seq)
+        if kind == "safety.review":
+            if row is not None:
+                row.review = _review(event)
+        elif kind == "action":
+            self._action(row, event)
+        elif kind == "step.result":
+            if row is not None:
+                _result(row, event)
+            if self.dt is None:
+                self.dt = _control_period(event)
+        elif kind == "agent.chunk":
+            chunk = _chunk(event)
+            if self.first_step <= chunk.start_step < self.first_step + MAX_STEPS:
+                self.chunks.append(chunk)
+        elif kind == "episode.end":
+            self.end = _end(event)
+
+    def _row(self, step: int, seq: int) -> StepRow | None:
+        """The row of `step` when it is in the window (made when new), its sequence range stretched to `seq`."""
+        at = step - self.first_step
+        if not 0 <= at < MAX_STEPS:
+            return None
+        rows = self.rows
+        while len(rows) <= at:
+            rows.append(StepRow(step=self.first_step + len(rows), seq_first=seq, seq_last=seq))
+        row = rows[at]
+        row.seq_first, row.seq_last = min(row.seq_first, seq), max(row.seq_last, seq)
+        return row
+
+    def _action(self, row: StepRow | None, event: Mapping[str, Any]) -> None:
+        value = event.get("action")
+        names = _names(value)
+        if names is not None and len(names) > len(self.names):
+            self.names = names
+        if row is not None:
+            row.executed = True
+            numbers = _numbers(value)
+            row.action = None if numbers is None else numbers[:MAX_DIMS]
+            row.hold = bool(event.get("hold", False))
+
+    def finished(self) -> Timeline:
+        """The timeline of the events added."""
+        total_steps = self.steps if self.stepped else 0
+        shown = self.rows if self.stepped else []
+        return Timeline(
+            first_step=self.first_step,
+            total_steps=total_steps,
+            total_dims=len(self.names),
+            dim_names=self.names[:MAX_DIMS],
+            dt=self.dt,
+            steps=shown,
+            chunks=self.chunks,
+            end=self.end,
+            cut=_cut(self.first_step, len(shown), total_steps, len(self.names)),
+        )
 
 
 def _cut(first_step: int, shown: int, total_steps: int, dims: int) -> str | None:
@@ -145,53 +208,12 @@ def _cut(first_step: int, shown: int, total_steps: int, dims: int) -> str | None
     return "showing " + " and ".join(parts) if parts else None
 
 
-def _step_rows(events: Sequence[Mapping[str, Any]]) -> list[StepRow]:
-    """One row per step, every event counted in one: events before the first step join step 0, those after the
-    last step's result join the last step."""
-    rows: list[StepRow] = []
-    open_step = 0  # the step the next action is for
-    closing = False  # just after a step's result: its observation and step_end still belong to it
-    for index, event in enumerate(events):
-        kind = event.get("event")
-        seq = _int(event.get("seq"), index)
-        if closing and (kind in _STEP_TAIL or _is_step_end(event)):
-            _row(rows, open_step - 1, seq)
-            continue
-        closing = False
-        row = _row(rows, open_step, seq)
-        if kind == "safety.review":
-            row.review = _review(event)
-        elif kind == "action":
-            row.executed = True
-            row.action = _numbers(event.get("action"))
-            row.hold = bool(event.get("hold", False))
-        elif kind == "step.result":
-            row.executed = True
-            row.reward = _float(event.get("reward"))
-            row.terminated = bool(event.get("terminated", False))
-            row.truncated = bool(event.get("truncated", False))
-            row.success = bool(event.get("success", False))
-            open_step, closing = row.step + 1, True
-    if rows and not rows[-1].executed and rows[-1].review is None:
-        tail = rows.pop()  # the episode's closing events, after the last step: the last step's
-        if rows:
-            rows[-1].seq_last = tail.seq_last
-        else:
-            rows.append(tail)
-    return rows if any(row.executed or row.review is not None for row in rows) else []
-
-
-def _row(rows: list[StepRow], step: int, seq: int) -> StepRow:
-    """The row of `step` (made, with the rows before it, when new), its sequence range stretched to `seq`."""
-    while len(rows) <= step:
-        rows.append(StepRow(step=len(rows), seq_first=seq, seq_last=seq))
-    row = rows[step]
-    row.seq_last = max(row.seq_last, seq)
-    return row
-
-
-def _is_step_end(event: Mapping[str, Any]) -> bool:
-    return event.get("event") == "signal" and event.get("signal") == "step_end"
+def _result(row: StepRow, event: Mapping[str, Any]) -> None:
+    row.executed = True
+    row.reward = _float(event.get("reward"))
+    row.terminated = bool(event.get("terminated", False))
+    row.truncated = bool(event.get("truncated", False))
+    row.success = bool(event.get("success", False))
 
 
 def _review(event: Mapping[str, Any]) -> Review:
@@ -221,40 +243,21 @@ def _chunk(event: Mapping[str, Any]) -> ChunkRow:
     )
 
 
-def _end(events: Sequence[Mapping[str, Any]]) -> EpisodeEnd | None:
-    for event in reversed(events):
-        if event.get("event") == "episode.end":
-            return EpisodeEnd(
-                status=str(event.get("status", "")),
-                reason=str(event.get("reason", "")),
-                success=bool(event.get("success", False)),
-                steps=_int(event.get("steps"), 0),
-                safety_interventions=_int(event.get("safety_interventions"), 0),
-            )
-    return None
+def _end(event: Mapping[str, Any]) -> EpisodeEnd:
+    return EpisodeEnd(
+        status=str(event.get("status", "")),
+        reason=str(event.get("reason", "")),
+        success=bool(event.get("success", False)),
+        steps=_int(event.get("steps"), 0),
+        safety_interventions=_int(event.get("safety_interventions"), 0),
+    )
 
 
-def _control_period(events: Sequence[Mapping[str, Any]]) -> float | None:
-    """The env's control period: a step result's simulated time over the steps done by then."""
-    for event in events:
-        if event.get("event") == "step.result":
-            done = _int(event.get("step"), -1) + 1
-            sim_time = _float(event.get("sim_time"))
-            if done > 0 and sim_time is not None and sim_time > 0:
-                return sim_time / done
-    return None
-
-
-def _dim_names(events: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Names of the action's dimensions (`0`, `1`, … for a vector; `arm[0]`, `gripper` for a dict of arrays), from the
-    executed action with the most of them."""
-    best: list[str] = []
-    for event in events:
-        if event.get("event") == "action":
-            names = _names(event.get("action"))
-            if names is not None and len(names) > len(best):
-                best = names
-    return best
+def _control_period(event: Mapping[str, Any]) -> float | None:
+    """The env's control period, from a step result: its simulated time over the steps done by then."""
+    done = _int(event.get("step"), -1) + 1
+    sim_time = _float(event.get("sim_time"))
+    return sim_time / done if done > 0 and sim_time is not None and sim_time > 0 else None
 
 
 def _names(value: Any, prefix: str = "") -> list[str] | None:

@@ -19,7 +19,7 @@ from hylo.evallog.logdir import RunNotFound, find_run, is_run_name
 from hylo.evallog.realtime_metrics import episode_realtime, realtime_figures
 from hylo.evallog.report import run_timing
 from hylo.evallog.rows import EpisodeRow
-from hylo.evallog.store import EvalLog, list_runs, records
+from hylo.evallog.store import EvalLog, in_seq_range, list_runs, records
 from hylo.evallog.timeline import MAX_STEPS, timeline
 from hylo.jobs.errors import JobRefused
 from hylo.server.dependencies import CodeChanges, Scheduler
@@ -166,15 +166,10 @@ def trace(
     with EvalLog.open(find_run(scheduler.log_dir, run_name(run))) as log:
         run_id = log.info().run_id
         rows, chosen = _attempt_rows(log, run_id, episode, attempt)
-        events = log.trace(episode, chosen)
-    if from_seq > 0 or to_seq is not None:
-        events = [event for event in events if _in_range(event.get("seq"), from_seq, to_seq)]
+        read = log.iter_trace(episode, chosen)
+        events = list(in_seq_range(read, from_seq, to_seq) if from_seq > 0 or to_seq is not None else read)
     attempts = [row.attempt for row in rows]
     return EpisodeTrace(run_id=run_id, episode_id=episode, attempt=chosen, attempts=attempts, events=events)
-
-
-def _in_range(seq: Any, first: int, last: int | None) -> bool:
-    return isinstance(seq, int) and seq >= first and (last is None or seq <= last)
 
 
 @router.get("/runs/{run}/timeline", response_model=EpisodeTimeline, summary="One episode's timeline, step by step")
@@ -195,8 +190,7 @@ def episode_timeline(
     with EvalLog.open(run_dir) as log:
         run_id = log.info().run_id
         rows, chosen = _attempt_rows(log, run_id, episode, attempt)
-        events = log.trace(episode, chosen)
-    steps = timeline(events, first_step)
+        steps = timeline(log.iter_trace(episode, chosen), first_step)
     if first_step > 0 and first_step >= steps.total_steps:
         raise JobRefused("first_step", f"first_step {first_step} is past the episode's {steps.total_steps} steps")
     final = rows[-1]
