@@ -1,6 +1,8 @@
-"""The episode viewer in a browser against a real `hylo serve`, on a real Meta-World run (the expert on reach-v3, one
-recorded episode): opened from the run page's episode panel, the cursor moved by the keyboard and by the scrubber
-shows the step's action and reward as the run's trace holds them, and the video shows that step's frame."""
+"""The episode viewer in a browser against a real `hylo serve`, on real Meta-World runs (the expert on reach-v3, one
+episode each): opened from the run page's episode panel, the cursor moved by the keyboard and by the scrubber shows
+the step's action and reward as the run's trace holds them, and the video shows that step's frame; under realtime
+timing its timeline marks each chunk's dropped stale actions and shades each step the env's hold action ran, as the
+trace has them."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import time
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from browser import HyloServe, snap
 from playwright.sync_api import Page, expect
@@ -116,3 +119,61 @@ def test_the_viewer_steps_through_a_metaworld_episode_by_keyboard_and_scrubber(
     shown = observation.get_by_test_id("viewer-expanded").inner_text()
     assert [float(v) for v in shown.strip("[]").split(",")] == observations[scrubbed + 3 + 1]["state"]
     snap(page, tmp_path, "viewer")
+
+
+def drawn(page: Page, test_id: str, script: str) -> list[Any]:
+    """What `script` (a function of the elements) reads from every element of the viewer with `test_id`."""
+    found: list[Any] = page.get_by_test_id(test_id).evaluate_all(script)
+    return found
+
+
+def test_the_viewer_marks_the_dropped_actions_and_held_steps_of_a_realtime_episode(
+    server: HyloServe, page: Page, tmp_path: Path
+) -> None:
+    # chunks of 5 asked for when the last one ran out, each landing 30 ms (three 80 Hz steps) after it was asked for:
+    # its first three actions are stale by then, and the arm holds while it waits
+    run_id = "ui-viewer-realtime"
+    request = {
+        "benchmark": "metaworld",
+        "agent": "expert",
+        "agent_args": {"chunk_size": 5},
+        "tasks": ["reach-v3"],
+        "episodes": 1,
+        "max_steps": 24,
+        "timing": "realtime",
+        "timing_options": {"latency_s": 0.03, "refill_steps": 0},
+        "run_id": run_id,
+    }
+    started = server.api.post(f"{EVAL}/start", json=request)
+    assert started.status_code == 200, started.text
+    assert run_done(server, started.json()["job_id"]) == "done"
+    [episode] = get(server, f"{EVAL}/runs/{run_id}/episodes")["episodes"]
+    with EvalLog.open(find_run(server.log_dir, run_id)) as log:
+        events = log.trace(episode["episode_id"])
+    actions = [e for e in events if e["event"] == "action"]
+    held = [e["step"] for e in actions if e["hold"]]
+    ran = [e["step"] for e in actions if not e["hold"]]
+    chunks = [e for e in events if e["event"] == "agent.chunk"]
+    stale = [[c["requested_at"] + c["delay_steps"], c["dropped"]] for c in chunks if c["dropped"]]
+    later_hold = next(step for step in held if step > ran[0])  # a hold between the agent's actions
+    assert len(stale) > 2 and ran
+
+    page.goto(server.url + f"/#/runs/{run_id}/episode/{quote(episode['episode_id'], safe='')}")
+    expect(page.get_by_test_id("viewer-episode-id")).to_have_text(episode["episode_id"])
+    expect(page.get_by_test_id("viewer-chunk")).to_have_count(len(chunks))
+    expect(page.get_by_test_id("viewer-dropped")).to_have_count(len(stale))
+    marks = "ms => ms.map(m => [+m.parentElement.dataset.start, +m.dataset.count])"  # (its chunk's merge, count)
+    assert drawn(page, "viewer-dropped", marks) == stale
+    expect(page.get_by_test_id("viewer-hold")).to_have_count(len(held))
+    assert drawn(page, "viewer-hold", "rects => rects.map(r => +r.dataset.step)") == held
+    dropped = sum(count for _, count in stale)
+    expect(page.get_by_test_id("viewer-lane-chunks")).to_contain_text(f"{len(chunks)}, {dropped} stale")
+
+    page.get_by_test_id("viewer-scrubber").fill(str(later_hold))
+    expect(page.get_by_test_id("viewer-step")).to_have_text(f"step {later_hold} / {episode['steps'] - 1}")
+    expect(page.get_by_test_id("viewer-held")).to_be_visible()
+    expect(page.get_by_test_id("viewer-flags")).to_contain_text("hold")
+    page.get_by_test_id("viewer-scrubber").fill(str(ran[0]))
+    expect(page.get_by_test_id("viewer-step")).to_have_text(f"step {ran[0]} / {episode['steps'] - 1}")
+    expect(page.get_by_test_id("viewer-held")).to_have_count(0)
+    snap(page, tmp_path, "viewer-realtime")

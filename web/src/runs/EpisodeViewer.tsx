@@ -324,6 +324,11 @@ function StepValues({ timeline, row }: { timeline: EpisodeTimeline; row: Timelin
                   ))}
                 </span>
               )}
+              {row.hold && (
+                <div className="muted" data-testid="viewer-held">
+                  held: no action of the agent's was ready, so the env's hold action ran
+                </div>
+              )}
             </td>
           </tr>
           <tr>

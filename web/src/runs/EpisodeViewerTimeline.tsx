@@ -2,6 +2,7 @@
 // stale actions, the reward, the shield's interventions, the act latency) and a cursor line at the current step.
 // A click or a drag on it moves the cursor.
 import { memo, useEffect, useMemo, useRef, useState, type PointerEvent } from "react";
+import { linear, type Scale as ValueScale } from "./ChartAxes";
 import type { EpisodeTimeline, TimelineChunk, TimelineStep } from "./types";
 
 /** Colors of the action's dimensions, in order (repeated, dashed, past the tenth). */
@@ -39,6 +40,7 @@ function laneTops(): Record<keyof typeof LANES, number> & { height: number } {
   return { ...tops, height: y + 10 };
 }
 
+/** The least and the most of the finite values (a span of 2 round a single one; 0 to 1 when none). */
 function finiteRange(values: (number | null)[]): [number, number] {
   let lo = Infinity;
   let hi = -Infinity;
@@ -52,8 +54,27 @@ function finiteRange(values: (number | null)[]): [number, number] {
   return [lo, hi];
 }
 
+/** A lane's value scale: `lo` near its bottom, `hi` near its top. */
+function laneScale(top: number, height: number, [lo, hi]: [number, number]): ValueScale {
+  return linear(lo, hi, top + height - 4, top + 4);
+}
+
+/** A lane's value range, `hi` at its top and `lo` at its bottom, in the label margin. */
+function LaneRange({ top, height, range: [lo, hi] }: { top: number; height: number; range: [number, number] }) {
+  return (
+    <>
+      <text x={LABEL_W - 4} y={top + 10} className="viewer-axis">
+        {hi.toPrecision(3)}
+      </text>
+      <text x={LABEL_W - 4} y={top + height - 2} className="viewer-axis">
+        {lo.toPrecision(3)}
+      </text>
+    </>
+  );
+}
+
 /** A polyline's points over the steps, broken where a value is missing (several paths' `d`). */
-function path(scale: Scale, steps: TimelineStep[], value: (s: TimelineStep) => number | null, y: (v: number) => number) {
+function path(scale: Scale, steps: TimelineStep[], value: (s: TimelineStep) => number | null, y: ValueScale) {
   let d = "";
   let open = false;
   for (const s of steps) {
@@ -170,8 +191,9 @@ function InterventionBands(props: { steps: TimelineStep[]; scale: Scale; stepW: 
 function ActionLane(props: { timeline: EpisodeTimeline; scale: Scale; top: number; stepW: number }) {
   const { timeline, scale, top, stepW } = props;
   const h = LANES.action;
-  const [lo, hi] = useMemo(() => finiteRange(timeline.steps.flatMap((s) => s.action ?? [])), [timeline]);
-  const y = (v: number) => top + h - 4 - ((v - lo) / (hi - lo)) * (h - 8);
+  const range = useMemo(() => finiteRange(timeline.steps.flatMap((s) => s.action ?? [])), [timeline]);
+  const [lo, hi] = range;
+  const y = laneScale(top, h, range);
   const dims = timeline.dim_names.length;
   return (
     <g data-testid="viewer-lane-action">
@@ -179,7 +201,16 @@ function ActionLane(props: { timeline: EpisodeTimeline; scale: Scale; top: numbe
       {timeline.steps
         .filter((s) => s.hold)
         .map((s) => (
-          <rect key={s.step} className="viewer-hold" x={xOf(scale, s.step) - stepW / 2} y={top} width={stepW} height={h}>
+          <rect
+            key={s.step}
+            className="viewer-hold"
+            data-testid="viewer-hold"
+            data-step={s.step}
+            x={xOf(scale, s.step) - stepW / 2}
+            y={top}
+            width={stepW}
+            height={h}
+          >
             <title>step {s.step}: the env's hold action</title>
           </rect>
         ))}
@@ -194,12 +225,7 @@ function ActionLane(props: { timeline: EpisodeTimeline; scale: Scale; top: numbe
           strokeDasharray={d >= DIM_COLORS.length ? "4 2" : undefined}
         />
       ))}
-      <text x={LABEL_W - 4} y={top + 10} className="viewer-axis">
-        {hi.toPrecision(3)}
-      </text>
-      <text x={LABEL_W - 4} y={top + h - 2} className="viewer-axis">
-        {lo.toPrecision(3)}
-      </text>
+      <LaneRange top={top} height={h} range={range} />
     </g>
   );
 }
@@ -219,7 +245,7 @@ function ChunkLane(props: { chunks: TimelineChunk[]; steps: TimelineStep[]; scal
         const runs = Math.max(Math.min(next, end, c.start_step + Math.max(c.size - c.dropped, 1)) - c.start_step, 1);
         const x0 = xOf(scale, c.start_step) - stepW / 2;
         return (
-          <g key={c.seq} className="viewer-chunk" data-start={c.start_step} data-dropped={c.dropped}>
+          <g key={c.seq} className="viewer-chunk" data-testid="viewer-chunk" data-start={c.start_step} data-dropped={c.dropped}>
             <rect className={i % 2 ? "viewer-chunk-odd" : "viewer-chunk-even"} x={x0} y={top + 12} width={runs * stepW} height={h - 18}>
               <title>
                 chunk requested at step {c.requested_at}, merged at step {c.start_step}: {c.size} actions
@@ -232,6 +258,7 @@ function ChunkLane(props: { chunks: TimelineChunk[]; steps: TimelineStep[]; scal
               <rect
                 className="viewer-dropped"
                 data-testid="viewer-dropped"
+                data-count={c.dropped}
                 x={x0 - c.dropped * stepW}
                 y={top + 2}
                 width={c.dropped * stepW}
@@ -252,8 +279,8 @@ function ChunkLane(props: { chunks: TimelineChunk[]; steps: TimelineStep[]; scal
 function RewardLane(props: { steps: TimelineStep[]; scale: Scale; top: number }) {
   const { steps, scale, top } = props;
   const h = LANES.reward;
-  const [lo, hi] = useMemo(() => finiteRange(steps.map((s) => s.reward)), [steps]);
-  const y = (v: number) => top + h - 4 - ((v - lo) / (hi - lo)) * (h - 8);
+  const range = useMemo(() => finiteRange(steps.map((s) => s.reward)), [steps]);
+  const y = laneScale(top, h, range);
   return (
     <g data-testid="viewer-lane-reward">
       <LaneLabel scale={scale} top={top} height={h} label="reward" />
@@ -267,12 +294,7 @@ function RewardLane(props: { steps: TimelineStep[]; scale: Scale; top: number })
             </title>
           </circle>
         ))}
-      <text x={LABEL_W - 4} y={top + 10} className="viewer-axis">
-        {hi.toPrecision(3)}
-      </text>
-      <text x={LABEL_W - 4} y={top + h - 2} className="viewer-axis">
-        {lo.toPrecision(3)}
-      </text>
+      <LaneRange top={top} height={h} range={range} />
     </g>
   );
 }

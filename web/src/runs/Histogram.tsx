@@ -1,14 +1,10 @@
 // A histogram of one quantity over a run's episodes, each bin's bar stacked by status in the colours of the status
 // badges, drawn as plain SVG. Every bin shares the figure's edges; hovering a bar's part gives its count.
-import { niceStep, short, STACK_ORDER, ticksUpTo, type StatusHistogram } from "./figures";
+import { ChartSvg, niceStep, Rule, short, ticksUpTo, XLabel, XTicks, xScale, YGrid, YLabel, yScale, type Box } from "./ChartAxes";
+import { STACK_ORDER, type StatusHistogram } from "./figures";
 import type { EpisodeStatus } from "./types";
 
-const WIDTH = 480;
-const HEIGHT = 230;
-const LEFT = 52;
-const RIGHT = 14;
-const TOP = 12;
-const BOTTOM = 44;
+const BOX: Box = { width: 480, height: 230, left: 52, right: 14, top: 12, bottom: 44 };
 const MAX_X_LABELS = 8;
 
 /** What a bin holds, as its hover text says: `10–19 steps`, `12 steps`, `return 0.5 to 0.55`. */
@@ -31,54 +27,31 @@ export function Histogram({ hist, axis, testId }: { hist: StatusHistogram; axis:
   const yStep = Math.max(1, Math.round(niceStep(Math.max(...totals, 1), 4)));
   const yTicks = ticksUpTo(Math.max(...totals, 1), yStep);
   const yMax = yTicks[yTicks.length - 1];
-  const low = hist.edges[0];
-  const high = hist.edges[bins];
-  const x = (value: number) => LEFT + ((value - low) / (high - low)) * (WIDTH - LEFT - RIGHT);
-  const y = (count: number) => HEIGHT - BOTTOM - (count / yMax) * (HEIGHT - TOP - BOTTOM);
+  const x = xScale(BOX, hist.edges[0], hist.edges[bins]);
+  const y = yScale(BOX, 0, yMax);
   const every = Math.ceil((bins + 1) / MAX_X_LABELS);
   return (
-    <svg
+    <ChartSvg
       className="histogram"
       data-testid={testId}
       data-bins={bins}
-      width={WIDTH}
-      height={HEIGHT}
-      viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
-      role="img"
-      aria-label={`episodes by ${axis}, stacked by status`}
+      width={BOX.width}
+      height={BOX.height}
+      label={`episodes by ${axis}, stacked by status`}
     >
-      {yTicks.map((tick) => (
-        <g key={`y${tick}`}>
-          <line x1={LEFT} x2={WIDTH - RIGHT} y1={y(tick)} y2={y(tick)} className="chart-grid" />
-          <text x={LEFT - 6} y={y(tick) + 4} textAnchor="end" className="chart-tick">
-            {tick}
-          </text>
-        </g>
-      ))}
-      {hist.edges.map((edge, i) =>
-        i % every === 0 ? (
-          <text key={`x${i}`} x={x(edge)} y={HEIGHT - BOTTOM + 14} textAnchor="middle" className="chart-tick">
-            {short(edge)}
-          </text>
-        ) : null,
-      )}
+      <YGrid box={BOX} ticks={yTicks} y={y} />
+      <XTicks box={BOX} ticks={hist.edges.filter((_, i) => i % every === 0)} x={x} text={short} />
       {totals.map((_, bin) => (
         <Bar key={bin} hist={hist} bin={bin} x0={x(hist.edges[bin])} x1={x(hist.edges[bin + 1])} y={y} />
       ))}
-      <line x1={LEFT} x2={WIDTH - RIGHT} y1={y(0)} y2={y(0)} className="figure-axis" />
-      <text x={(LEFT + WIDTH - RIGHT) / 2} y={HEIGHT - 8} textAnchor="middle" className="chart-label">
+      <Rule box={BOX} at={y(0)} className="figure-axis" />
+      <XLabel box={BOX} drop={8}>
         {axis}
-      </text>
-      <text
-        x={14}
-        y={(TOP + HEIGHT - BOTTOM) / 2}
-        textAnchor="middle"
-        transform={`rotate(-90 14 ${(TOP + HEIGHT - BOTTOM) / 2})`}
-        className="chart-label"
-      >
+      </XLabel>
+      <YLabel box={BOX} x={14}>
         episodes
-      </text>
-    </svg>
+      </YLabel>
+    </ChartSvg>
   );
 }
 

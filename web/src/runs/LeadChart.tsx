@@ -2,17 +2,12 @@
 // the efficacy boundary ±c (the test decides once |lead| reaches it) and, with a futility δ, the futility band ±u
 // (it stops with "no difference ≥ δ" while |lead| is inside it). Plain SVG.
 import type { ABDesignRecord } from "./abDesign";
+import { ChartSvg, XLabel, xScale, YGrid, YLabel, yScale, type Box, type Scale } from "./ChartAxes";
 
-const WIDTH = 560;
-const HEIGHT = 280;
-const LEFT = 48;
-const RIGHT = 24;
-const TOP = 16;
-const BOTTOM = 36;
-const MID_Y = (TOP + HEIGHT - BOTTOM) / 2;
+const BOX: Box = { width: 560, height: 280, left: 48, right: 24, top: 16, bottom: 36 };
 
 /** Step lines through (pair, value) points, one polyline per run of pairs that have a value. */
-function segments(values: (number | null)[], x: (pair: number) => number, y: (v: number) => number): string[] {
+function segments(values: (number | null)[], x: Scale, y: Scale): string[] {
   const out: string[] = [];
   let current: string[] = [];
   values.forEach((value, i) => {
@@ -39,8 +34,8 @@ export function LeadChart({ record }: { record: ABDesignRecord }) {
     ...futility.filter((v): v is number => v !== null),
   );
   const high = Math.ceil(reach * 1.1);
-  const x = (pair: number) => LEFT + (pair / (n + 1)) * (WIDTH - LEFT - RIGHT);
-  const y = (value: number) => TOP + ((high - value) / (2 * high)) * (HEIGHT - TOP - BOTTOM);
+  const x = xScale(BOX, 0, n + 1);
+  const y = yScale(BOX, -high, high);
   const line = [`${x(0)},${y(0)}`, ...lead.map((value, i) => `${x(i + 1)},${y(value)}`)].join(" ");
   const boundary = (values: (number | null)[], sign: number) =>
     segments(
@@ -49,29 +44,16 @@ export function LeadChart({ record }: { record: ABDesignRecord }) {
       y,
     );
   return (
-    <svg
+    <ChartSvg
       className="path-chart lead-chart"
       data-testid="lead-chart"
-      width={WIDTH}
-      height={HEIGHT}
-      viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
-      role="img"
-      aria-label="B's lead after each scored pair, with the efficacy and futility boundaries"
+      width={BOX.width}
+      height={BOX.height}
+      label="B's lead after each scored pair, with the efficacy and futility boundaries"
     >
-      {[-high, 0, high].map((tick) => (
-        <g key={`y${tick}`}>
-          <line x1={LEFT} x2={WIDTH - RIGHT} y1={y(tick)} y2={y(tick)} className="chart-grid" />
-          <text x={LEFT - 6} y={y(tick) + 4} textAnchor="end" className="chart-tick">
-            {tick}
-          </text>
-        </g>
-      ))}
-      <text x={(LEFT + WIDTH - RIGHT) / 2} y={HEIGHT - 6} textAnchor="middle" className="chart-label">
-        {`scored pair (of ${lead.length})`}
-      </text>
-      <text x={12} y={MID_Y} textAnchor="middle" className="chart-label" transform={`rotate(-90 12 ${MID_Y})`}>
-        B's lead (b − a)
-      </text>
+      <YGrid box={BOX} ticks={[-high, 0, high]} y={y} />
+      <XLabel box={BOX}>{`scored pair (of ${lead.length})`}</XLabel>
+      <YLabel box={BOX}>B's lead (b − a)</YLabel>
       <g className="path-boundary" data-testid="efficacy-boundary" data-values={JSON.stringify(efficacy)}>
         {[1, -1].flatMap((sign) =>
           boundary(efficacy, sign).map((points, i) => <polyline key={`e${sign}${i}`} points={points} fill="none" />),
@@ -94,6 +76,6 @@ export function LeadChart({ record }: { record: ABDesignRecord }) {
           <title>{`pair ${i + 1}: lead ${value}`}</title>
         </circle>
       ))}
-    </svg>
+    </ChartSvg>
   );
 }

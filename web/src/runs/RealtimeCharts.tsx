@@ -2,7 +2,7 @@
 // latencies, one for the virtual clock's) and the stale and hold ratios as bars; the whole run last in each.
 import type { ReactNode } from "react";
 import { pct } from "./format";
-import { niceStep, short, ticksUpTo } from "./figures";
+import { ChartSvg, niceStep, short, ticksUpTo, XGrid, XLabel, xScale, type Box, type Scale } from "./ChartAxes";
 import type { LatencyPercentiles, RealtimeFigures } from "./types";
 
 const LABEL_W = 150;
@@ -24,6 +24,12 @@ function cut(name: string): string {
   return name.length > 20 ? `${name.slice(0, 19)}…` : name;
 }
 
+/** The box of a chart of `rows`: their names in the left margin, the value axis under them. */
+function frameBox(rows: FigureRow[]): Box {
+  const height = TOP + rows.length * ROW_H + BOTTOM;
+  return { width: LABEL_W + PLOT_W + RIGHT, height, left: LABEL_W, right: RIGHT, top: TOP, bottom: BOTTOM };
+}
+
 /** The frame every chart here shares: rows down the left, a value axis along the bottom with its label. */
 function Frame(props: {
   testId: string;
@@ -31,30 +37,14 @@ function Frame(props: {
   rows: FigureRow[];
   ticks: number[];
   tickText: (tick: number) => string;
-  x: (value: number) => number;
+  x: Scale;
   axis: string;
   children: ReactNode;
 }) {
-  const height = TOP + props.rows.length * ROW_H + BOTTOM;
-  const width = LABEL_W + PLOT_W + RIGHT;
+  const box = frameBox(props.rows);
   return (
-    <svg
-      className="realtime-chart"
-      data-testid={props.testId}
-      width={width}
-      height={height}
-      viewBox={`0 0 ${width} ${height}`}
-      role="img"
-      aria-label={props.label}
-    >
-      {props.ticks.map((tick) => (
-        <g key={tick}>
-          <line x1={props.x(tick)} x2={props.x(tick)} y1={TOP - 4} y2={height - BOTTOM} className="chart-grid" />
-          <text x={props.x(tick)} y={height - BOTTOM + 14} textAnchor="middle" className="chart-tick">
-            {props.tickText(tick)}
-          </text>
-        </g>
-      ))}
+    <ChartSvg className="realtime-chart" data-testid={props.testId} width={box.width} height={box.height} label={props.label}>
+      <XGrid box={box} ticks={props.ticks} x={props.x} labels="below" text={props.tickText} />
       {props.rows.map((row, i) => (
         <text
           key={row.name}
@@ -67,10 +57,8 @@ function Frame(props: {
         </text>
       ))}
       {props.children}
-      <text x={LABEL_W + PLOT_W / 2} y={height - 6} textAnchor="middle" className="chart-label">
-        {props.axis}
-      </text>
-    </svg>
+      <XLabel box={box}>{props.axis}</XLabel>
+    </ChartSvg>
   );
 }
 
@@ -85,8 +73,7 @@ export function LatencyChart(props: {
   const highest = Math.max(...values.map((v) => (v ? v.p99 * 1000 : 0)), 0);
   const step = niceStep(highest || 1, 4);
   const ticks = ticksUpTo(highest || 1, step);
-  const top = ticks[ticks.length - 1];
-  const x = (ms: number) => LABEL_W + (ms / top) * PLOT_W;
+  const x = xScale(frameBox(props.rows), 0, ticks[ticks.length - 1]);
   return (
     <Frame
       testId={props.testId}
@@ -116,7 +103,7 @@ function LatencyMarks(props: {
   values: LatencyPercentiles | null;
   clock: string;
   mid: number;
-  x: (ms: number) => number;
+  x: Scale;
 }) {
   const { values: v, x } = props;
   if (!v) return null;
@@ -150,8 +137,7 @@ export function RatioChart({ rows }: { rows: FigureRow[] }) {
   const highest = Math.max(...rows.flatMap((row) => RATIOS.map((r) => row.figures[r.key] ?? 0)), 0);
   const step = niceStep(highest || 0.1, 4);
   const ticks = ticksUpTo(highest || 0.1, step);
-  const top = ticks[ticks.length - 1];
-  const x = (ratio: number) => LABEL_W + (ratio / top) * PLOT_W;
+  const x = xScale(frameBox(rows), 0, ticks[ticks.length - 1]);
   const barH = (ROW_H - 6) / 2;
   return (
     <Frame

@@ -1,5 +1,6 @@
 // Per-task success rate as horizontal bars with their 95% Wilson interval as whiskers, drawn as plain SVG; the whole
 // run last. Tasks with nothing scored show no bar.
+import { ChartSvg, XGrid, xScale, type Scale } from "./ChartAxes";
 import { interval, pct } from "./format";
 import type { RunSummary, Summary } from "./types";
 
@@ -8,38 +9,30 @@ const PLOT_W = 320;
 const VALUE_W = 60;
 const ROW_H = 22;
 const TOP = 24;
+const RATE_TICKS = [0, 0.25, 0.5, 0.75, 1];
 
 export function SuccessChart({ summary }: { summary: RunSummary }) {
   const rows: [string, Summary][] = [...Object.entries(summary.per_task), ["All tasks", summary]];
   const height = TOP + rows.length * ROW_H + 8;
-  const width = LABEL_W + PLOT_W + VALUE_W;
-  const x = (rate: number) => LABEL_W + rate * PLOT_W;
+  const box = { width: LABEL_W + PLOT_W + VALUE_W, height, left: LABEL_W, right: VALUE_W, top: TOP, bottom: 8 };
+  const x = xScale(box, 0, 1);
   return (
-    <svg
+    <ChartSvg
       className="success-chart"
       data-testid="success-chart"
-      width={width}
-      height={height}
-      viewBox={`0 0 ${width} ${height}`}
-      role="img"
-      aria-label="success rate per task with 95% intervals"
+      width={box.width}
+      height={box.height}
+      label="success rate per task with 95% intervals"
     >
-      {[0, 0.25, 0.5, 0.75, 1].map((tick) => (
-        <g key={tick}>
-          <line x1={x(tick)} x2={x(tick)} y1={TOP - 4} y2={height - 8} className="chart-grid" />
-          <text x={x(tick)} y={TOP - 8} textAnchor="middle" className="chart-tick">
-            {tick * 100}%
-          </text>
-        </g>
-      ))}
+      <XGrid box={box} ticks={RATE_TICKS} x={x} labels="above" text={(tick) => `${tick * 100}%`} />
       {rows.map(([name, s], i) => (
         <ChartRow key={i} name={name} summary={s} y={TOP + i * ROW_H} x={x} overall={i === rows.length - 1} />
       ))}
-    </svg>
+    </ChartSvg>
   );
 }
 
-function ChartRow(props: { name: string; summary: Summary; y: number; x: (rate: number) => number; overall: boolean }) {
+function ChartRow(props: { name: string; summary: Summary; y: number; x: Scale; overall: boolean }) {
   const { name, summary: s, y, x } = props;
   const mid = y + ROW_H / 2;
   return (

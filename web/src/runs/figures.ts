@@ -1,5 +1,5 @@
-// What a run page's figures read (`/runs/{run}/distributions`, `/runs/{run}/realtime/tasks`) and the scales their
-// plain-SVG charts share: round steps, ticks, and status colours as the page's badges show them.
+// What a run page's figures read (`/runs/{run}/distributions`, `/runs/{run}/realtime/tasks`) and the order their
+// status colours stack in, as the page's badges show them. Their axes are ChartAxes.tsx's.
 import type { EpisodeStatus, RealtimeFigures } from "./types";
 
 /** One quantity's histogram: bin i is `[edges[i], edges[i+1])`; every status's count per bin. No edges, no bins
@@ -31,24 +31,3 @@ export interface RealtimePerTask {
 
 /** The order statuses stack in a bar, bottom up: the scored ones first. */
 export const STACK_ORDER: readonly EpisodeStatus[] = ["success", "failure", "safety_abort", "error", "infra_invalid"];
-
-/** A round step that cuts `span` into about `parts` pieces (1, 2 or 5 times a power of ten). */
-export function niceStep(span: number, parts: number): number {
-  if (!(span > 0)) return 1;
-  const raw = span / parts;
-  const power = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].find((m) => m * power >= raw) ?? 10;
-  return step * power;
-}
-
-/** The multiples of `step` from 0 up to `high` (its next multiple included when `high` is not one). */
-export function ticksUpTo(high: number, step: number): number[] {
-  const out: number[] = [];
-  for (let i = 0; i * step < high + step * 0.999; i++) out.push(Number((i * step).toPrecision(12)));
-  return out;
-}
-
-/** A number as short as it reads: `0.05`, `2.5`, `120`. */
-export function short(value: number): string {
-  return String(Number(value.toPrecision(6)));
-}
