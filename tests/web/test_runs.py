@@ -578,6 +578,9 @@ def test_the_compare_page_tests_each_task_with_holm_and_a_flip_opens_its_episode
     expect(panel).to_contain_text(flip["status_b"])
     expect(panel).to_be_in_viewport()  # below the run's figures: the page scrolls to it
     expect(panel.get_by_test_id("trace-event").first).to_be_visible()
+    # what is above it grows later (its figures loading on a busy machine): the episode stays in view
+    page.get_by_test_id("run-page").locator(".crumbs").evaluate("crumbs => { crumbs.style.minHeight = '3000px'; }")
+    expect(panel).to_be_in_viewport()
     snap(page, tmp_path, "flip-episode")
 
     page.go_back()

@@ -184,11 +184,11 @@ const KEEP_IN_VIEW_MS = 60_000;
  * what is above it grows, until the user scrolls, clicks or types, or KEEP_IN_VIEW_MS have passed. */
 function useKeptInView(target: React.RefObject<HTMLElement | null>, active: boolean, key: string) {
   useEffect(() => {
-    if (!active) return;
+    if (!active || !target.current) return;
     const reveal = () => target.current?.scrollIntoView({ block: "start" });
     reveal();
     const grown = new ResizeObserver(reveal);
-    grown.observe(document.body);
+    for (const content of scrolledContent(target.current)) grown.observe(content);
     const stop = () => {
       grown.disconnect();
       clearTimeout(timer);
@@ -201,3 +201,13 @@ function useKeptInView(target: React.RefObject<HTMLElement | null>, active: bool
 }
 
 const USER_SCROLLS = ["wheel", "touchmove", "keydown", "mousedown"] as const;
+
+/** What scrolls with `element`: the children of its nearest scrolling ancestor (the page's own scroller, not the
+ * window: the app's frame is one screen high), whose growth above it moves it; the document's body without one. */
+function scrolledContent(element: HTMLElement): Element[] {
+  for (let node = element.parentElement; node; node = node.parentElement) {
+    const { overflowY } = getComputedStyle(node);
+    if (overflowY === "auto" || overflowY === "scroll") return Array.from(node.children);
+  }
+  return [document.body];
+}
