@@ -219,6 +219,13 @@ def test_discrete_out_of_range_in_the_kernel_is_safety_abort() -> None:
     assert recorder.of("safety.review")[-1].guard == "bounds"
 
 
+def test_a_refused_step_closes_with_the_scope_it_opened_with() -> None:
+    outcome, recorder = run(GridGoal(), [1, 7])
+    assert outcome.status is EpisodeStatus.SAFETY_ABORT
+    steps = [(e.signal, e.scope_id) for e in recorder.of("signal") if e.signal in ("step_start", "step_end")]
+    assert steps == [("step_start", "step:0"), ("step_end", "step:0"), ("step_start", "step:1"), ("step_end", "step:1")]
+
+
 # -- Dict action spaces ------------------------------------------------------------------------------------------------
 
 DICT = spaces.Dict({"arm": BOX3, "gripper": spaces.Discrete(2)})

@@ -13,6 +13,7 @@ import pytest
 from hylo.core.environment import Environment, VideoCamera
 from hylo.core.types import EnvSpec, Observation, StepResult, TaskInstance
 from hylo.evallog.recording import FrameSource, FrameTap
+from hylo.evallog.rollouts import RolloutTap
 
 TASK = TaskInstance("toy", "task", 0)
 
@@ -129,3 +130,14 @@ def test_a_frame_that_cannot_be_rendered_ends_the_recording_not_the_episode(tmp_
     assert len(seen) == 5 and tap.error == "RuntimeError: the renderer is gone"
     video = tap.stop()
     assert video is not None and len(read(video)[2]) == 2  # the frames before it are kept
+
+
+def test_a_video_tap_above_a_rollout_tap_still_finds_the_envs_own_camera(tmp_path: Path) -> None:
+    env = Camera(render_images=True)
+    tap = FrameTap(RolloutTap(env), images=False)
+    tap.start(tmp_path / "v.mp4")
+    assert tap.source is FrameSource.CAMERA
+    tap.reset(TASK)
+    tap.step(0)
+    tap.stop()
+    assert env.video_frames == 2

@@ -14,7 +14,6 @@ import hylo
 from hylo.core.types import TaskInstance
 from hylo.envs.gym_adapter import GymEnvironment
 from hylo.eval import EvalLog
-from hylo.evallog.recording import FrameSource, FrameTap
 from hylo.evallog.rollouts import Rollout, RolloutTap, rollout_path
 from hylo.evallog.video import VideoWriter
 
@@ -83,19 +82,6 @@ def test_an_episode_without_a_step_keeps_no_rollout(tmp_path: Path):
     tap.reset(TASK)
     assert tap.finish(1, "error") is None
     assert list(tmp_path.iterdir()) == []
-
-
-def test_a_video_tap_above_a_rollout_tap_still_finds_the_envs_own_camera(tmp_path: Path):
-    from test_frame_tap import Camera  # the frame tap tests' env, with its own `video_frame`
-
-    env = Camera(render_images=True)
-    tap = FrameTap(RolloutTap(env), images=False)
-    tap.start(tmp_path / "v.mp4")
-    assert tap.source is FrameSource.CAMERA
-    tap.reset(TaskInstance("toy", "task", 0))
-    tap.step(0)
-    tap.stop()
-    assert env.video_frames == 2
 
 
 def _traces(result: Any) -> tuple[list[Any], list[Any]]:

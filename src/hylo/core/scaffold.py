@@ -68,8 +68,9 @@ class EpisodeScaffold:
     """
 
     __slots__ = (
-        "_placed", "_recorded", "act_timeout_s", "auto_episode_reset", "bus", "clock", "deliver", "dt", "executor",
-        "interventions", "lifecycle", "realtime", "scope", "shield", "space", "step_open", "steps", "total_return",
+        "_placed", "_recorded", "_step_scope", "act_timeout_s", "auto_episode_reset", "bus", "clock", "deliver", "dt",
+        "executor", "interventions", "lifecycle", "realtime", "scope", "shield", "space", "step_open", "steps",
+        "total_return",
     )  # fmt: skip
 
     def __init__(
@@ -104,6 +105,9 @@ class EpisodeScaffold:
         self.total_return = 0.0
         self._placed: tuple[str, str] | None = None
         self._recorded = True
+        self._step_scope = ""
+        """The open iteration's scope id: its `step_end` closes what its `step_start` opened, even a step that the
+        shield refused (which never counted in `steps`)."""
 
     # -- opening --------------------------------------------------------------------------------------------------
 
@@ -352,10 +356,11 @@ class EpisodeScaffold:
         """Send a signal to whoever listens and trace it; a listener's failure ends the episode (`EndEpisode`)."""
         if signal is Signal.STEP_START:
             self.step_open = True
-            scope = f"step:{self.steps}" if self.scope is None else self.scope
+            scope = self._step_scope = f"step:{self.steps}" if self.scope is None else self.scope
         elif signal is Signal.STEP_END:
             self.step_open = False
-            scope = f"step:{self.steps - 1}" if self.scope is None else self.scope
+            scope = self._step_scope or (f"step:{self.steps - 1}" if self.scope is None else self.scope)
+            self._step_scope = ""
         else:
             scope = ""
         if self.deliver is not None:
