@@ -207,6 +207,21 @@ def test_more_than_two_runs_get_a_summary_table_and_no_pairing(log_dir, tmp_path
     assert all(f"tasks-{i}" in page.tables for i in range(3))
 
 
+def test_the_summary_of_several_runs_gives_each_suites_mean_over_tasks(log_dir, tmp_path, capsys):
+    runs = ("suite-5", "metaworld-expert", "one-task")
+    page = _parsed(_report(log_dir, tmp_path / "r.html", *runs))
+    header, *rows = page.tables["summary"]
+    column = header.index("mean over tasks")
+    for run, cells in zip(runs, rows, strict=True):
+        suite = _json(capsys, "runs", "show", run, "--log-dir", str(log_dir), "--json")["suite"]
+        if suite["mean"] is None:
+            assert cells[column : column + 2] == ["—", "—"]
+        else:
+            low, high = suite["mean_ci"]
+            assert cells[column : column + 2] == [f"{suite['mean']:.3f}", f"[{low:.3f}, {high:.3f}]"]
+    assert [cells[column] == "—" for cells in rows] == [False, False, True]
+
+
 def test_a_long_large_video_is_embedded_smaller_and_shorter(tmp_path):
     path = tmp_path / "long.mp4"
     rng = np.random.default_rng(0)

@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from hylo.core.status import EpisodeStatus
 from hylo.envs.gym_ids import short_episode_id
@@ -50,8 +51,9 @@ class ReportRun:
     def overall(self) -> Summary:
         return summarize(records(self.rows))
 
+    @cached_property
     def suite(self) -> SuiteFigures:
-        """The run's suite figures, as `hylo runs show --json` gives them (`suite`)."""
+        """The run's suite figures, as `hylo runs show --json` gives them (`suite`); bootstrapped once per report."""
         return suite_figures(records(self.rows))
 
 
@@ -234,7 +236,7 @@ def suite_block(i: int, run: ReportRun) -> str:
     """A run of several tasks summed up over them, as `hylo runs show` does: the mean over tasks and the IQM with
     their stratified bootstrap intervals, the tasks and seeds counted, how the figures were had and the tasks left
     out (or why there are no figures). Nothing for a run of one task: its row is its figure."""
-    f = run.suite()
+    f = run.suite
     lines = suite_lines(f)
     if not lines:
         return ""
@@ -332,21 +334,39 @@ def _episode_row(i: int, j: int, episode: EpisodeRow, anchors: Anchors, media_no
 
 
 def summary_table(runs: Sequence[ReportRun]) -> str:
-    """One row per run, unpaired: benchmark, agent, the overall counts, rates, return and steps."""
+    """One row per run, unpaired: benchmark, agent, the overall counts, rates, return and steps; and, when a run has
+    several tasks, its mean over tasks with its interval (its suite block's)."""
+    suites = any(run.suite.mean is not None for run in runs)
     body = [
         row(
             [
                 cell(f'<a href="#run-{i}">{esc(run.info.run_id)}</a>', css="id", raw=True),
                 cell(f"{benchmark_text(run.info)} · {agent_text(run.info)}"),
                 *summary_cells(run.overall()),
+                *(_suite_cells(run.suite) if suites else []),
             ]
         )
         for i, run in enumerate(runs)
     ]
-    headers = ("run", "benchmark · agent", *SUMMARY_HEADERS[1:])
-    return table(headers, body, numeric_from=2, table_id="summary") + note(
-        "each run on its own episodes (unpaired): " + SUMMARY_NOTE
-    )
+    headers = ("run", "benchmark · agent", *SUMMARY_HEADERS[1:], *(SUITE_HEADERS if suites else ()))
+    notes = [f"each run on its own episodes (unpaired): {SUMMARY_NOTE}"]
+    if suites:
+        notes.append(SUITE_NOTE)
+    return table(headers, body, numeric_from=2, table_id="summary") + "".join(note(n) for n in notes)
+
+
+SUITE_HEADERS = ("mean over tasks", "its interval")
+SUITE_NOTE = (
+    "mean over tasks: each task weighs the same, whatever its episodes, with its stratified bootstrap interval (a "
+    "run's suite block says more; — for a run of one task)"
+)
+
+
+def _suite_cells(f: SuiteFigures) -> list[str]:
+    """A run's mean over tasks and its interval, or dashes for a run without suite figures."""
+    if f.mean is None:
+        return [cell("—", num=True), cell("—", num=True)]
+    return [cell(rate(f.mean), num=True), cell(interval(f.mean_ci), num=True)]
 
 
 def spec_json(info: RunInfo) -> str:
