@@ -127,7 +127,7 @@ class RerunRecorder:
     def close(self, *, keep_empty: bool = True) -> RecordingSummary:
         """Write what is queued, close the file and say what the recording holds. With no episode put, the file is
         written empty when `keep_empty` (a run that started with nothing left to run), else never made (a run
-        refused before it started)."""
+        refused before it started); a recorder never started makes none either way."""
         thread, self._thread = self._thread, None
         if thread is not None:
             self._queue.put(_Close(keep_empty))  # after every queued episode

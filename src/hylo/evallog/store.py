@@ -399,12 +399,14 @@ def _trace_lines(blob: bytes, episode_id: str) -> Iterator[bytes]:
     """The JSON lines of a stored trace, decompressed `TRACE_PIECE` bytes at a time."""
     inflate = zlib.decompressobj()
     pending: list[bytes] = []  # the start of a line that the pieces so far have not finished
-    data = blob
+    compressed, offset = memoryview(blob), 0
     while not inflate.eof:
+        data: bytes | memoryview = inflate.unconsumed_tail  # what the last piece left of its input (a piece at most)
+        if not data:
+            if offset >= len(compressed):
+                raise HyloError(f"the stored trace of episode {episode_id!r} is cut short")
+            data, offset = compressed[offset : offset + TRACE_PIECE], offset + TRACE_PIECE
         piece = inflate.decompress(data, TRACE_PIECE)
-        data = inflate.unconsumed_tail
-        if not piece and not data and not inflate.eof:
-            raise HyloError(f"the stored trace of episode {episode_id!r} is cut short")
         lines = piece.split(b"\n")
         if len(lines) > 1:
             lines[0] = b"".join([*pending, lines[0]])
@@ -420,7 +422,9 @@ def in_seq_range(events: Iterable[dict[str, Any]], first: int, last: int | None)
     """The events whose `seq` is from `first` to `last` (inclusive; no end when None), in order. The reading stops at
     the first event past `last` when the trace is in sequence order, as the EvalLog writes it: the bus stamps each
     event's `seq` and hands it to the trace buffer under one lock, counting up from 0 from the episode's start, and
-    the writer keeps that order. A trace that does not start at 0 or whose `seq` ever steps back is read to its end."""
+    the writer keeps that order. A trace that does not start at 0 or whose `seq` ever steps back is read to its end.
+    The numbering restarts only before an episode's first step (a placement's signals, `bus.place`): a restart after
+    the range's end would not be seen, so code that numbers a trace anew mid-episode must change this."""
     ordered, previous = True, -1
     for index, event in enumerate(events):
         seq = event.get("seq")
