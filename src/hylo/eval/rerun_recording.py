@@ -18,7 +18,6 @@ put while the queue is full is not written at all (`episodes_dropped`). The loop
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ from typing import Any
 
 from hylo.evallog.recording import TraceEntry
 from hylo.evallog.rows import EpisodeRow
-from hylo.evallog.rrd import RerunError, RrdWriter, events_of, video_frames
+from hylo.evallog.rrd import RrdWriter, check_rrd_path, events_of, video_frames
 
 logger = logging.getLogger(__name__)
 
@@ -48,13 +47,6 @@ class _Close:
     """The queue's last item: close the file, or with no episode written, make it only when `keep_empty`."""
 
     keep_empty: bool
-
-
-def _check_writable(path: Path) -> None:
-    """Refuse a recording's path that this process cannot write (its directory, or the file it would replace)."""
-    target = path if path.exists() else path.parent
-    if not os.access(target, os.W_OK):
-        raise RerunError(f"cannot write the recording {str(path)!r}: {str(target)!r} is not writable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +98,7 @@ class RerunRecorder:
     def start(self) -> None:
         """Start the writer (episodes put before are written first), which opens the file with the first episode;
         refuses a path that cannot be written, before any episode runs."""
-        _check_writable(self.path)
+        check_rrd_path(self.path)
         self._thread = threading.Thread(target=self._write_all, name="rerun-recording", daemon=True)
         self._thread.start()
 

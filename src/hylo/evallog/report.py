@@ -65,6 +65,12 @@ def summary_rows(per_task: Mapping[str, Summary], overall: Summary) -> list[tupl
     return rows
 
 
+def summary_texts(s: Summary) -> list[str]:
+    """A summary's figures as the per-task table prints them: n, each status's count, the rates and interval, the
+    return and the mean steps."""
+    return _counts(s) + _figures(s)
+
+
 def _counts(s: Summary) -> list[str]:
     return [str(s.n), *[str(s.status_counts.get(status.value, 0)) for status in EpisodeStatus]]
 
@@ -100,7 +106,7 @@ def summary_table(title: str, per_task: Mapping[str, Summary], overall: Summary,
     `short`, the headers are abbreviated (`SHORT_SUMMARY_NOTE` spells them out)."""
     statuses = [STATUS_HEADERS[s.value] if short else s.value for s in EpisodeStatus]
     headers = ["n", *statuses, *(_SHORT if short else _FULL)]
-    return _task_table(title, summary_rows(per_task, overall), headers, lambda s: _counts(s) + _figures(s))
+    return _task_table(title, summary_rows(per_task, overall), headers, summary_texts)
 
 
 def summary_layouts(title: str, per_task: Mapping[str, Summary], overall: Summary) -> list[list[RenderableType]]:

@@ -21,10 +21,10 @@ from hylo.evallog.report import (
     NO_SIGNAL,
     STATUS_HEADERS,
     SUMMARY_NOTE,
-    return_text,
     seeds_note,
     suite_lines,
     summary_rows,
+    summary_texts,
     timing_note,
 )
 from hylo.evallog.report import interval_text as interval
@@ -144,13 +144,7 @@ SUMMARY_HEADERS = (
 
 def summary_cells(s: Summary) -> list[str]:
     """A summary's cells after its name: n, each status's count, the rates and interval, return and mean steps."""
-    counts = [cell(s.n, num=True), *(cell(s.status_counts.get(st.value, 0), num=True) for st in EpisodeStatus)]
-    if s.success_signal:
-        rates = [rate(s.success_rate), interval(s.success_ci), rate(s.conservative_success_rate)]
-    else:
-        rates = [NO_SIGNAL, "—", "—"]
-    steps = "—" if s.mean_steps is None else f"{s.mean_steps:.1f}"
-    return counts + [cell(text, num=True) for text in (*rates, return_text(s), steps)]
+    return [cell(text, num=True) for text in summary_texts(s)]
 
 
 def task_table(i: int, run: ReportRun) -> str:
@@ -363,9 +357,7 @@ SUITE_NOTE = (
 
 
 def _suite_cells(f: SuiteFigures) -> list[str]:
-    """A run's mean over tasks and its interval, or dashes for a run without suite figures."""
-    if f.mean is None:
-        return [cell("—", num=True), cell("—", num=True)]
+    """A run's mean over tasks and its interval (dashes for a run without suite figures)."""
     return [cell(rate(f.mean), num=True), cell(interval(f.mean_ci), num=True)]
 
 

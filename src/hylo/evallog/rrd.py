@@ -28,6 +28,7 @@ import hashlib
 import importlib.util
 import io
 import json
+import os
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,13 +73,17 @@ def require_rerun() -> None:
 
 
 def check_rrd_path(path: Path) -> None:
-    """Refuse an output that is not a `.rrd` file name in an existing directory (an existing file is replaced)."""
+    """Refuse an output that is not a `.rrd` file name in an existing directory, or that this process cannot write
+    (its directory, or the file it would replace: an existing file is replaced)."""
     if path.suffix != ".rrd":
         raise RerunError(f"a Rerun recording is a .rrd file; got {str(path)!r}")
     if path.is_dir():
         raise RerunError(f"{str(path)!r} is a directory; name the .rrd file to write")
     if not path.parent.is_dir():
         raise RerunError(f"cannot write {str(path)!r}: directory {str(path.parent)!r} does not exist")
+    target = path if path.exists() else path.parent
+    if not os.access(target, os.W_OK):
+        raise RerunError(f"cannot write the recording {str(path)!r}: {str(target)!r} is not writable")
 
 
 def episode_name(episode_id: str) -> str:
